@@ -1,0 +1,3 @@
+module github.com/overtime-hpc/overtime
+
+go 1.26.8

@@ -1,0 +1,327 @@
+// Package model holds the site manager's data: the site, its pools (rooms), hosts,
+// boot servers, boot modes, images, weekly schedules, dated exceptions and role grants.
+//
+// The types are plain data. LDAP (sitemgmt/ldapstore) is the only store; the schedule
+// engine (sitemgmt/schedule) and the renderers (sitemgmt/render) read these types.
+// Validation of single fields lives in validate.go; whole-site consistency (references,
+// uniqueness) in Site.Validate. Schedule overlap checks need the rule parser and live in
+// the schedule package.
+package model
+
+import (
+	"sort"
+	"time"
+)
+
+// ModeKind is what a boot mode does with the PC.
+type ModeKind string
+
+const (
+	KindDesktop     ModeKind = "desktop"     // stateless desktop image, compute guest harvests idle cycles
+	KindCluster     ModeKind = "cluster"     // same image, dedicated compute target, all resources to the guest
+	KindCourseVM    ModeKind = "course-vm"   // desktop that starts a lecturer's VM full screen, non-persistent
+	KindLocalDisk   ModeKind = "local-disk"  // boot the local disk (BIOS LOCALBOOT, UEFI exit)
+	KindMaintenance ModeKind = "maintenance" // maintenance system for administrators
+)
+
+// ModeKinds lists every kind, in documentation order.
+var ModeKinds = []ModeKind{KindDesktop, KindCluster, KindCourseVM, KindLocalDisk, KindMaintenance}
+
+// NeedsImage reports whether a mode of this kind boots a network image (maintenance may,
+// or may boot a kernel of its own).
+func (k ModeKind) NeedsImage() bool {
+	return k == KindDesktop || k == KindCluster || k == KindCourseVM || k == KindMaintenance
+}
+
+// ImageKind says what an image is for.
+type ImageKind string
+
+const (
+	ImageDesktop  ImageKind = "desktop"   // the stateless desktop (also booted in cluster mode)
+	ImageCompute  ImageKind = "compute"   // the compute guest run by the node agent
+	ImageCourseVM ImageKind = "course-vm" // a lecturer's course VM, started read-only
+)
+
+var ImageKinds = []ImageKind{ImageDesktop, ImageCompute, ImageCourseVM}
+
+// ExceptionKind classifies a dated exception; it is informational (precedence does not depend on it).
+type ExceptionKind string
+
+var ExceptionKinds = []ExceptionKind{"exam", "lecture", "holiday", "maintenance", "other"}
+
+// RoleKind is a role a user can hold.
+type RoleKind string
+
+const (
+	RoleSiteAdmin RoleKind = "site-admin" // everything
+	RolePoolAdmin RoleKind = "pool-admin" // hosts, schedule and exceptions of one pool
+	RoleLecturer  RoleKind = "lecturer"   // course-vm rules/exceptions and course-vm images of one pool
+	RoleViewer    RoleKind = "viewer"     // read only
+)
+
+var RoleKinds = []RoleKind{RoleSiteAdmin, RolePoolAdmin, RoleLecturer, RoleViewer}
+
+// PoolScoped reports whether a role of this kind is granted per pool.
+func (k RoleKind) PoolScoped() bool { return k == RolePoolAdmin || k == RoleLecturer }
+
+// Site is the whole configuration of one site.
+type Site struct {
+	Name        string `json:"name" yaml:"name"`
+	Timezone    string `json:"timezone" yaml:"timezone"`                           // IANA name, e.g. Europe/Berlin
+	DefaultMode string `json:"defaultMode" yaml:"defaultMode"`                     // mode when no rule applies
+	UnknownMode string `json:"unknownMode,omitempty" yaml:"unknownMode,omitempty"` // mode served to MACs not in the directory; default: local disk
+
+	Pools       []Pool       `json:"pools" yaml:"pools"`
+	Hosts       []Host       `json:"hosts" yaml:"hosts"`
+	BootServers []BootServer `json:"bootServers" yaml:"bootServers"`
+	Modes       []Mode       `json:"modes" yaml:"modes"`
+	Images      []Image      `json:"images" yaml:"images"`
+	Exceptions  []Exception  `json:"exceptions" yaml:"exceptions"`
+	Roles       []RoleGrant  `json:"roles" yaml:"roles"`
+}
+
+// Pool is a room or group of PCs administered together.
+type Pool struct {
+	Name        string   `json:"name" yaml:"name"`
+	Description string   `json:"description,omitempty" yaml:"description,omitempty"`
+	Room        string   `json:"room,omitempty" yaml:"room,omitempty"`
+	BootServer  string   `json:"bootServer,omitempty" yaml:"bootServer,omitempty"` // default for the pool's hosts
+	Weekly      []string `json:"weekly,omitempty" yaml:"weekly,omitempty"`         // weekly rules, e.g. "mon-fri 08:00-18:00 desktop"
+}
+
+// Host is one PC.
+type Host struct {
+	Name       string   `json:"name" yaml:"name"`
+	MAC        string   `json:"mac" yaml:"mac"` // canonical: lower case, colon separated
+	IP         string   `json:"ip,omitempty" yaml:"ip,omitempty"`
+	Pool       string   `json:"pool" yaml:"pool"`
+	BootServer string   `json:"bootServer,omitempty" yaml:"bootServer,omitempty"` // overrides the pool's
+	Weekly     []string `json:"weekly,omitempty" yaml:"weekly,omitempty"`
+}
+
+// DHCPMode says whether a boot server's dnsmasq hands out addresses or only PXE options.
+type DHCPMode string
+
+const (
+	DHCPFull  DHCPMode = "full"  // dnsmasq is the DHCP server for the segment
+	DHCPProxy DHCPMode = "proxy" // a central DHCP server hands out addresses; dnsmasq adds PXE (proxy-DHCP)
+)
+
+// BootServer is a "Remote Boot Service": it answers DHCP/PXE for the hosts assigned to it
+// and serves kernel, initrd and boot scripts over HTTP, root images over NFS.
+type BootServer struct {
+	Name      string   `json:"name" yaml:"name"`
+	IP        string   `json:"ip" yaml:"ip"`
+	HTTPURL   string   `json:"httpURL" yaml:"httpURL"`                         // base URL of `overtime serve` as seen by clients, e.g. http://10.0.0.1:8080
+	NFSServer string   `json:"nfsServer,omitempty" yaml:"nfsServer,omitempty"` // host or IP exporting images; default IP
+	NFSRoot   string   `json:"nfsRoot,omitempty" yaml:"nfsRoot,omitempty"`     // export path holding published images; default /srv/overtime/images
+	DHCP      DHCPMode `json:"dhcp" yaml:"dhcp"`
+	Interface string   `json:"interface,omitempty" yaml:"interface,omitempty"` // dnsmasq interface=
+	Subnet    string   `json:"subnet" yaml:"subnet"`                           // CIDR served, e.g. 10.0.0.0/24
+	RangeFrom string   `json:"rangeFrom,omitempty" yaml:"rangeFrom,omitempty"` // dynamic range (full DHCP only); optional
+	RangeTo   string   `json:"rangeTo,omitempty" yaml:"rangeTo,omitempty"`
+	Router    string   `json:"router,omitempty" yaml:"router,omitempty"`
+}
+
+// Mode is a boot mode: what a host boots into during a slot.
+type Mode struct {
+	Name         string   `json:"name" yaml:"name"`
+	Kind         ModeKind `json:"kind" yaml:"kind"`
+	Description  string   `json:"description,omitempty" yaml:"description,omitempty"`
+	Image        string   `json:"image,omitempty" yaml:"image,omitempty"`               // image name (kinds that NeedsImage)
+	ImageVersion string   `json:"imageVersion,omitempty" yaml:"imageVersion,omitempty"` // pinned version; empty = newest
+	Kernel       string   `json:"kernel,omitempty" yaml:"kernel,omitempty"`             // path under the boot server's HTTP base, or empty = the image's
+	Initrd       string   `json:"initrd,omitempty" yaml:"initrd,omitempty"`
+	KernelArgs   string   `json:"kernelArgs,omitempty" yaml:"kernelArgs,omitempty"`
+}
+
+// Image is a named series of immutable versions.
+type Image struct {
+	Name        string         `json:"name" yaml:"name"`
+	Kind        ImageKind      `json:"kind" yaml:"kind"`
+	Description string         `json:"description,omitempty" yaml:"description,omitempty"`
+	Pool        string         `json:"pool,omitempty" yaml:"pool,omitempty"` // course-vm images: pool whose lecturers manage it
+	Versions    []ImageVersion `json:"versions,omitempty" yaml:"versions,omitempty"`
+}
+
+// ImageVersion is one immutable, published build of an image. Once written it is never
+// modified; a new build is a new version.
+type ImageVersion struct {
+	Version string    `json:"version" yaml:"version"` // e.g. 2026.11.21-1
+	SHA256  string    `json:"sha256" yaml:"sha256"`   // of the root image file
+	Size    int64     `json:"size,omitempty" yaml:"size,omitempty"`
+	Path    string    `json:"path" yaml:"path"` // directory under the boot server's NFS root / HTTP images path
+	Created time.Time `json:"created" yaml:"created"`
+}
+
+// Target names what an exception applies to.
+type Target struct {
+	Pool string `json:"pool,omitempty" yaml:"pool,omitempty"`
+	Host string `json:"host,omitempty" yaml:"host,omitempty"`
+}
+
+// Exception overrides the weekly schedule between two instants (exam, lecture, holiday).
+type Exception struct {
+	Name        string        `json:"name" yaml:"name"`
+	Kind        ExceptionKind `json:"kind" yaml:"kind"`
+	Description string        `json:"description,omitempty" yaml:"description,omitempty"`
+	Start       time.Time     `json:"start" yaml:"start"`
+	End         time.Time     `json:"end" yaml:"end"`
+	Mode        string        `json:"mode" yaml:"mode"`
+	Targets     []Target      `json:"targets" yaml:"targets"`
+}
+
+// RoleGrant gives a role (for pool-scoped roles: in one pool) to users, by uid.
+type RoleGrant struct {
+	Name    string   `json:"name" yaml:"name"`
+	Role    RoleKind `json:"role" yaml:"role"`
+	Pool    string   `json:"pool,omitempty" yaml:"pool,omitempty"`
+	Members []string `json:"members" yaml:"members"`
+}
+
+// Sort puts every list in name order so that output (exports, renders) is stable.
+func (s *Site) Sort() {
+	sort.Slice(s.Pools, func(i, j int) bool { return s.Pools[i].Name < s.Pools[j].Name })
+	sort.Slice(s.Hosts, func(i, j int) bool { return s.Hosts[i].Name < s.Hosts[j].Name })
+	sort.Slice(s.BootServers, func(i, j int) bool { return s.BootServers[i].Name < s.BootServers[j].Name })
+	sort.Slice(s.Modes, func(i, j int) bool { return s.Modes[i].Name < s.Modes[j].Name })
+	sort.Slice(s.Images, func(i, j int) bool { return s.Images[i].Name < s.Images[j].Name })
+	for i := range s.Images {
+		v := s.Images[i].Versions
+		sort.SliceStable(v, func(a, b int) bool { return v[a].Created.Before(v[b].Created) })
+	}
+	sort.Slice(s.Exceptions, func(i, j int) bool { return s.Exceptions[i].Name < s.Exceptions[j].Name })
+	sort.Slice(s.Roles, func(i, j int) bool { return s.Roles[i].Name < s.Roles[j].Name })
+}
+
+// Clone returns a deep copy, so that a change can be built and validated without touching
+// the snapshot that is being served.
+func (s *Site) Clone() *Site {
+	c := *s
+	c.Pools = append([]Pool(nil), s.Pools...)
+	for i := range c.Pools {
+		c.Pools[i].Weekly = append([]string(nil), c.Pools[i].Weekly...)
+	}
+	c.Hosts = append([]Host(nil), s.Hosts...)
+	for i := range c.Hosts {
+		c.Hosts[i].Weekly = append([]string(nil), c.Hosts[i].Weekly...)
+	}
+	c.BootServers = append([]BootServer(nil), s.BootServers...)
+	c.Modes = append([]Mode(nil), s.Modes...)
+	c.Images = append([]Image(nil), s.Images...)
+	for i := range c.Images {
+		c.Images[i].Versions = append([]ImageVersion(nil), c.Images[i].Versions...)
+	}
+	c.Exceptions = append([]Exception(nil), s.Exceptions...)
+	for i := range c.Exceptions {
+		c.Exceptions[i].Targets = append([]Target(nil), c.Exceptions[i].Targets...)
+	}
+	c.Roles = append([]RoleGrant(nil), s.Roles...)
+	for i := range c.Roles {
+		c.Roles[i].Members = append([]string(nil), c.Roles[i].Members...)
+	}
+	return &c
+}
+
+// Lookup helpers. They are linear; callers that need many look-ups build an Index.
+
+func (s *Site) Pool(name string) *Pool {
+	for i := range s.Pools {
+		if s.Pools[i].Name == name {
+			return &s.Pools[i]
+		}
+	}
+	return nil
+}
+
+func (s *Site) Host(name string) *Host {
+	for i := range s.Hosts {
+		if s.Hosts[i].Name == name {
+			return &s.Hosts[i]
+		}
+	}
+	return nil
+}
+
+func (s *Site) Mode(name string) *Mode {
+	for i := range s.Modes {
+		if s.Modes[i].Name == name {
+			return &s.Modes[i]
+		}
+	}
+	return nil
+}
+
+func (s *Site) Image(name string) *Image {
+	for i := range s.Images {
+		if s.Images[i].Name == name {
+			return &s.Images[i]
+		}
+	}
+	return nil
+}
+
+func (s *Site) BootServer(name string) *BootServer {
+	for i := range s.BootServers {
+		if s.BootServers[i].Name == name {
+			return &s.BootServers[i]
+		}
+	}
+	return nil
+}
+
+func (s *Site) Exception(name string) *Exception {
+	for i := range s.Exceptions {
+		if s.Exceptions[i].Name == name {
+			return &s.Exceptions[i]
+		}
+	}
+	return nil
+}
+
+func (s *Site) Role(name string) *RoleGrant {
+	for i := range s.Roles {
+		if s.Roles[i].Name == name {
+			return &s.Roles[i]
+		}
+	}
+	return nil
+}
+
+// HostBootServer is the boot server that answers a host: its own, else its pool's.
+func (s *Site) HostBootServer(h *Host) string {
+	if h.BootServer != "" {
+		return h.BootServer
+	}
+	if p := s.Pool(h.Pool); p != nil {
+		return p.BootServer
+	}
+	return ""
+}
+
+// Version returns the named version of an image, or the newest one when v is empty.
+func (im *Image) Version(v string) *ImageVersion {
+	if len(im.Versions) == 0 {
+		return nil
+	}
+	if v == "" {
+		newest := &im.Versions[0]
+		for i := range im.Versions {
+			if im.Versions[i].Created.After(newest.Created) {
+				newest = &im.Versions[i]
+			}
+		}
+		return newest
+	}
+	for i := range im.Versions {
+		if im.Versions[i].Version == v {
+			return &im.Versions[i]
+		}
+	}
+	return nil
+}
+
+// Location loads the site's time zone.
+func (s *Site) Location() (*time.Location, error) {
+	return time.LoadLocation(s.Timezone)
+}
