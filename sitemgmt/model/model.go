@@ -128,8 +128,9 @@ type Mode struct {
 	Name         string   `json:"name" yaml:"name"`
 	Kind         ModeKind `json:"kind" yaml:"kind"`
 	Description  string   `json:"description,omitempty" yaml:"description,omitempty"`
-	Image        string   `json:"image,omitempty" yaml:"image,omitempty"`               // image name (kinds that NeedsImage)
+	Image        string   `json:"image,omitempty" yaml:"image,omitempty"`               // image booted (a desktop image for desktop, cluster and course-vm modes)
 	ImageVersion string   `json:"imageVersion,omitempty" yaml:"imageVersion,omitempty"` // pinned version; empty = newest
+	VM           string   `json:"vm,omitempty" yaml:"vm,omitempty"`                     // course-vm modes: the course-vm image started full screen (newest version)
 	Kernel       string   `json:"kernel,omitempty" yaml:"kernel,omitempty"`             // path under the boot server's HTTP base, or empty = the image's
 	Initrd       string   `json:"initrd,omitempty" yaml:"initrd,omitempty"`
 	KernelArgs   string   `json:"kernelArgs,omitempty" yaml:"kernelArgs,omitempty"`

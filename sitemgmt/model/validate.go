@@ -240,14 +240,25 @@ func (s *Site) Validate() error {
 			if im == nil {
 				return invalid("mode %s: unknown image %q", m.Name, m.Image)
 			}
-			if m.Kind == KindCourseVM && im.Kind != ImageCourseVM {
-				return invalid("mode %s: a course-vm mode needs a course-vm image, %s is %s", m.Name, im.Name, im.Kind)
+			if im.Kind != ImageDesktop {
+				return invalid("mode %s: boots image %s, which is a %s image, not a desktop image", m.Name, im.Name, im.Kind)
 			}
 			if m.ImageVersion != "" && im.Version(m.ImageVersion) == nil {
 				return invalid("mode %s: image %s has no version %q", m.Name, m.Image, m.ImageVersion)
 			}
 		} else if m.Image != "" {
 			return invalid("mode %s: a %s mode boots no image", m.Name, m.Kind)
+		}
+		if m.Kind == KindCourseVM {
+			vm := images[m.VM]
+			if vm == nil {
+				return invalid("mode %s: unknown course VM image %q", m.Name, m.VM)
+			}
+			if vm.Kind != ImageCourseVM {
+				return invalid("mode %s: vm %s is a %s image, not a course-vm image", m.Name, vm.Name, vm.Kind)
+			}
+		} else if m.VM != "" {
+			return invalid("mode %s: only course-vm modes start a VM", m.Name)
 		}
 		if m.Kind == KindLocalDisk && (m.Kernel != "" || m.Initrd != "" || m.KernelArgs != "") {
 			return invalid("mode %s: a local-disk mode takes no kernel, initrd or kernel arguments", m.Name)

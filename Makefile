@@ -1,0 +1,44 @@
+# Overtime — see README.md. Every target that needs packages runs `deps` first, so a fresh
+# Debian 12 machine needs nothing by hand.
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin/overtime
+PKGS  := ./...
+
+.PHONY: all deps build test unit lint fuzz demo demo-stop bench clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(GO) build -o $(BIN) ./cmd/overtime
+
+# Unit tests and integration tests against real servers (slapd, dnsmasq, slurmctld,
+# nfs-ganesha), plus static checks. -p 2: these machines have 2 cores.
+test: deps lint
+	$(GO) test -count=1 -p 2 -timeout 30m $(PKGS)
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null; git ls-files -o --exclude-standard '*.go' 2>/dev/null)); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# Longer fuzzing runs than the seed corpus `make test` replays.
+FUZZTIME ?= 60s
+fuzz: deps
+	$(GO) test -run='^$$' -fuzz=FuzzParseRule -fuzztime=$(FUZZTIME) ./sitemgmt/schedule
+	$(GO) test -run='^$$' -fuzz=FuzzEngine -fuzztime=$(FUZZTIME) ./sitemgmt/schedule
+
+demo: build
+	@scripts/demo.sh start
+
+demo-stop:
+	@scripts/demo.sh stop
+
+bench: build
+	@scripts/bench.sh
+
+clean:
+	rm -rf bin

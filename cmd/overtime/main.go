@@ -1,0 +1,98 @@
+// Command overtime is the site manager: `overtime serve` runs the API and boot script
+// server; every other subcommand is a client of that API (or, for `ldap init` and `dev`,
+// of the directory itself).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/client"
+)
+
+// exitCode maps errors to exit statuses: 1 for refused or invalid requests, 2 for usage.
+func main() {
+	root := newRoot()
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "overtime: "+strings.ReplaceAll(err.Error(), "\n", " "))
+		var api *client.APIError
+		if errors.As(err, &api) {
+			os.Exit(1)
+		}
+		os.Exit(1)
+	}
+}
+
+type globals struct {
+	server       string
+	user         string
+	passwordFile string
+	output       string
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "overtime",
+		Short:         "Overtime site manager: pool PCs as a cluster, scheduled per 10-minute slot",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.server, "server", envOr("OVERTIME_SERVER", "http://127.0.0.1:8080"), "site manager URL ($OVERTIME_SERVER)")
+	pf.StringVar(&g.user, "user", os.Getenv("OVERTIME_USER"), "directory user ($OVERTIME_USER)")
+	pf.StringVar(&g.passwordFile, "password-file", os.Getenv("OVERTIME_PASSWORD_FILE"), "file holding the password (else $OVERTIME_PASSWORD)")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
+
+	root.AddCommand(
+		newServeCmd(),
+		newLDAPCmd(),
+		newDevCmd(),
+		newSiteCmd(g),
+		newModeAtCmd(g),
+		newRenderCmd(g),
+		newWhoamiCmd(g),
+		newUserCmd(g),
+		newScheduleCmd(g),
+	)
+	root.AddCommand(entityCmds(g)...)
+	return root
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// client builds an API client from the global flags.
+func (g *globals) client() (*client.Client, error) {
+	pw := os.Getenv("OVERTIME_PASSWORD")
+	if g.passwordFile != "" {
+		b, err := os.ReadFile(g.passwordFile)
+		if err != nil {
+			return nil, fmt.Errorf("password file: %w", err)
+		}
+		pw = strings.TrimRight(string(b), "\r\n")
+	}
+	return &client.Client{BaseURL: g.server, User: g.user, Password: pw}, nil
+}
+
+func readSecret(file, env, what string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%s file: %w", what, err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	if v := os.Getenv(env); v != "" {
+		return v, nil
+	}
+	return "", fmt.Errorf("no %s: give a --%s-file or set $%s", what, strings.ReplaceAll(what, " ", "-"), env)
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overtime-hpc/overtime/internal/slapdenv"
+	"github.com/overtime-hpc/overtime/sitemgmt/api"
+	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
+	"github.com/overtime-hpc/overtime/sitemgmt/service"
+)
+
+type ldapFlags struct {
+	url, baseDN, bindDN, passwordFile string
+}
+
+func (l *ldapFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&l.url, "ldap-url", envOr("OVERTIME_LDAP_URL", "ldap://127.0.0.1:389"), "directory URL ($OVERTIME_LDAP_URL)")
+	f.StringVar(&l.baseDN, "base-dn", envOr("OVERTIME_LDAP_BASE", "dc=example,dc=org"), "directory base DN ($OVERTIME_LDAP_BASE)")
+	f.StringVar(&l.bindDN, "bind-dn", envOr("OVERTIME_LDAP_BIND_DN", "cn=admin,dc=example,dc=org"), "service account DN ($OVERTIME_LDAP_BIND_DN)")
+	f.StringVar(&l.passwordFile, "bind-password-file", os.Getenv("OVERTIME_LDAP_PASSWORD_FILE"), "file with the service account password (else $OVERTIME_LDAP_PASSWORD)")
+}
+
+func (l *ldapFlags) open() (*ldapstore.Store, error) {
+	pw, err := readSecret(l.passwordFile, "OVERTIME_LDAP_PASSWORD", "bind password")
+	if err != nil {
+		return nil, err
+	}
+	return ldapstore.Open(ldapstore.Config{URL: l.url, BaseDN: l.baseDN, BindDN: l.bindDN, BindPassword: pw})
+}
+
+func newServeCmd() *cobra.Command {
+	var (
+		l                  ldapFlags
+		listen, bootServer string
+		reload, menu       time.Duration
+		now                string
+		tlsCert, tlsKey    string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the REST API and the per-request boot script server",
+		Long: `Serves the JSON API under /api/v1 (OpenAPI: docs/api/openapi.yaml), iPXE scripts at
+/boot/ipxe/{mac}, PXELINUX configs at /pxelinux.cfg/01-{mac}, and rendered configs at
+/api/v1/render/{dnsmasq,dnsmasq-hosts,slurm,ganesha,exports}. The site is held in memory
+and re-read from LDAP every --reload; writes go through the API.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			store, err := l.open()
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			svc, err := service.New(ctx, store, log)
+			if err != nil {
+				return err
+			}
+			opt := api.Options{BootServer: bootServer, MenuTimeout: menu, Log: log}
+			if now != "" {
+				t, err := time.Parse(time.RFC3339, now)
+				if err != nil {
+					return fmt.Errorf("--now: %w", err)
+				}
+				// A fixed clock that still advances, so that a demo or a test can put the
+				// site at any instant of the week.
+				offset := time.Until(t)
+				opt.Now = func() time.Time { return time.Now().Add(offset) }
+			}
+			go svc.ReloadEvery(ctx, reload)
+			srv := &http.Server{Handler: api.New(svc, opt), ReadHeaderTimeout: 10 * time.Second}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			log.Info("serving", "addr", ln.Addr().String(), "site", svc.Snapshot().Site.Name, "hosts", len(svc.Snapshot().Site.Hosts))
+			errc := make(chan error, 1)
+			go func() {
+				if tlsCert != "" {
+					errc <- srv.ServeTLS(ln, tlsCert, tlsKey)
+				} else {
+					errc <- srv.Serve(ln)
+				}
+			}()
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				return srv.Shutdown(sctx)
+			}
+		},
+	}
+	l.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.StringVar(&bootServer, "boot-server", "", "boot server this instance answers for (unknown MACs)")
+	f.DurationVar(&reload, "reload", 30*time.Second, "re-read the directory this often (0: never)")
+	f.DurationVar(&menu, "menu-timeout", 5*time.Second, "boot menu timeout before the scheduled mode boots")
+	f.StringVar(&now, "now", "", "pretend the current time is this RFC 3339 instant (demos, tests)")
+	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (API passwords travel in Basic auth)")
+	f.StringVar(&tlsKey, "tls-key", "", "key for --tls-cert")
+	return cmd
+}
+
+func newLDAPCmd() *cobra.Command {
+	ldapCmd := &cobra.Command{Use: "ldap", Short: "Directory administration"}
+	var (
+		l                     ldapFlags
+		site, tz, admin, apwf string
+	)
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "Bootstrap an empty directory: check the schema, create base entries and the first site admin",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pw, err := readSecret(apwf, "OVERTIME_ADMIN_PASSWORD", "admin password")
+			if err != nil {
+				return err
+			}
+			store, err := l.open()
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			err = store.Init(context.Background(), ldapstore.InitOptions{SiteName: site, Timezone: tz, AdminUID: admin, AdminPassword: pw})
+			if err != nil {
+				return err
+			}
+			fmt.Printf("directory %s initialised: site %s (%s), site admin %s\n", l.baseDN, site, tz, admin)
+			return nil
+		},
+	}
+	l.register(initCmd)
+	f := initCmd.Flags()
+	f.StringVar(&site, "site", "example", "site name")
+	f.StringVar(&tz, "timezone", "Europe/Berlin", "site time zone (IANA)")
+	f.StringVar(&admin, "admin", "admin", "uid of the first site admin")
+	f.StringVar(&apwf, "admin-password-file", "", "file with the first admin's password (else $OVERTIME_ADMIN_PASSWORD)")
+	ldapCmd.AddCommand(initCmd)
+	return ldapCmd
+}
+
+// newDevCmd holds helpers for demos and development; they are not for production.
+func newDevCmd() *cobra.Command {
+	dev := &cobra.Command{Use: "dev", Short: "Development helpers (throwaway slapd for demos)"}
+	var dir, baseDN, rootPW string
+	var port int
+	slapd := &cobra.Command{
+		Use:   "slapd",
+		Short: "Start a throwaway OpenLDAP slapd with the Overtime schema in DIR (stop with `overtime dev slapd-stop`)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(abs, 0o700); err != nil {
+				return err
+			}
+			srv, err := slapdenv.Start(abs, slapdenv.Options{Port: port, BaseDN: baseDN, RootPW: rootPW})
+			if err != nil {
+				return err
+			}
+			fmt.Printf("OVERTIME_LDAP_URL=%s\nOVERTIME_LDAP_BASE=%s\nOVERTIME_LDAP_BIND_DN=%s\nSLAPD_PID=%d\n", srv.URL, srv.BaseDN, srv.RootDN, srv.PID)
+			return nil
+		},
+	}
+	slapd.Flags().StringVar(&dir, "dir", "", "directory for the database, config and pid file")
+	slapd.Flags().IntVar(&port, "port", 0, "port on 127.0.0.1 (0: pick a free one)")
+	slapd.Flags().StringVar(&baseDN, "base-dn", "dc=example,dc=org", "base DN")
+	slapd.Flags().StringVar(&rootPW, "root-password", "", "root DN password")
+	_ = slapd.MarkFlagRequired("dir")
+	_ = slapd.MarkFlagRequired("root-password")
+	dev.AddCommand(slapd)
+	return dev
+}
+
+var errUsage = errors.New("usage")

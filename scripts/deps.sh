@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Install every Debian package and Go module the project needs. Idempotent and quiet when
+# everything is present: it only calls apt-get when a package is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Packages by purpose (keep in step with README "Requirements"):
+#   slapd ldap-utils       the one store, and its tools (tests, demo)
+#   dnsmasq-base           DHCP/TFTP; `dnsmasq --test` checks rendered configs
+#   wrk                    HTTP load generator for `make bench`
+#   slurm-wlm munge        slurmctld checks the rendered node lines
+#   nfs-ganesha(-vfs)      NFS server checks the rendered EXPORT blocks
+#   ca-certificates git    Go module downloads
+PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "deps: installing ${missing[*]}"
+	SUDO=""
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	# slapd must not configure (and start) a system directory of its own: tests and the
+	# demo run private ones.
+	echo "slapd slapd/no_configuration boolean true" | $SUDO debconf-set-selections
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+	# policy-rc.d keeps package scripts from starting system services (munge, slapd,
+	# ganesha) that tests would then collide with.
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+		$SUDO chmod +x /usr/sbin/policy-rc.d
+		trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+	fi
+	$SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+command -v go >/dev/null || { echo "deps: Go toolchain not found (need Go >= $(sed -n 's/^go //p' go.mod))" >&2; exit 1; }
+go mod download

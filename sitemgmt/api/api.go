@@ -1,0 +1,461 @@
+// Package api is the HTTP face of the site manager: the JSON REST API (described by
+// docs/api/openapi.yaml, which a test checks against this server), the per-request boot
+// script endpoints that PXE clients fetch (unauthenticated: firmware cannot log in), and
+// rendered configuration for boot servers, Slurm and NFS.
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/service"
+)
+
+// Options configure the server.
+type Options struct {
+	// BootServer is the boot server this instance speaks for when a MAC is unknown (its
+	// HTTP URL ends up in the default script). Empty: the site's first boot server.
+	BootServer string
+	// MenuTimeout is how long a boot menu waits before booting the scheduled mode.
+	MenuTimeout time.Duration
+	// Now is the clock; tests and demos inject a fixed instant. Default time.Now.
+	Now func() time.Time
+	// AuthCacheTTL is how long a successful LDAP bind is remembered (keyed by a salted
+	// hash of uid and password), so that a CLI session does not bind on every request.
+	AuthCacheTTL time.Duration
+	Log          *slog.Logger
+}
+
+// Server serves the API and boot endpoints.
+type Server struct {
+	svc  *service.Service
+	opt  Options
+	mux  *http.ServeMux
+	auth authCache
+}
+
+// New builds the handler tree.
+func New(svc *service.Service, opt Options) *Server {
+	if opt.MenuTimeout == 0 {
+		opt.MenuTimeout = 5 * time.Second
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.AuthCacheTTL == 0 {
+		opt.AuthCacheTTL = time.Minute
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	s := &Server{svc: svc, opt: opt, mux: http.NewServeMux()}
+	s.auth.init(opt.AuthCacheTTL)
+	s.routes()
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.opt.Log.Error("panic in handler", "path", r.URL.Path, "panic", v)
+			writeError(w, http.StatusInternalServerError, "internal error")
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /healthz", s.healthz)
+
+	// Boot endpoints: unauthenticated, rendered per request from the current slot.
+	m.HandleFunc("GET /boot/ipxe", s.bootChain)
+	m.HandleFunc("GET /boot/ipxe/{mac}", s.bootIPXE)
+	m.HandleFunc("GET /pxelinux.cfg/{file}", s.bootPXELinux)
+
+	// REST API.
+	m.HandleFunc("GET /api/v1/whoami", s.read(s.whoami))
+	m.HandleFunc("GET /api/v1/site", s.read(s.getSite))
+	m.HandleFunc("PUT /api/v1/site", s.write(s.putSite))
+	m.HandleFunc("GET /api/v1/site/settings", s.read(s.getSettings))
+	m.HandleFunc("PUT /api/v1/site/settings", s.write(s.putSettings))
+	m.HandleFunc("GET /api/v1/mode-at", s.read(s.modeAt))
+	m.HandleFunc("GET /api/v1/render/{what}", s.read(s.render))
+	m.HandleFunc("POST /api/v1/hosts/import", s.write(s.importHosts))
+	m.HandleFunc("POST /api/v1/images/{name}/versions", s.write(s.addImageVersion))
+	m.HandleFunc("POST /api/v1/users", s.write(s.putUser))
+	registerCollections(s)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	snap := s.svc.Snapshot()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"status": "ok", "site": snap.Site.Name, "hosts": len(snap.Site.Hosts),
+		"loaded": snap.Loaded.UTC().Format(time.RFC3339),
+	})
+}
+
+// ---- errors and JSON ----
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, errorBody{Error: oneLine(msg)})
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", " ") }
+
+// httpError maps the error types of the lower layers to a status code.
+func (s *Server) httpError(w http.ResponseWriter, err error) {
+	var inv *model.InvalidError
+	var forb *authz.Forbidden
+	var nf notFound
+	switch {
+	case errors.As(err, &nf):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.As(err, &forb):
+		writeError(w, http.StatusForbidden, err.Error())
+	case errors.As(err, &inv):
+		if inv.Conflict {
+			writeError(w, http.StatusConflict, err.Error())
+		} else {
+			writeError(w, http.StatusBadRequest, err.Error())
+		}
+	default:
+		s.opt.Log.Error("request failed", "err", err)
+		writeError(w, http.StatusBadGateway, "directory error: "+err.Error())
+	}
+}
+
+type notFound struct{ what, name string }
+
+func (e notFound) Error() string { return fmt.Sprintf("%s %q not found", e.what, e.name) }
+
+// decodeJSON reads a JSON body strictly: unknown fields are errors (typos must not be
+// silently dropped) and the body is bounded.
+func decodeJSON(r *http.Request, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 32<<20))
+	if err != nil {
+		return model.Invalid("request body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return model.Invalid("invalid JSON body: %v", err)
+	}
+	if dec.More() {
+		return model.Invalid("invalid JSON body: trailing data")
+	}
+	return nil
+}
+
+func dryRun(r *http.Request) bool {
+	v := r.URL.Query().Get("dryRun")
+	return v == "true" || v == "1"
+}
+
+// ---- authentication ----
+
+type ctxKey struct{}
+
+// principal returns the authenticated principal stored by read/write.
+func principal(r *http.Request) authz.Principal {
+	return r.Context().Value(ctxKey{}).(authz.Principal)
+}
+
+type authCache struct {
+	mu   sync.Mutex
+	ttl  time.Duration
+	salt [32]byte
+	ok   map[string]authEntry
+}
+
+type authEntry struct {
+	sum     [32]byte
+	expires time.Time
+}
+
+func (c *authCache) init(ttl time.Duration) {
+	c.ttl = ttl
+	c.ok = map[string]authEntry{}
+	_, _ = rand.Read(c.salt[:])
+}
+
+func (c *authCache) sum(uid, pw string) [32]byte {
+	h := sha256.New()
+	h.Write(c.salt[:])
+	h.Write([]byte(uid))
+	h.Write([]byte{0})
+	h.Write([]byte(pw))
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+func (c *authCache) hit(uid, pw string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.ok[uid]
+	if !ok || now.After(e.expires) {
+		return false
+	}
+	s := c.sum(uid, pw)
+	return subtle.ConstantTimeCompare(s[:], e.sum[:]) == 1
+}
+
+func (c *authCache) store(uid, pw string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ok[uid] = authEntry{sum: c.sum(uid, pw), expires: now.Add(c.ttl)}
+}
+
+// authenticate checks HTTP Basic credentials by an LDAP bind as the user.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Principal, bool) {
+	uid, pw, ok := r.BasicAuth()
+	if !ok || uid == "" || pw == "" {
+		w.Header().Set("WWW-Authenticate", `Basic realm="overtime"`)
+		writeError(w, http.StatusUnauthorized, "authentication required (HTTP Basic, directory user)")
+		return authz.Principal{}, false
+	}
+	now := time.Now()
+	if !s.auth.hit(uid, pw, now) {
+		if err := model.ValidUID(uid); err != nil {
+			w.Header().Set("WWW-Authenticate", `Basic realm="overtime"`)
+			writeError(w, http.StatusUnauthorized, "invalid credentials")
+			return authz.Principal{}, false
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if err := s.svc.Backend().Authenticate(ctx, uid, pw); err != nil {
+			w.Header().Set("WWW-Authenticate", `Basic realm="overtime"`)
+			writeError(w, http.StatusUnauthorized, "invalid credentials")
+			return authz.Principal{}, false
+		}
+		s.auth.store(uid, pw, now)
+	}
+	return authz.For(s.svc.Snapshot().Site, uid), true
+}
+
+// read wraps a handler that needs any role.
+func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, ok := s.authenticate(w, r)
+		if !ok {
+			return
+		}
+		if !p.CanRead() {
+			writeError(w, http.StatusForbidden, "user "+p.UID+" has no role in this site")
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
+	}
+}
+
+// write wraps a handler that changes the site; the handler authorises the concrete
+// change through update().
+func (s *Server) write(h http.HandlerFunc) http.HandlerFunc { return s.read(h) }
+
+// update runs a change through the service with the request's principal as authoriser
+// and answers with the list of changes.
+func (s *Server) update(w http.ResponseWriter, r *http.Request, okStatus int, fn func(site *model.Site) error) {
+	p := principal(r)
+	changes, err := s.svc.Update(r.Context(), p.Check, dryRun(r), fn)
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	out := changeList(changes)
+	if len(changes) == 0 {
+		okStatus = http.StatusOK
+	}
+	writeJSON(w, okStatus, map[string]any{"dryRun": dryRun(r), "changes": out})
+}
+
+func changeList(changes []model.Change) []string {
+	out := make([]string, 0, len(changes))
+	for _, c := range changes {
+		out = append(out, c.String())
+	}
+	return out
+}
+
+// ---- misc endpoints ----
+
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	writeJSON(w, http.StatusOK, map[string]any{"uid": p.UID, "roles": p.Roles()})
+}
+
+func (s *Server) getSite(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.svc.Snapshot().Site)
+}
+
+// putSite replaces the whole site (declarative apply). Only the difference is written.
+func (s *Server) putSite(w http.ResponseWriter, r *http.Request) {
+	var next model.Site
+	if err := decodeJSON(r, &next); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	s.update(w, r, http.StatusOK, func(site *model.Site) error {
+		if err := normalizeSite(&next); err != nil {
+			return err
+		}
+		*site = next
+		return nil
+	})
+}
+
+// Settings are the site entry's own attributes.
+type Settings struct {
+	Name        string `json:"name"`
+	Timezone    string `json:"timezone"`
+	DefaultMode string `json:"defaultMode"`
+	UnknownMode string `json:"unknownMode,omitempty"`
+}
+
+func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) {
+	site := s.svc.Snapshot().Site
+	writeJSON(w, http.StatusOK, Settings{site.Name, site.Timezone, site.DefaultMode, site.UnknownMode})
+}
+
+func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) {
+	var in Settings
+	if err := decodeJSON(r, &in); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	s.update(w, r, http.StatusOK, func(site *model.Site) error {
+		site.Name, site.Timezone, site.DefaultMode, site.UnknownMode = in.Name, in.Timezone, in.DefaultMode, in.UnknownMode
+		return nil
+	})
+}
+
+// normalizeSite canonicalises what users may type in several forms (MACs).
+func normalizeSite(site *model.Site) error {
+	for i := range site.Hosts {
+		mac, err := model.NormalizeMAC(site.Hosts[i].MAC)
+		if err != nil {
+			return model.Invalid("host %s: %v", site.Hosts[i].Name, err)
+		}
+		site.Hosts[i].MAC = mac
+	}
+	return nil
+}
+
+// ModeAt is the answer of GET /api/v1/mode-at.
+type ModeAt struct {
+	Host     string    `json:"host"`
+	Time     time.Time `json:"time"`
+	Mode     string    `json:"mode"`
+	Kind     string    `json:"kind"`
+	Level    string    `json:"level"`
+	Rule     string    `json:"rule"`
+	Next     *time.Time `json:"next,omitempty"`
+	NextMode string    `json:"nextMode,omitempty"`
+}
+
+func (s *Server) modeAt(w http.ResponseWriter, r *http.Request) {
+	snap := s.svc.Snapshot()
+	host := r.URL.Query().Get("host")
+	t := s.opt.Now()
+	if v := r.URL.Query().Get("time"); v != "" {
+		var err error
+		if t, err = ParseTime(v, snap.Engine.Location()); err != nil {
+			s.httpError(w, err)
+			return
+		}
+	}
+	d, err := snap.Engine.At(host, t)
+	if err != nil {
+		if snap.Site.Host(host) == nil {
+			s.httpError(w, notFound{"host", host})
+			return
+		}
+		s.httpError(w, err)
+		return
+	}
+	loc := snap.Engine.Location()
+	out := ModeAt{Host: host, Time: t.In(loc), Mode: d.Mode, Level: d.Level.String(), Rule: d.Rule, NextMode: d.NextMode}
+	if m := snap.Site.Mode(d.Mode); m != nil {
+		out.Kind = string(m.Kind)
+	}
+	if !d.Next.IsZero() {
+		n := d.Next.In(loc)
+		out.Next = &n
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ParseTime accepts RFC 3339, or "YYYY-MM-DD HH:MM" / "YYYY-MM-DDTHH:MM" in the site's zone.
+func ParseTime(v string, loc *time.Location) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	for _, f := range []string{"2006-01-02 15:04", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02T15:04:05"} {
+		if t, err := time.ParseInLocation(f, v, loc); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, model.Invalid("invalid time %q: use RFC 3339 (2026-12-01T10:00:00+01:00) or 'YYYY-MM-DD HH:MM' in the site's time zone", v)
+}
+
+// UserRequest is the body of POST /api/v1/users.
+type UserRequest struct {
+	UID      string `json:"uid"`
+	Name     string `json:"name"`
+	Password string `json:"password"`
+}
+
+func (s *Server) putUser(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	if !p.SiteAdmin {
+		writeError(w, http.StatusForbidden, "user "+p.UID+" may not manage users: only a site admin may")
+		return
+	}
+	var in UserRequest
+	if err := decodeJSON(r, &in); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	if err := model.ValidUID(in.UID); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	if len(in.Password) < 8 {
+		s.httpError(w, model.Invalid("password too short: at least 8 characters"))
+		return
+	}
+	if in.Name == "" {
+		in.Name = in.UID
+	}
+	if err := s.svc.Backend().PutUser(r.Context(), in.UID, in.Name, in.Password); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"uid": in.UID})
+}

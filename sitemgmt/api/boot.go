@@ -1,0 +1,231 @@
+package api
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/render"
+	"github.com/overtime-hpc/overtime/sitemgmt/service"
+)
+
+// Boot endpoints. A PC in the middle of PXE cannot log in, retry cleverly or read an
+// error page: every well-formed request gets a bootable answer (a MAC not in the
+// directory gets the site's configured unknown-host mode), malformed ones a 400, and the
+// answer is computed from the in-memory snapshot, so that a storm of PCs switched on at
+// 08:00 costs no LDAP round trips.
+
+// bootChain is the DHCP filename for iPXE clients: a two-line script that chains to the
+// per-MAC script, because iPXE does not expand ${mac} in a DHCP-supplied filename.
+func (s *Server) bootChain(w http.ResponseWriter, r *http.Request) {
+	srv := s.defaultServer(s.svc.Snapshot(), r)
+	var buf bytes.Buffer
+	if err := render.IPXEChain(&buf, srv.HTTPURL); err != nil {
+		s.bootError(w, r, err)
+		return
+	}
+	writeText(w, buf.Bytes())
+}
+
+func (s *Server) bootIPXE(w http.ResponseWriter, r *http.Request) {
+	mac, err := model.NormalizeMAC(r.PathValue("mac"))
+	if err != nil {
+		writeTextError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s.renderBoot(w, r, mac, render.IPXE)
+}
+
+// bootPXELinux answers lpxelinux's config search. lpxelinux asks, in order, for the
+// client UUID, "01-" + MAC, the IP in hex (shortening), then "default"; only the MAC form
+// and "default" carry meaning here, the rest get a fast 404 so lpxelinux moves on.
+func (s *Server) bootPXELinux(w http.ResponseWriter, r *http.Request) {
+	file := r.PathValue("file")
+	switch {
+	case strings.HasPrefix(file, "01-"):
+		mac, err := model.NormalizeMAC(strings.TrimPrefix(file, "01-"))
+		if err != nil || !strings.Contains(file, "-") {
+			writeTextError(w, http.StatusBadRequest, "invalid PXELINUX config name: "+err.Error())
+			return
+		}
+		s.renderBoot(w, r, mac, render.PXELinux)
+	case file == "default":
+		s.renderBoot(w, r, "", render.PXELinux)
+	case len(file) <= 36 && isHexOrUUID(file):
+		http.NotFound(w, r)
+	default:
+		writeTextError(w, http.StatusBadRequest, "invalid PXELINUX config name")
+	}
+}
+
+func isHexOrUUID(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// BootFor assembles what the renderers need for one MAC at the current instant. An empty
+// mac means "no MAC known" (PXELINUX default file) and is treated as unknown.
+func (s *Server) BootFor(snap *service.Snapshot, r *http.Request, mac string) render.Boot {
+	site := snap.Site
+	now := s.opt.Now()
+	b := render.Boot{MAC: mac, Timeout: s.opt.MenuTimeout, Loc: snap.Engine.Location()}
+	var host *model.Host
+	if mac != "" {
+		host = snap.HostByMAC(mac)
+	}
+	if host != nil {
+		d := snap.Engine.AtHost(host, now)
+		b.Host, b.Reason, b.Until = host, d.Rule, d.Next
+		b.Mode = site.Mode(d.Mode)
+		b.Server = site.BootServer(site.HostBootServer(host))
+	} else {
+		d := snap.Engine.AtUnknown(now)
+		b.Reason = d.Rule
+		b.Mode = site.Mode(d.Mode)
+	}
+	if b.Server == nil {
+		b.Server = s.defaultServer(snap, r)
+	}
+	b.Image = resolveImage(site, b.Mode)
+	for i := range site.Modes {
+		m := &site.Modes[i]
+		if m == b.Mode || (m.Kind != model.KindLocalDisk && m.Kind != model.KindMaintenance) {
+			continue
+		}
+		b.Others = append(b.Others, render.MenuEntry{Mode: m, Image: resolveImage(site, m)})
+	}
+	return b
+}
+
+func resolveImage(site *model.Site, m *model.Mode) *model.ImageVersion {
+	if m == nil || m.Image == "" {
+		return nil
+	}
+	im := site.Image(m.Image)
+	if im == nil {
+		return nil
+	}
+	return im.Version(m.ImageVersion)
+}
+
+func (s *Server) renderBoot(w http.ResponseWriter, r *http.Request, mac string, fn func(io.Writer, render.Boot) error) {
+	snap := s.svc.Snapshot()
+	b := s.BootFor(snap, r, mac)
+	var buf bytes.Buffer
+	if err := fn(&buf, b); err != nil {
+		s.bootError(w, r, err)
+		return
+	}
+	writeText(w, buf.Bytes())
+}
+
+// defaultServer is the boot server for MACs the directory does not know: the configured
+// one, the site's first, or, on a site without boot servers, the address the request came
+// in on (so that the script's URLs still point somewhere that answers).
+func (s *Server) defaultServer(snap *service.Snapshot, r *http.Request) *model.BootServer {
+	site := snap.Site
+	if s.opt.BootServer != "" {
+		if b := site.BootServer(s.opt.BootServer); b != nil {
+			return b
+		}
+	}
+	if len(site.BootServers) > 0 {
+		return &site.BootServers[0]
+	}
+	return &model.BootServer{Name: "self", HTTPURL: "http://" + r.Host, DHCP: model.DHCPFull}
+}
+
+// bootError: rendering failed on data that passed validation. Log it loudly; the client
+// gets a 500 (iPXE's chain fails and its script falls back to the local disk).
+func (s *Server) bootError(w http.ResponseWriter, r *http.Request, err error) {
+	s.opt.Log.Error("boot script rendering failed", "path", r.URL.Path, "err", err)
+	writeTextError(w, http.StatusInternalServerError, "boot script rendering failed")
+}
+
+func writeText(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
+
+func writeTextError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(oneLine(msg) + "\n"))
+}
+
+// render serves generated configuration for boot servers, Slurm and NFS.
+func (s *Server) render(w http.ResponseWriter, r *http.Request) {
+	snap := s.svc.Snapshot()
+	site := snap.Site
+	now := s.opt.Now()
+	modeOf := func(h *model.Host) *model.Mode { return site.Mode(snap.Engine.AtHost(h, now).Mode) }
+	q := r.URL.Query()
+	server := func() (*model.BootServer, bool) {
+		name := q.Get("server")
+		if name == "" && len(site.BootServers) == 1 {
+			return &site.BootServers[0], true
+		}
+		b := site.BootServer(name)
+		if b == nil {
+			s.httpError(w, model.Invalid("unknown boot server %q (give ?server=NAME)", name))
+			return nil, false
+		}
+		return b, true
+	}
+	exportRoot := q.Get("exportRoot")
+	if exportRoot == "" {
+		exportRoot = "/srv/overtime/images"
+	}
+	var buf bytes.Buffer
+	var err error
+	switch what := r.PathValue("what"); what {
+	case "dnsmasq", "dnsmasq-hosts":
+		b, ok := server()
+		if !ok {
+			return
+		}
+		d := render.Dnsmasq{Site: site, Server: b, ModeOf: modeOf,
+			HostsFile: valueOr(q.Get("hostsFile"), "/var/lib/overtime/dnsmasq/hosts"),
+			TFTPRoot:  valueOr(q.Get("tftpRoot"), "/srv/overtime/tftp")}
+		if what == "dnsmasq" {
+			err = d.Config(&buf)
+		} else {
+			err = d.Hosts(&buf)
+		}
+	case "slurm":
+		err = render.SlurmNodes(&buf, site, modeOf)
+	case "ganesha":
+		b, ok := server()
+		if !ok {
+			return
+		}
+		err = render.Ganesha(&buf, site, b, exportRoot)
+	case "exports":
+		err = render.Exports(&buf, site, exportRoot, valueOr(q.Get("clients"), "*"))
+	default:
+		s.httpError(w, notFound{"renderer", what})
+		return
+	}
+	if err != nil {
+		s.httpError(w, model.Invalid("render: %v", err))
+		return
+	}
+	writeText(w, buf.Bytes())
+}
+
+func valueOr(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

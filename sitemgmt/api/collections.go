@@ -1,0 +1,178 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// collection describes one entity list of the site for the generic list/get/put/delete
+// endpoints: GET /api/v1/{path}, GET|PUT|DELETE /api/v1/{path}/{name}.
+type collection[T any] struct {
+	kind string // singular, for messages: "host"
+	path string // plural, in URLs: "hosts"
+	list func(*model.Site) *[]T
+	name func(*T) *string
+	// normalize canonicalises input (e.g. MAC spelling) before validation.
+	normalize func(*T) error
+	// filter selects list entries by query parameters (nil: no filters).
+	filter func(r *http.Request, v *T) bool
+	// keep carries over from the existing entity what a PUT body may leave out.
+	keep func(old, new *T)
+}
+
+func registerCollections(s *Server) {
+	register(s, collection[model.Pool]{kind: "pool", path: "pools",
+		list: func(s *model.Site) *[]model.Pool { return &s.Pools },
+		name: func(v *model.Pool) *string { return &v.Name }})
+	register(s, collection[model.Host]{kind: "host", path: "hosts",
+		list: func(s *model.Site) *[]model.Host { return &s.Hosts },
+		name: func(v *model.Host) *string { return &v.Name },
+		normalize: func(h *model.Host) error {
+			mac, err := model.NormalizeMAC(h.MAC)
+			if err != nil {
+				return model.Invalid("host %s: %v", h.Name, err)
+			}
+			h.MAC = mac
+			return nil
+		},
+		filter: func(r *http.Request, h *model.Host) bool {
+			p := r.URL.Query().Get("pool")
+			return p == "" || h.Pool == p
+		}})
+	register(s, collection[model.BootServer]{kind: "boot server", path: "bootservers",
+		list: func(s *model.Site) *[]model.BootServer { return &s.BootServers },
+		name: func(v *model.BootServer) *string { return &v.Name }})
+	register(s, collection[model.Mode]{kind: "mode", path: "modes",
+		list: func(s *model.Site) *[]model.Mode { return &s.Modes },
+		name: func(v *model.Mode) *string { return &v.Name }})
+	register(s, collection[model.Image]{kind: "image", path: "images",
+		list: func(s *model.Site) *[]model.Image { return &s.Images },
+		name: func(v *model.Image) *string { return &v.Name },
+		// Versions are published one by one (POST .../versions) and are immutable; a PUT
+		// of the image's description must not drop them.
+		keep: func(old, new *model.Image) {
+			if new.Versions == nil {
+				new.Versions = old.Versions
+			}
+		}})
+	register(s, collection[model.Exception]{kind: "exception", path: "exceptions",
+		list: func(s *model.Site) *[]model.Exception { return &s.Exceptions },
+		name: func(v *model.Exception) *string { return &v.Name }})
+	register(s, collection[model.RoleGrant]{kind: "role", path: "roles",
+		list: func(s *model.Site) *[]model.RoleGrant { return &s.Roles },
+		name: func(v *model.RoleGrant) *string { return &v.Name }})
+}
+
+func register[T any](s *Server, c collection[T]) {
+	base := "/api/v1/" + c.path
+	s.mux.HandleFunc("GET "+base, s.read(func(w http.ResponseWriter, r *http.Request) {
+		all := *c.list(s.svc.Snapshot().Site)
+		out := make([]T, 0, len(all))
+		for i := range all {
+			if c.filter == nil || c.filter(r, &all[i]) {
+				out = append(out, all[i])
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+	}))
+	s.mux.HandleFunc("GET "+base+"/{name}", s.read(func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		all := *c.list(s.svc.Snapshot().Site)
+		for i := range all {
+			if *c.name(&all[i]) == name {
+				writeJSON(w, http.StatusOK, all[i])
+				return
+			}
+		}
+		s.httpError(w, notFound{c.kind, name})
+	}))
+	// PUT creates or replaces the entity (idempotent). The name in the body, if given,
+	// must match the path.
+	s.mux.HandleFunc("PUT "+base+"/{name}", s.write(func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		var v T
+		if err := decodeJSON(r, &v); err != nil {
+			s.httpError(w, err)
+			return
+		}
+		if n := c.name(&v); *n == "" {
+			*n = name
+		} else if *n != name {
+			s.httpError(w, model.Invalid("%s name in body %q does not match the URL %q", c.kind, *n, name))
+			return
+		}
+		if c.normalize != nil {
+			if err := c.normalize(&v); err != nil {
+				s.httpError(w, err)
+				return
+			}
+		}
+		status := http.StatusOK
+		if !exists(c, s.svc.Snapshot().Site, name) {
+			status = http.StatusCreated
+		}
+		s.update(w, r, status, func(site *model.Site) error {
+			list := c.list(site)
+			for i := range *list {
+				if *c.name(&(*list)[i]) == name {
+					if c.keep != nil {
+						c.keep(&(*list)[i], &v)
+					}
+					(*list)[i] = v
+					return nil
+				}
+			}
+			*list = append(*list, v)
+			return nil
+		})
+	}))
+	s.mux.HandleFunc("DELETE "+base+"/{name}", s.write(func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		s.update(w, r, http.StatusOK, func(site *model.Site) error {
+			list := c.list(site)
+			for i := range *list {
+				if *c.name(&(*list)[i]) == name {
+					*list = append((*list)[:i], (*list)[i+1:]...)
+					return nil
+				}
+			}
+			return notFound{c.kind, name}
+		})
+	}))
+}
+
+func exists[T any](c collection[T], site *model.Site, name string) bool {
+	all := *c.list(site)
+	for i := range all {
+		if *c.name(&all[i]) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// addImageVersion publishes a new immutable version of an image.
+func (s *Server) addImageVersion(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var v model.ImageVersion
+	if err := decodeJSON(r, &v); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	if v.Created.IsZero() {
+		v.Created = time.Now().UTC().Truncate(time.Second)
+	}
+	s.update(w, r, http.StatusCreated, func(site *model.Site) error {
+		im := site.Image(name)
+		if im == nil {
+			return notFound{"image", name}
+		}
+		if im.Version(v.Version) != nil && v.Version != "" {
+			return model.Conflict("image %s version %s already exists; versions are immutable, publish a new one", name, v.Version)
+		}
+		im.Versions = append(im.Versions, v)
+		return nil
+	})
+}

@@ -1,0 +1,272 @@
+// Package authz decides who may change what. Roles come from the directory (role grants in
+// the site); authorisation is computed on the entity-level difference between the current
+// and the proposed site, so a single-host PUT and a whole-site apply are judged by the same
+// rules and nothing can be changed "around" a check.
+//
+//	site-admin  everything
+//	pool-admin  hosts in their pool (before and after the change), their pool's weekly rules,
+//	            description and room, exceptions whose every target is in their pool
+//	lecturer    in their pool: weekly rules and exceptions whose mode is a course-vm mode,
+//	            course-vm images owned by the pool (and their versions), course-vm modes on them
+//	viewer      reads only
+//
+// Any role allows reading; a user with no role gets nothing.
+package authz
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+)
+
+// Principal is an authenticated user and the roles the directory grants them.
+type Principal struct {
+	UID       string
+	SiteAdmin bool
+	Viewer    bool
+	PoolAdmin map[string]bool
+	Lecturer  map[string]bool
+}
+
+// For derives a principal's roles from the site's role grants.
+func For(site *model.Site, uid string) Principal {
+	p := Principal{UID: uid, PoolAdmin: map[string]bool{}, Lecturer: map[string]bool{}}
+	for _, g := range site.Roles {
+		member := false
+		for _, m := range g.Members {
+			if m == uid {
+				member = true
+				break
+			}
+		}
+		if !member {
+			continue
+		}
+		switch g.Role {
+		case model.RoleSiteAdmin:
+			p.SiteAdmin = true
+		case model.RoleViewer:
+			p.Viewer = true
+		case model.RolePoolAdmin:
+			p.PoolAdmin[g.Pool] = true
+		case model.RoleLecturer:
+			p.Lecturer[g.Pool] = true
+		}
+	}
+	return p
+}
+
+// Roles lists the principal's roles for display, e.g. ["pool-admin:lab-a", "viewer"].
+func (p Principal) Roles() []string {
+	var r []string
+	if p.SiteAdmin {
+		r = append(r, string(model.RoleSiteAdmin))
+	}
+	for pool := range p.PoolAdmin {
+		r = append(r, string(model.RolePoolAdmin)+":"+pool)
+	}
+	for pool := range p.Lecturer {
+		r = append(r, string(model.RoleLecturer)+":"+pool)
+	}
+	if p.Viewer {
+		r = append(r, string(model.RoleViewer))
+	}
+	sort.Strings(r)
+	return r
+}
+
+// CanRead reports whether the principal holds any role.
+func (p Principal) CanRead() bool {
+	return p.SiteAdmin || p.Viewer || len(p.PoolAdmin) > 0 || len(p.Lecturer) > 0
+}
+
+// Forbidden is returned when a change is not allowed (HTTP 403).
+type Forbidden struct{ Msg string }
+
+func (e *Forbidden) Error() string { return e.Msg }
+
+func forbid(p Principal, c model.Change, why string) error {
+	return &Forbidden{Msg: fmt.Sprintf("user %s may not %s %s %s: %s", p.UID, verb(c.Op), c.Kind, c.Name, why)}
+}
+
+func verb(op model.Op) string {
+	switch op {
+	case model.OpAdd:
+		return "add"
+	case model.OpDelete:
+		return "delete"
+	}
+	return "modify"
+}
+
+// Check authorises every change between cur and next.
+func (p Principal) Check(cur, next *model.Site, changes []model.Change) error {
+	if p.SiteAdmin {
+		return nil
+	}
+	for _, c := range changes {
+		if err := p.check(cur, next, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p Principal) check(cur, next *model.Site, c model.Change) error {
+	switch c.Kind {
+	case "pool":
+		if c.Op != model.OpModify {
+			return forbid(p, c, "only a site admin adds or removes pools")
+		}
+		a, b := cur.Pool(c.Name), next.Pool(c.Name)
+		if p.PoolAdmin[c.Name] {
+			if a.BootServer != b.BootServer {
+				return forbid(p, c, "only a site admin assigns boot servers")
+			}
+			return nil
+		}
+		if p.Lecturer[c.Name] {
+			if a.Description != b.Description || a.Room != b.Room || a.BootServer != b.BootServer {
+				return forbid(p, c, "a lecturer may change only course-vm rules")
+			}
+			return courseRulesOnly(p, c, cur, next, a.Weekly, b.Weekly)
+		}
+		return forbid(p, c, "not an admin of pool "+c.Name)
+	case "host":
+		a, b := cur.Host(c.Name), next.Host(c.Name)
+		for _, h := range []*model.Host{a, b} {
+			if h != nil && !p.PoolAdmin[h.Pool] {
+				if p.Lecturer[h.Pool] && a != nil && b != nil && lecturerHostEdit(a, b) {
+					continue
+				}
+				return forbid(p, c, "not an admin of pool "+h.Pool)
+			}
+		}
+		if a != nil && b != nil && !p.PoolAdmin[b.Pool] {
+			return courseRulesOnly(p, c, cur, next, a.Weekly, b.Weekly)
+		}
+		return nil
+	case "exception":
+		for _, pair := range []struct {
+			site *model.Site
+			e    *model.Exception
+		}{{cur, cur.Exception(c.Name)}, {next, next.Exception(c.Name)}} {
+			if pair.e == nil {
+				continue
+			}
+			for _, pool := range targetPools(pair.site, pair.e) {
+				if p.PoolAdmin[pool] {
+					continue
+				}
+				if p.Lecturer[pool] && isCourseMode(pair.site, pair.e.Mode) {
+					continue
+				}
+				if p.Lecturer[pool] {
+					return forbid(p, c, "a lecturer may schedule only course-vm modes")
+				}
+				return forbid(p, c, "it targets pool "+pool+", which the user does not administer")
+			}
+		}
+		return nil
+	case "image", "image-version":
+		name := c.Name
+		if c.Kind == "image-version" {
+			name = imageOfVersion(cur, next, c.Name)
+		}
+		for _, im := range []*model.Image{cur.Image(name), next.Image(name)} {
+			if im == nil {
+				continue
+			}
+			if im.Kind != model.ImageCourseVM || im.Pool == "" || !(p.Lecturer[im.Pool] || p.PoolAdmin[im.Pool]) {
+				return forbid(p, c, "only a site admin manages this image; lecturers and pool admins manage course-vm images of their pool")
+			}
+		}
+		return nil
+	case "mode":
+		for _, pair := range []struct {
+			site *model.Site
+			m    *model.Mode
+		}{{cur, cur.Mode(c.Name)}, {next, next.Mode(c.Name)}} {
+			if pair.m == nil {
+				continue
+			}
+			im := pair.site.Image(pair.m.VM)
+			if pair.m.Kind != model.KindCourseVM || im == nil || im.Pool == "" || !(p.Lecturer[im.Pool] || p.PoolAdmin[im.Pool]) {
+				return forbid(p, c, "only a site admin manages boot modes other than course-vm modes of the user's pool images")
+			}
+		}
+		return nil
+	}
+	return forbid(p, c, "only a site admin may")
+}
+
+// lecturerHostEdit: the only host field a lecturer may touch is the weekly rule list.
+func lecturerHostEdit(a, b *model.Host) bool {
+	x, y := *a, *b
+	x.Weekly, y.Weekly = nil, nil
+	return x == y
+}
+
+// courseRulesOnly checks that every added or removed weekly rule names a course-vm mode.
+func courseRulesOnly(p Principal, c model.Change, cur, next *model.Site, before, after []string) error {
+	in := func(list []string, s string) bool {
+		for _, x := range list {
+			if x == s {
+				return true
+			}
+		}
+		return false
+	}
+	check := func(site *model.Site, rules, other []string) error {
+		for _, r := range rules {
+			if in(other, r) {
+				continue
+			}
+			rule, err := schedule.ParseRule(r)
+			if err != nil || !isCourseMode(site, rule.Mode) {
+				return forbid(p, c, fmt.Sprintf("a lecturer may add or remove only course-vm rules, not %q", r))
+			}
+		}
+		return nil
+	}
+	if err := check(cur, before, after); err != nil {
+		return err
+	}
+	return check(next, after, before)
+}
+
+func isCourseMode(site *model.Site, mode string) bool {
+	m := site.Mode(mode)
+	return m != nil && m.Kind == model.KindCourseVM
+}
+
+// targetPools lists the pools an exception touches: its pool targets and its hosts' pools.
+func targetPools(site *model.Site, e *model.Exception) []string {
+	var pools []string
+	for _, t := range e.Targets {
+		switch {
+		case t.Pool != "":
+			pools = append(pools, t.Pool)
+		case t.Host != "":
+			if h := site.Host(t.Host); h != nil {
+				pools = append(pools, h.Pool)
+			} else {
+				pools = append(pools, "?unknown-host:"+t.Host)
+			}
+		}
+	}
+	return pools
+}
+
+// imageOfVersion maps an image-version change name ("IMAGE/VERSION" or "IMAGE@VERSION")
+// back to its image.
+func imageOfVersion(cur, next *model.Site, name string) string {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '/' || name[i] == '@' || name[i] == ' ' {
+			return name[:i]
+		}
+	}
+	return name
+}

@@ -1,0 +1,174 @@
+// Package service is the site manager's core: it keeps a validated, compiled snapshot of
+// the site for readers (boot script requests read it without locks or LDAP round trips)
+// and funnels every write through one path: clone, change, validate, compile the schedule,
+// authorise, diff, write to LDAP in a safe order, swap the snapshot.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+)
+
+// Backend is the store. ldapstore.Store implements it; it is an interface only so that
+// the service does not care how the connection is made.
+type Backend interface {
+	Load(ctx context.Context) (*model.Site, error)
+	Apply(ctx context.Context, cur, next *model.Site) ([]model.Change, error)
+	Authenticate(ctx context.Context, uid, password string) error
+	PutUser(ctx context.Context, uid, displayName, password string) error
+}
+
+// Snapshot is an immutable view of the site. Never modify it; Update builds a new one.
+type Snapshot struct {
+	Site   *model.Site
+	Engine *schedule.Engine
+	Loaded time.Time
+	byMAC  map[string]*model.Host
+}
+
+// HostByMAC finds a host by canonical MAC.
+func (s *Snapshot) HostByMAC(mac string) *model.Host { return s.byMAC[mac] }
+
+func newSnapshot(site *model.Site) (*Snapshot, error) {
+	eng, err := schedule.Compile(site)
+	if err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{Site: site, Engine: eng, Loaded: time.Now(), byMAC: make(map[string]*model.Host, len(site.Hosts))}
+	for i := range site.Hosts {
+		snap.byMAC[site.Hosts[i].MAC] = &site.Hosts[i]
+	}
+	return snap, nil
+}
+
+// Service owns the snapshot and serialises writes.
+type Service struct {
+	backend Backend
+	log     *slog.Logger
+	writeMu sync.Mutex
+	snap    atomic.Pointer[Snapshot]
+}
+
+// New loads the site and compiles it. A directory whose content does not validate is
+// reported, not served half-understood.
+func New(ctx context.Context, b Backend, log *slog.Logger) (*Service, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Service{backend: b, log: log}
+	if err := s.Reload(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Snapshot returns the current snapshot (never nil after New).
+func (s *Service) Snapshot() *Snapshot { return s.snap.Load() }
+
+// Backend gives access to the store for operations outside the site model (users).
+func (s *Service) Backend() Backend { return s.backend }
+
+// Reload reads the whole site from LDAP, picking up edits made behind the service's back
+// (e.g. ldapmodify). If the directory no longer validates, the previous snapshot is kept
+// and the error returned, so a bad manual edit cannot take boot service down.
+func (s *Service) Reload(ctx context.Context) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.reloadLocked(ctx)
+}
+
+func (s *Service) reloadLocked(ctx context.Context) error {
+	site, err := s.backend.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if err := site.Validate(); err != nil {
+		return fmt.Errorf("directory content is invalid, keeping previous snapshot: %w", err)
+	}
+	snap, err := newSnapshot(site)
+	if err != nil {
+		return fmt.Errorf("directory schedule is invalid, keeping previous snapshot: %w", err)
+	}
+	s.snap.Store(snap)
+	return nil
+}
+
+// ReloadEvery reloads periodically until ctx ends; failures are logged and the last good
+// snapshot keeps serving.
+func (s *Service) ReloadEvery(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Reload(ctx); err != nil {
+				s.log.Warn("reload failed; serving last good snapshot", "err", err)
+			}
+		}
+	}
+}
+
+// Authorizer decides whether a principal may make the changes between cur and next.
+type Authorizer func(cur, next *model.Site, changes []model.Change) error
+
+// Update applies fn to a copy of the current site, validates the result (fields,
+// references, uniqueness, schedule overlaps), authorises the resulting changes and writes
+// them. With dryRun it stops before writing. Either the whole change is validated and
+// written in dependency order, or nothing is written; a store failure half way leaves a
+// directory whose references are intact (see model.Diff) and the snapshot is reloaded.
+func (s *Service) Update(ctx context.Context, authz Authorizer, dryRun bool, fn func(site *model.Site) error) ([]model.Change, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	cur := s.snap.Load().Site
+	next := cur.Clone()
+	if err := fn(next); err != nil {
+		return nil, err
+	}
+	next.Sort()
+	if err := next.Validate(); err != nil {
+		return nil, err
+	}
+	snap, err := newSnapshot(next)
+	if err != nil {
+		return nil, err
+	}
+	changes := model.Diff(cur, next)
+	if authz != nil {
+		if err := authz(cur, next, changes); err != nil {
+			return nil, err
+		}
+	}
+	if dryRun || len(changes) == 0 {
+		return changes, nil
+	}
+	done, err := s.backend.Apply(ctx, cur, next)
+	if err != nil {
+		// Part of the change may have been written. Re-read what is there so that the
+		// snapshot matches the directory, and report what did land.
+		if rerr := s.reloadLocked(ctx); rerr != nil {
+			s.log.Error("reload after failed write", "err", rerr)
+		}
+		return done, fmt.Errorf("write failed after %d of %d changes: %w", len(done), len(changes), err)
+	}
+	s.snap.Store(snap)
+	for _, c := range done {
+		s.log.Info("changed", "change", c.String())
+	}
+	return done, nil
+}
+
+// ErrNotFound is returned for lookups of missing entities.
+var ErrNotFound = errors.New("not found")

@@ -1,0 +1,66 @@
+// Package sitefile reads and writes the declarative site file (docs/site-file.md): the
+// whole site as YAML, so that a site can live in version control and be applied
+// idempotently with `overtime site apply -f site.yaml`.
+package sitefile
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// Read parses a site file strictly: unknown keys are errors, so a typo cannot silently
+// drop a setting (and, applied, delete what it was meant to keep).
+func Read(r io.Reader) (*model.Site, error) {
+	dec := yaml.NewDecoder(r)
+	dec.KnownFields(true)
+	var site model.Site
+	if err := dec.Decode(&site); err != nil {
+		if err == io.EOF {
+			return nil, model.Invalid("site file is empty")
+		}
+		return nil, model.Invalid("site file: %v", err)
+	}
+	for i := range site.Hosts {
+		mac, err := model.NormalizeMAC(site.Hosts[i].MAC)
+		if err != nil {
+			return nil, model.Invalid("site file: host %s: %v", site.Hosts[i].Name, err)
+		}
+		site.Hosts[i].MAC = mac
+	}
+	for i := range site.Exceptions {
+		// YAML timestamps without a zone would be UTC; times are instants, keep them as given.
+		e := &site.Exceptions[i]
+		e.Start, e.End = e.Start.UTC(), e.End.UTC()
+	}
+	site.Sort()
+	return &site, nil
+}
+
+// Write renders the site as YAML with a short header.
+func Write(w io.Writer, site *model.Site) error {
+	// Show exception times in the site's zone: that is how people read a timetable.
+	if loc, err := site.Location(); err == nil {
+		site = site.Clone()
+		for i := range site.Exceptions {
+			e := &site.Exceptions[i]
+			e.Start, e.End = e.Start.In(loc), e.End.In(loc)
+		}
+	}
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "# Overtime site file (docs/site-file.md). Apply with: overtime site apply -f FILE\n")
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(site); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
