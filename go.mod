@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/Azure/go-ntlmssp v0.1.1 // indirect
+	github.com/getkin/kin-openapi v0.152.0 // indirect
 	github.com/go-asn1-ber/asn1-ber v1.5.8 // indirect
 	github.com/go-ldap/ldap/v3 v3.4.15 // indirect
 	github.com/google/uuid v1.6.0 // indirect

@@ -1,0 +1,142 @@
+// Package testenv starts the site manager for tests the way production runs it: a real
+// slapd (internal/slapdenv) bootstrapped by ldapstore.Init, the service, and the HTTP API
+// on a loopback listener. Everything is torn down by t.Cleanup.
+package testenv
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/internal/slapdenv"
+	"github.com/overtime-hpc/overtime/sitemgmt/api"
+	"github.com/overtime-hpc/overtime/sitemgmt/client"
+	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/service"
+	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
+)
+
+// AdminPassword is the first site admin's password in every test environment.
+const AdminPassword = "admin-secret"
+
+// Env is a running site manager.
+type Env struct {
+	Slapd  *slapdenv.Server
+	Store  *ldapstore.Store
+	Svc    *service.Service
+	API    *api.Server
+	HTTP   *httptest.Server
+	Now    time.Time
+	Client func(user, password string) *client.Client
+}
+
+// Options tune New.
+type Options struct {
+	Now      time.Time  // fixed clock for boot endpoints and mode-at (default 2026-12-02 10:30 Berlin, a Wednesday lecture)
+	Wrap     func(c *client.Client) // e.g. install an OpenAPI-validating transport
+	Timezone string
+}
+
+// RepoRoot finds the repository root (the directory holding go.mod).
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// New starts slapd, initialises the directory with site admin "admin", and serves the API.
+func New(t testing.TB, opt Options) *Env {
+	t.Helper()
+	if opt.Now.IsZero() {
+		loc, _ := time.LoadLocation("Europe/Berlin")
+		opt.Now = time.Date(2026, 12, 2, 10, 30, 0, 0, loc)
+	}
+	if opt.Timezone == "" {
+		opt.Timezone = "Europe/Berlin"
+	}
+	sl := slapdenv.StartT(t)
+	store, err := ldapstore.Open(ldapstore.Config{URL: sl.URL, BaseDN: sl.BaseDN, BindDN: sl.RootDN, BindPassword: sl.RootPW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	ctx := context.Background()
+	if err := store.Init(ctx, ldapstore.InitOptions{SiteName: "example", Timezone: opt.Timezone, AdminUID: "admin", AdminPassword: AdminPassword}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	svc, err := service.New(ctx, store, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := opt.Now
+	srv := api.New(svc, api.Options{Now: func() time.Time { return now }, Log: log})
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	e := &Env{Slapd: sl, Store: store, Svc: svc, API: srv, HTTP: hs, Now: now}
+	e.Client = func(user, password string) *client.Client {
+		c := &client.Client{BaseURL: hs.URL, User: user, Password: password}
+		if opt.Wrap != nil {
+			opt.Wrap(c)
+		}
+		return c
+	}
+	return e
+}
+
+// Admin is a client logged in as the site admin.
+func (e *Env) Admin() *client.Client { return e.Client("admin", AdminPassword) }
+
+// ExampleSite reads docs/examples/site.yaml.
+func ExampleSite(t testing.TB) *model.Site {
+	t.Helper()
+	f, err := os.Open(filepath.Join(RepoRoot(t), "docs", "examples", "site.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	site, err := sitefile.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return site
+}
+
+// ApplyExample loads the example site and creates the users its roles name
+// (password "<uid>-secret").
+func (e *Env) ApplyExample(t testing.TB) {
+	t.Helper()
+	var ch client.Changes
+	if err := e.Admin().Send("PUT", "/api/v1/site", nil, ExampleSite(t), &ch); err != nil {
+		t.Fatalf("apply example site: %v", err)
+	}
+	for _, u := range []string{"alice", "bob", "carol", "dave", "eve"} {
+		if err := e.Admin().Send("POST", "/api/v1/users", nil, api.UserRequest{UID: u, Password: u + "-secret"}, nil); err != nil {
+			t.Fatalf("add user %s: %v", u, err)
+		}
+	}
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}

@@ -1,0 +1,227 @@
+package render
+
+import (
+	"io"
+	"net"
+	"net/netip"
+	"sort"
+	"strconv"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// Files the TFTP root of a boot server must hold. Everything else is fetched over HTTP.
+const (
+	// TFTPBIOSPXELinux is the HTTP-capable PXELINUX that BIOS PXE ROMs load in full DHCP mode.
+	TFTPBIOSPXELinux = "lpxelinux.0"
+	// TFTPBIOSIPXE is iPXE for BIOS PXE ROMs in proxy-DHCP mode (see Dnsmasq.Config).
+	TFTPBIOSIPXE = "undionly.kpxe"
+	// TFTPEFIIPXE is iPXE for UEFI PXE firmware.
+	TFTPEFIIPXE = "ipxe.efi"
+)
+
+// Dnsmasq renders the dnsmasq configuration of one boot server: a main configuration file
+// and a dhcp-hostsfile. The main file changes only when the site's boot servers change
+// (restart dnsmasq); the hosts file changes whenever a host's effective mode changes, and
+// dnsmasq re-reads it on SIGHUP without a restart and without dropping leases, which is
+// why the per-host tags live there and not in the main file.
+type Dnsmasq struct {
+	Site      *model.Site
+	Server    *model.BootServer                // render only the hosts this server answers (Site.HostBootServer(h) == Server.Name)
+	ModeOf    func(h *model.Host) *model.Mode // effective mode at render time -> tag
+	HostsFile string                           // absolute path the main config points dhcp-hostsfile= at
+	TFTPRoot  string                           // absolute path
+}
+
+// Config writes the main dnsmasq configuration.
+//
+// Boot flow: the client architecture (DHCP option 93) sets the tag bios (0) or efi64 (7,
+// 9), and iPXE announces itself with the user class "iPXE" (tag ipxe).
+//   - iPXE clients of any architecture get {HTTPURL}/boot/ipxe as boot file name; that
+//     script chains to the per-MAC menu (IPXEChain, IPXE). MACs that are not in the
+//     directory get the same chain: the HTTP endpoint serves them the site's unknown-host
+//     mode, so there is one place that decides.
+//   - UEFI firmware without iPXE loads ipxe.efi over TFTP, which then does the above.
+//   - BIOS PXE ROMs in full DHCP mode load lpxelinux.0 over TFTP, with DHCP option 210
+//     (PXELINUX path prefix, RFC 5071) set to {HTTPURL}/: lpxelinux then fetches
+//     pxelinux.cfg/01-MAC, menu.c32 and the rest over HTTP from the boot server, which
+//     renders the same decision as the iPXE menu (PXELinux).
+//   - BIOS PXE ROMs in proxy-DHCP mode load undionly.kpxe (iPXE) over TFTP instead: a
+//     dnsmasq proxy-DHCP reply carries only the PXE options (43, 60, 97) and the boot file,
+//     so option 210 cannot reach lpxelinux there (dhcp-option-force is ignored in proxy
+//     mode before dnsmasq 2.91's dhcp-option-pxe); iPXE needs no such option.
+func (d Dnsmasq) Config(out io.Writer) error {
+	s := d.Server
+	if err := d.check(); err != nil {
+		return err
+	}
+	pfx, err := model.ValidCIDR(s.Subnet)
+	if err != nil {
+		return errorf("boot server %s: %v", s.Name, err)
+	}
+	mask := net.IP(net.CIDRMask(pfx.Bits(), 32)).String()
+	network := pfx.Addr().String()
+	base, _ := baseURL(s.HTTPURL)
+	for _, a := range []struct{ what, v string }{{"range start", s.RangeFrom}, {"range end", s.RangeTo}, {"router", s.Router}} {
+		if a.v == "" {
+			continue
+		}
+		if err := checkIP("boot server "+s.Name+" "+a.what, a.v); err != nil {
+			return err
+		}
+		if !pfx.Contains(netip.MustParseAddr(a.v)) {
+			return errorf("boot server %s: %s %s is outside subnet %s", s.Name, a.what, a.v, s.Subnet)
+		}
+	}
+	if (s.RangeFrom == "") != (s.RangeTo == "") {
+		return errorf("boot server %s: give both range start and range end, or neither", s.Name)
+	}
+
+	w := &writer{}
+	w.comment(generated)
+	w.comment("dnsmasq configuration of boot server " + s.Name + " of site " + d.Site.Name + ": " + string(s.DHCP) + " DHCP on " + s.Subnet + ".")
+	w.comment("The per-host tags are in the hosts file below; it is re-read on SIGHUP.")
+	w.line("")
+	w.comment("No DNS: name service is the site's resolvers' job, and a second DNS server on the")
+	w.comment("segment would only answer wrongly. port=0 also stops DHCP offering dnsmasq as resolver.")
+	w.line("port=0")
+	w.comment("Log every DHCP exchange with its tags: the answer to \"why did this PC boot X\".")
+	w.line("log-dhcp")
+	if s.Interface != "" {
+		w.line("interface=%s", s.Interface)
+	}
+	w.line("")
+
+	switch s.DHCP {
+	case model.DHCPFull:
+		w.comment("Full DHCP: this boot server is the DHCP server of the segment, so it may NAK")
+		w.comment("leases it does not know (e.g. after the lease file was lost) instead of staying silent.")
+		w.line("dhcp-authoritative")
+		if s.RangeFrom != "" {
+			w.line("dhcp-range=%s,%s,%s,1h", s.RangeFrom, s.RangeTo, mask)
+		} else {
+			w.comment("No dynamic range: only hosts of the hosts file get addresses.")
+			w.line("dhcp-range=%s,static,%s", network, mask)
+		}
+		if s.Router != "" {
+			w.line("dhcp-option=option:router,%s", s.Router)
+		}
+	case model.DHCPProxy:
+		if s.Router != "" {
+			return errorf("boot server %s: a proxy-DHCP server hands out no router (%s); remove it", s.Name, s.Router)
+		}
+		if s.RangeFrom != "" {
+			return errorf("boot server %s: a proxy-DHCP server hands out no addresses; remove the range", s.Name)
+		}
+		w.comment("Proxy DHCP: the site's DHCP server hands out addresses; dnsmasq adds the PXE answer.")
+		w.line("dhcp-range=%s,proxy,%s", network, mask)
+	default:
+		return errorf("boot server %s: dhcp must be %q or %q, not %q", s.Name, model.DHCPFull, model.DHCPProxy, s.DHCP)
+	}
+	w.line("dhcp-hostsfile=%s", d.HostsFile)
+	w.line("")
+
+	w.comment("TFTP serves only the first-stage loaders; kernels and images come over HTTP and NFS.")
+	w.line("enable-tftp")
+	w.line("tftp-root=%s", d.TFTPRoot)
+	w.line("")
+
+	w.comment("Client architecture, DHCP option 93: 0 BIOS, 7 and 9 x86-64 UEFI.")
+	w.line("dhcp-match=set:bios,option:client-arch,0")
+	w.line("dhcp-match=set:efi64,option:client-arch,7")
+	w.line("dhcp-match=set:efi64,option:client-arch,9")
+	w.comment("iPXE sends the user class \"iPXE\"; it gets the HTTP chain, never a loader again.")
+	w.line("dhcp-userclass=set:ipxe,iPXE")
+	w.line("")
+
+	switch s.DHCP {
+	case model.DHCPFull:
+		w.comment("BIOS PXE ROM: lpxelinux.0 over TFTP. Option 210 is its path prefix: with an http://")
+		w.comment("prefix, lpxelinux fetches pxelinux.cfg/01-MAC and menu.c32 from the boot server over")
+		w.comment("HTTP. It must be forced: the PXE ROM does the DHCP and never asks for option 210.")
+		w.line("dhcp-option-force=tag:bios,tag:!ipxe,210,\"%s/\"", base)
+		w.line("dhcp-boot=tag:bios,tag:!ipxe,%s,%s,%s", TFTPBIOSPXELinux, s.Name, s.IP)
+		w.comment("UEFI firmware: iPXE over TFTP.")
+		w.line("dhcp-boot=tag:efi64,tag:!ipxe,%s,%s,%s", TFTPEFIIPXE, s.Name, s.IP)
+	case model.DHCPProxy:
+		w.comment("PXE boot menu entries of the proxy answer, one per architecture, so the firmware boots")
+		w.comment("at once. BIOS gets iPXE (undionly.kpxe), not lpxelinux: a proxy answer cannot carry")
+		w.comment("option 210. The text is fixed; no site data goes into a quoted string.")
+		w.line("pxe-service=tag:!ipxe,x86PC,\"Overtime network boot\",%s", TFTPBIOSIPXE)
+		w.line("pxe-service=tag:!ipxe,X86-64_EFI,\"Overtime network boot\",%s", TFTPEFIIPXE)
+		w.line("pxe-service=tag:!ipxe,BC_EFI,\"Overtime network boot\",%s", TFTPEFIIPXE)
+	}
+	w.comment("iPXE, every architecture: the chain script, which asks for the per-MAC boot script.")
+	w.line("dhcp-boot=tag:ipxe,%s/boot/ipxe", base)
+	return w.flush(out)
+}
+
+// Hosts writes the dhcp-hostsfile: one line per host this boot server answers, sorted by
+// host name, as `MAC,set:pool-POOL,set:mode-KIND,IP,HOSTNAME`. The tags make the pool and
+// the effective mode kind visible in the log-dhcp output and usable by local rules. The
+// IP is left out when the host has none and always in proxy mode, where the site's DHCP
+// server hands out the addresses.
+func (d Dnsmasq) Hosts(out io.Writer) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	if d.ModeOf == nil {
+		return errorf("dnsmasq hosts: no ModeOf function")
+	}
+	hosts := make([]*model.Host, 0, len(d.Site.Hosts))
+	for i := range d.Site.Hosts {
+		h := &d.Site.Hosts[i]
+		if d.Site.HostBootServer(h) == d.Server.Name {
+			hosts = append(hosts, h)
+		}
+	}
+	sort.Slice(hosts, func(i, j int) bool { return hosts[i].Name < hosts[j].Name })
+
+	w := &writer{}
+	w.comment(generated)
+	w.comment("dnsmasq dhcp-hostsfile of boot server " + d.Server.Name + " of site " + d.Site.Name + ": " + strconv.Itoa(len(hosts)) + " hosts.")
+	w.comment("MAC,set:pool-POOL,set:mode-KIND[,IP],HOSTNAME; re-read by dnsmasq on SIGHUP.")
+	for _, h := range hosts {
+		if err := checkHostname(h.Name); err != nil {
+			return err
+		}
+		if err := checkMAC(h.MAC); err != nil {
+			return errorf("host %s: %v", h.Name, err)
+		}
+		if err := checkName("pool", h.Pool); err != nil {
+			return err
+		}
+		m := d.ModeOf(h)
+		if m == nil {
+			return errorf("host %s: no effective mode", h.Name)
+		}
+		if err := checkMode(m); err != nil {
+			return err
+		}
+		ip := ""
+		if h.IP != "" && d.Server.DHCP == model.DHCPFull {
+			if err := checkIP("host "+h.Name, h.IP); err != nil {
+				return err
+			}
+			ip = h.IP + ","
+		}
+		w.line("%s,set:pool-%s,set:mode-%s,%s%s", h.MAC, h.Pool, m.Kind, ip, h.Name)
+	}
+	return w.flush(out)
+}
+
+func (d Dnsmasq) check() error {
+	if d.Site == nil {
+		return errorf("dnsmasq: no site")
+	}
+	if err := checkName("site", d.Site.Name); err != nil {
+		return err
+	}
+	if err := checkServer(d.Server); err != nil {
+		return err
+	}
+	if err := checkAbsPath("dnsmasq hosts file", d.HostsFile); err != nil {
+		return err
+	}
+	return checkAbsPath("TFTP root", d.TFTPRoot)
+}
