@@ -370,6 +370,7 @@ func modeFields(a, b *Mode) []string {
 		fieldCmp{"description", a.Description == b.Description},
 		fieldCmp{"image", a.Image == b.Image},
 		fieldCmp{"imageVersion", a.ImageVersion == b.ImageVersion},
+		fieldCmp{"vm", a.VM == b.VM},
 		fieldCmp{"kernel", a.Kernel == b.Kernel},
 		fieldCmp{"initrd", a.Initrd == b.Initrd},
 		fieldCmp{"kernelArgs", a.KernelArgs == b.KernelArgs},

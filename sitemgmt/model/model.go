@@ -69,7 +69,7 @@ type Site struct {
 	Name        string `json:"name" yaml:"name"`
 	Timezone    string `json:"timezone" yaml:"timezone"`                           // IANA name, e.g. Europe/Berlin
 	DefaultMode string `json:"defaultMode" yaml:"defaultMode"`                     // mode when no rule applies
-	UnknownMode string `json:"unknownMode,omitempty" yaml:"unknownMode,omitempty"` // mode served to MACs not in the directory; default: local disk
+	UnknownMode string `json:"unknownMode,omitempty" yaml:"unknownMode,omitempty"` // mode served to MACs not in the directory; default: DefaultMode
 
 	Pools       []Pool       `json:"pools" yaml:"pools"`
 	Hosts       []Host       `json:"hosts" yaml:"hosts"`
@@ -180,8 +180,11 @@ type RoleGrant struct {
 	Members []string `json:"members" yaml:"members"`
 }
 
-// Sort puts every list in name order so that output (exports, renders) is stable.
+// Sort puts every list in name order so that output (exports, renders) is stable, and
+// makes empty lists nil so that a site read from YAML, JSON or LDAP compares equal
+// whichever way an empty list was spelled.
 func (s *Site) Sort() {
+	s.canonicalEmpty()
 	sort.Slice(s.Pools, func(i, j int) bool { return s.Pools[i].Name < s.Pools[j].Name })
 	sort.Slice(s.Hosts, func(i, j int) bool { return s.Hosts[i].Name < s.Hosts[j].Name })
 	sort.Slice(s.BootServers, func(i, j int) bool { return s.BootServers[i].Name < s.BootServers[j].Name })
@@ -325,4 +328,31 @@ func (im *Image) Version(v string) *ImageVersion {
 // Location loads the site's time zone.
 func (s *Site) Location() (*time.Location, error) {
 	return time.LoadLocation(s.Timezone)
+}
+
+func nilIfEmpty[T any](v []T) []T {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}
+
+func (s *Site) canonicalEmpty() {
+	s.Pools, s.Hosts, s.BootServers = nilIfEmpty(s.Pools), nilIfEmpty(s.Hosts), nilIfEmpty(s.BootServers)
+	s.Modes, s.Images, s.Exceptions, s.Roles = nilIfEmpty(s.Modes), nilIfEmpty(s.Images), nilIfEmpty(s.Exceptions), nilIfEmpty(s.Roles)
+	for i := range s.Pools {
+		s.Pools[i].Weekly = nilIfEmpty(s.Pools[i].Weekly)
+	}
+	for i := range s.Hosts {
+		s.Hosts[i].Weekly = nilIfEmpty(s.Hosts[i].Weekly)
+	}
+	for i := range s.Images {
+		s.Images[i].Versions = nilIfEmpty(s.Images[i].Versions)
+	}
+	for i := range s.Exceptions {
+		s.Exceptions[i].Targets = nilIfEmpty(s.Exceptions[i].Targets)
+	}
+	for i := range s.Roles {
+		s.Roles[i].Members = nilIfEmpty(s.Roles[i].Members)
+	}
 }

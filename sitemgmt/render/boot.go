@@ -11,7 +11,7 @@ import (
 
 // Boot is one host's boot: what the per-request boot script endpoints render.
 type Boot struct {
-	MAC     string              // canonical lower-case colon form (always set)
+	MAC     string              // canonical lower-case colon form; "" only for a request that names no MAC (pxelinux.cfg/default), Host must then be nil
 	Host    *model.Host         // nil for a MAC not in the directory
 	Server  *model.BootServer   // the boot server answering this host
 	Mode    *model.Mode         // scheduled (default) mode
@@ -80,6 +80,9 @@ func (e *bootEntry) text(extra string) string {
 		if e.mode.ImageVersion != "" {
 			s += " pinned"
 		}
+		if e.mode.VM != "" {
+			s += ", vm " + e.mode.VM
+		}
 		s += "]"
 	}
 	if e.scheduled {
@@ -90,13 +93,21 @@ func (e *bootEntry) text(extra string) string {
 
 // plan validates a Boot and works out every entry, its URLs and the default.
 func (b Boot) plan() (*bootPlan, error) {
-	if err := checkMAC(b.MAC); err != nil {
+	p := &bootPlan{mac: b.MAC, who: b.MAC + " (unknown)"}
+	if b.MAC == "" {
+		// lpxelinux falls back to pxelinux.cfg/default when no per-MAC file answers;
+		// that request carries no MAC, and the PC still has to boot.
+		if b.Host != nil {
+			return nil, errorf("host %s: no MAC given", b.Host.Name)
+		}
+		p.mac, p.who = "no MAC", "unknown PC"
+	} else if err := checkMAC(b.MAC); err != nil {
 		return nil, err
 	}
 	if err := checkServer(b.Server); err != nil {
 		return nil, err
 	}
-	p := &bootPlan{mac: b.MAC, server: b.Server.Name, who: b.MAC + " (unknown)"}
+	p.server = b.Server.Name
 	if b.Host != nil {
 		if err := checkHostname(b.Host.Name); err != nil {
 			return nil, err
@@ -196,6 +207,9 @@ func (p *bootPlan) entry(b Boot, m *model.Mode, v *model.ImageVersion) (bootEntr
 	case m.Image == "" && m.Kernel == "":
 		e.missing = "mode has neither an image nor a kernel"
 		return e, nil
+	case v != nil && nfsServer(b.Server) == "":
+		e.missing = "boot server " + b.Server.Name + " has no NFS server to mount the image from"
+		return e, nil
 	}
 	var err error
 	if e.kernel, err = KernelURL(b.Server, m, v); err != nil {
@@ -222,7 +236,11 @@ func (p *bootPlan) title() string {
 // header writes the comment block shared by both boot script formats.
 func (p *bootPlan) header(w *writer) {
 	w.comment(generated)
-	w.comment("Rendered per request for " + p.who + " (" + p.mac + ") by boot server " + p.server + ".")
+	if p.host != "" {
+		w.comment("Rendered per request for host " + p.host + " (" + p.mac + ") by boot server " + p.server + ".")
+	} else {
+		w.comment("Rendered per request for " + p.mac + ", not in the directory, by boot server " + p.server + ".")
+	}
 	if p.pool != "" {
 		w.comment("Pool: " + p.pool)
 	}

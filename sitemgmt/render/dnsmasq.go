@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -27,10 +28,10 @@ const (
 // why the per-host tags live there and not in the main file.
 type Dnsmasq struct {
 	Site      *model.Site
-	Server    *model.BootServer                // render only the hosts this server answers (Site.HostBootServer(h) == Server.Name)
+	Server    *model.BootServer               // render only the hosts this server answers (Site.HostBootServer(h) == Server.Name)
 	ModeOf    func(h *model.Host) *model.Mode // effective mode at render time -> tag
-	HostsFile string                           // absolute path the main config points dhcp-hostsfile= at
-	TFTPRoot  string                           // absolute path
+	HostsFile string                          // absolute path the main config points dhcp-hostsfile= at
+	TFTPRoot  string                          // absolute path
 }
 
 // Config writes the main dnsmasq configuration.
@@ -49,7 +50,8 @@ type Dnsmasq struct {
 //   - BIOS PXE ROMs in proxy-DHCP mode load undionly.kpxe (iPXE) over TFTP instead: a
 //     dnsmasq proxy-DHCP reply carries only the PXE options (43, 60, 97) and the boot file,
 //     so option 210 cannot reach lpxelinux there (dhcp-option-force is ignored in proxy
-//     mode before dnsmasq 2.91's dhcp-option-pxe); iPXE needs no such option.
+//     mode before dnsmasq 2.91's dhcp-option-pxe); iPXE needs no such option. The same
+//     holds in full mode when HTTPURL is https, which lpxelinux cannot fetch.
 func (d Dnsmasq) Config(out io.Writer) error {
 	s := d.Server
 	if err := d.check(); err != nil {
@@ -134,8 +136,14 @@ func (d Dnsmasq) Config(out io.Writer) error {
 	w.line("dhcp-userclass=set:ipxe,iPXE")
 	w.line("")
 
-	switch s.DHCP {
-	case model.DHCPFull:
+	switch {
+	case s.DHCP == model.DHCPFull && strings.HasPrefix(base, "https:"):
+		w.comment("BIOS PXE ROM: iPXE (undionly.kpxe) over TFTP, not lpxelinux: lpxelinux speaks HTTP")
+		w.comment("and FTP but not HTTPS, and the boot server's URL is https.")
+		w.line("dhcp-boot=tag:bios,tag:!ipxe,%s,%s,%s", TFTPBIOSIPXE, s.Name, s.IP)
+		w.comment("UEFI firmware: iPXE over TFTP.")
+		w.line("dhcp-boot=tag:efi64,tag:!ipxe,%s,%s,%s", TFTPEFIIPXE, s.Name, s.IP)
+	case s.DHCP == model.DHCPFull:
 		w.comment("BIOS PXE ROM: lpxelinux.0 over TFTP. Option 210 is its path prefix: with an http://")
 		w.comment("prefix, lpxelinux fetches pxelinux.cfg/01-MAC and menu.c32 from the boot server over")
 		w.comment("HTTP. It must be forced: the PXE ROM does the DHCP and never asks for option 210.")
@@ -143,7 +151,7 @@ func (d Dnsmasq) Config(out io.Writer) error {
 		w.line("dhcp-boot=tag:bios,tag:!ipxe,%s,%s,%s", TFTPBIOSPXELinux, s.Name, s.IP)
 		w.comment("UEFI firmware: iPXE over TFTP.")
 		w.line("dhcp-boot=tag:efi64,tag:!ipxe,%s,%s,%s", TFTPEFIIPXE, s.Name, s.IP)
-	case model.DHCPProxy:
+	case s.DHCP == model.DHCPProxy:
 		w.comment("PXE boot menu entries of the proxy answer, one per architecture, so the firmware boots")
 		w.comment("at once. BIOS gets iPXE (undionly.kpxe), not lpxelinux: a proxy answer cannot carry")
 		w.comment("option 210. The text is fixed; no site data goes into a quoted string.")
@@ -218,6 +226,10 @@ func (d Dnsmasq) check() error {
 		return err
 	}
 	if err := checkServer(d.Server); err != nil {
+		return err
+	}
+	// dhcp-boot names the TFTP server by address.
+	if err := checkIP("boot server "+d.Server.Name, d.Server.IP); err != nil {
 		return err
 	}
 	if err := checkAbsPath("dnsmasq hosts file", d.HostsFile); err != nil {

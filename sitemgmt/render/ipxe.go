@@ -5,7 +5,7 @@ import (
 )
 
 // ipxeUnsafe lists characters that display text must not carry into an iPXE script on
-// top of the ones sanitize always replaces: "||" and "&&" chain commands, '#' and '\''
+// top of the ones sanitize always replaces: "||" and "&&" chain commands, '#' and '\”
 // are kept out so no iPXE version can read them as a comment or quoting.
 const ipxeUnsafe = "|&#'"
 

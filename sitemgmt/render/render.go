@@ -138,6 +138,11 @@ func checkMode(m *model.Mode) error {
 			return err
 		}
 	}
+	if m.VM != "" {
+		if err := checkName("course VM image", m.VM); err != nil {
+			return err
+		}
+	}
 	if m.ImageVersion != "" && !versionRE.MatchString(m.ImageVersion) {
 		return errorf("mode %s: invalid image version %q", m.Name, m.ImageVersion)
 	}
@@ -165,7 +170,10 @@ func checkImageVersion(v *model.ImageVersion) error {
 	return checkRelPath("image version "+v.Version, v.Path)
 }
 
-// checkServer re-validates the boot server fields the renderers write.
+// checkServer re-validates the boot server fields the renderers write. The IP may be
+// empty: the HTTP server answers MACs of a site without boot servers with a stand-in
+// server that has only an HTTP URL, and a boot script needs the IP only as the default NFS
+// server (see nfsServer). Renderers that need the IP check it themselves.
 func checkServer(s *model.BootServer) error {
 	if s == nil {
 		return errorf("no boot server")
@@ -173,8 +181,10 @@ func checkServer(s *model.BootServer) error {
 	if err := checkName("boot server", s.Name); err != nil {
 		return err
 	}
-	if err := checkIP("boot server "+s.Name, s.IP); err != nil {
-		return err
+	if s.IP != "" {
+		if err := checkIP("boot server "+s.Name, s.IP); err != nil {
+			return err
+		}
 	}
 	if _, err := baseURL(s.HTTPURL); err != nil {
 		return err
@@ -280,7 +290,8 @@ func nfsRootDir(s *model.BootServer) string {
 	return DefaultNFSRoot
 }
 
-// nfsServer is the host clients mount images from.
+// nfsServer is the host clients mount images from ("" when the server has neither an
+// NFS server nor an IP).
 func nfsServer(s *model.BootServer) string {
 	if s.NFSServer != "" {
 		return s.NFSServer
@@ -351,6 +362,9 @@ func KernelCommandLine(s *model.BootServer, h *model.Host, m *model.Mode, v *mod
 	if v != nil {
 		if err := checkImageVersion(v); err != nil {
 			return "", err
+		}
+		if nfsServer(s) == "" {
+			return "", errorf("boot server %s has neither an NFS server nor an IP to mount images from", s.Name)
 		}
 		args = append(args, "overtime.root=nfs:"+NFSRootSpec(s, v), "overtime.sha256="+v.SHA256)
 	}

@@ -373,3 +373,24 @@ func TestAtHostDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// The engine is shared by all request handlers; run with -race to check it stays read-only.
+func TestConcurrentUse(t *testing.T) {
+	s, loc := smallSite(t)
+	e := mustCompile(t, s)
+	done := make(chan Decision)
+	for g := range 4 {
+		go func() {
+			var d Decision
+			for i := range 200 {
+				d = e.AtHost(&s.Hosts[(g+i)%len(s.Hosts)], time.Date(2026, 12, 1, i%24, 0, 0, 0, loc))
+			}
+			done <- d
+		}()
+	}
+	for range 4 {
+		if d := <-done; d.Mode == "" {
+			t.Error("empty decision")
+		}
+	}
+}

@@ -1,0 +1,266 @@
+package ldapstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-ldap/ldap/v3"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// op is one LDAP write.
+type op struct {
+	add *ldap.AddRequest
+	mod *ldap.ModifyRequest
+	del *ldap.DelRequest
+}
+
+// Apply writes the difference between cur (what the directory holds, as last loaded)
+// and next. next must validate (model.Site.Validate). Every write is built and checked
+// before the first one is sent, so that invalid input (an immutable image version
+// changed, a value the schema would reject, addresses that cannot move without
+// colliding) fails without touching the directory. The writes then go out one by one in
+// model.Diff's safe order, each a single LDAP add, delete or modify that replaces only
+// the changed attributes; LDAP has no multi-entry transactions, but after any prefix of
+// them every reference points to an existing entry.
+//
+// It returns the changes written: all of them, or on error those before the one that
+// failed. A nil cur is an empty site (a directory fresh from Init has the site entry, so
+// that is only right for its site fields when they are all rewritten).
+func (s *Store) Apply(ctx context.Context, cur, next *model.Site) ([]model.Change, error) {
+	if next == nil {
+		return nil, model.Invalid("no site to apply")
+	}
+	if cur == nil {
+		cur = &model.Site{}
+	}
+	if err := next.Validate(); err != nil {
+		return nil, err
+	}
+	changes := model.Diff(cur, next)
+	ci, ni := newIndex(cur), newIndex(next)
+	if err := checkAddressMoves(ci, ni, changes); err != nil {
+		return nil, err
+	}
+	ops := make([]op, len(changes))
+	for i, c := range changes {
+		o, err := s.plan(ci, ni, c)
+		if err != nil {
+			return nil, err
+		}
+		ops[i] = o
+	}
+	return s.run(ctx, changes, ops)
+}
+
+// run sends the writes in order and stops at the first failure.
+func (s *Store) run(ctx context.Context, changes []model.Change, ops []op) ([]model.Change, error) {
+	done := make([]model.Change, 0, len(changes))
+	for i, o := range ops {
+		if err := ctx.Err(); err != nil {
+			return done, err
+		}
+		if s.beforeWrite != nil {
+			if err := s.beforeWrite(i, changes[i]); err != nil {
+				return done, fmt.Errorf("ldapstore: %v: %w", changes[i], err)
+			}
+		}
+		if err := s.write(ctx, o); err != nil {
+			return done, fmt.Errorf("ldapstore: %v: %w", changes[i], err)
+		}
+		done = append(done, changes[i])
+	}
+	return done, nil
+}
+
+// write sends one write. When the connection broke under it, do repeats it on a new one;
+// the first attempt may have reached the server, so on the repeat "already exists" after
+// an add and "no such object" after a delete mean it did (a modify replaces values and
+// can simply be repeated).
+func (s *Store) write(ctx context.Context, o op) error {
+	repeat := false
+	return s.do(ctx, func(c *ldap.Conn) error {
+		var err error
+		switch {
+		case o.add != nil:
+			err = c.Add(o.add)
+			if repeat && ldap.IsErrorWithCode(err, ldap.LDAPResultEntryAlreadyExists) {
+				err = nil
+			}
+		case o.del != nil:
+			err = c.Del(o.del)
+			if repeat && ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject) {
+				err = nil
+			}
+		case o.mod != nil:
+			err = c.Modify(o.mod)
+		}
+		repeat = true
+		return err
+	})
+}
+
+// plan builds the LDAP request for one change and checks its values.
+func (s *Store) plan(cur, next *index, c model.Change) (op, error) {
+	dn := s.dn.entityDN(c.Kind, c.Name)
+	if dn == "" {
+		return op{}, fmt.Errorf("ldapstore: unknown entity kind %q", c.Kind)
+	}
+	switch c.Op {
+	case model.OpDelete:
+		return op{del: ldap.NewDelRequest(dn, nil)}, nil
+
+	case model.OpAdd:
+		e, ok := s.dn.entityEntry(next, c.Kind, c.Name)
+		if !ok {
+			return op{}, fmt.Errorf("ldapstore: %v: not in the new site", c)
+		}
+		req := ldap.NewAddRequest(dn, nil)
+		req.Attribute(aObjectClass, e.classes)
+		for _, a := range e.attrs {
+			if len(a.vals) == 0 {
+				continue
+			}
+			if err := checkValues(c, a); err != nil {
+				return op{}, err
+			}
+			req.Attribute(a.name, a.vals)
+		}
+		return op{add: req}, nil
+
+	case model.OpModify:
+		if c.Kind == model.EntityImageVersion {
+			img, ver := model.SplitImageVersionName(c.Name)
+			return op{}, model.Invalid("image %s version %s is immutable: publish a new version instead of changing %s", img, ver, strings.Join(c.Fields, ", "))
+		}
+		e, ok := s.dn.entityEntry(next, c.Kind, c.Name)
+		if !ok {
+			return op{}, fmt.Errorf("ldapstore: %v: not in the new site", c)
+		}
+		req := ldap.NewModifyRequest(dn, nil)
+		for _, f := range c.Fields {
+			found := false
+			for _, a := range e.attrs {
+				if a.field != f {
+					continue
+				}
+				found = true
+				if err := checkValues(c, a); err != nil {
+					return op{}, err
+				}
+				if c.Kind == model.EntityHost && f == "ip" {
+					// ipHost requires ipHostNumber: add or drop the class together with
+					// the address, in the same (atomic) modify.
+					old := cur.hosts[c.Name]
+					switch {
+					case old != nil && old.IP == "" && len(a.vals) > 0:
+						req.Add(aObjectClass, []string{ocIPHost})
+						req.Replace(a.name, a.vals)
+					case old != nil && old.IP != "" && len(a.vals) == 0:
+						req.Replace(a.name, nil)
+						req.Delete(aObjectClass, []string{ocIPHost})
+					default:
+						req.Replace(a.name, a.vals)
+					}
+					continue
+				}
+				// Replace with no values removes the attribute (RFC 4511 4.6).
+				req.Replace(a.name, a.vals)
+			}
+			if !found {
+				// The model grew a field this store does not know: refuse rather than
+				// silently drop it.
+				return op{}, fmt.Errorf("ldapstore: %v: no LDAP attribute for field %q", c, f)
+			}
+		}
+		return op{mod: req}, nil
+	}
+	return op{}, fmt.Errorf("ldapstore: unknown operation %q", c.Op)
+}
+
+// checkValues rejects, before anything is written, values the directory would refuse:
+// empty or duplicate values of a multi-valued attribute, non-UTF-8 text, non-ASCII in
+// IA5 attributes. model.Validate does not look at these LDAP-specific limits.
+func checkValues(c model.Change, a attr) error {
+	what := c.Kind + " " + c.Name
+	for i, v := range a.vals {
+		if v == "" && a.name != aMember {
+			return model.Invalid("%s: empty %s value", what, a.field)
+		}
+		if !utf8.ValidString(v) {
+			return model.Invalid("%s: %s %q is not valid UTF-8", what, a.field, v)
+		}
+		if ia5[a.name] {
+			for j := 0; j < len(v); j++ {
+				if v[j] >= 0x80 {
+					return model.Invalid("%s: %s %q must be ASCII", what, a.field, v)
+				}
+			}
+		}
+		// Weekly rules match case-exactly, every other multi-valued attribute here
+		// case-insensitively: slapd rejects values equal under the attribute's rule.
+		eq := strings.EqualFold
+		if a.name == aWeekly {
+			eq = func(x, y string) bool { return x == y }
+		}
+		if slices.ContainsFunc(a.vals[:i], func(w string) bool { return eq(v, w) }) {
+			return model.Invalid("%s: duplicate %s %q", what, a.field, v)
+		}
+	}
+	return nil
+}
+
+// checkAddressMoves replays the host changes in their write order and refuses the Apply
+// if a host would take a MAC or IP another host still has at that point: model.Diff
+// orders moves so that this does not happen where it can, and what is left (two hosts
+// swapping addresses, or taking over the address of a host an exception still names)
+// has to be done in two steps. Without this check the directory would hold a duplicate
+// for a moment (and keep it if the Apply failed there), or the unique overlay would stop
+// the Apply half way.
+func checkAddressMoves(cur, next *index, changes []model.Change) error {
+	mac, ip := map[string]string{}, map[string]string{}
+	for _, h := range cur.site.Hosts {
+		mac[h.MAC] = h.Name
+		if h.IP != "" {
+			ip[h.IP] = h.Name
+		}
+	}
+	release := func(m map[string]string, v, name string) {
+		if v != "" && m[v] == name {
+			delete(m, v)
+		}
+	}
+	claim := func(m map[string]string, what, v, name string) error {
+		if v == "" {
+			return nil
+		}
+		if other, ok := m[v]; ok && other != name {
+			return model.Conflict("host %s cannot take %s %s while host %s still has it (a swap of addresses, or the address of a host that an exception still names): apply this in two steps", name, what, v, other)
+		}
+		m[v] = name
+		return nil
+	}
+	for _, c := range changes {
+		if c.Kind != model.EntityHost {
+			continue
+		}
+		old, nw := cur.hosts[c.Name], next.hosts[c.Name]
+		if old != nil && c.Op != model.OpAdd {
+			release(mac, old.MAC, c.Name)
+			release(ip, old.IP, c.Name)
+		}
+		if nw != nil && c.Op != model.OpDelete {
+			if err := claim(mac, "MAC", nw.MAC, c.Name); err != nil {
+				return err
+			}
+			if err := claim(ip, "IP", nw.IP, c.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

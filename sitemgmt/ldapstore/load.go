@@ -1,0 +1,222 @@
+package ldapstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/go-ldap/ldap/v3"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// PageSize is the page size of Load's paged search (RFC 2696). 1000 entries per round
+// trip keeps a 10,000-host site at a dozen round trips without large server buffers.
+const PageSize = 1000
+
+// loadFilter selects Overtime's entries and nothing else under ou=overtime (users and
+// the containers are skipped by the server, not by us).
+var loadFilter = "(|" + strings.Join([]string{
+	"(objectClass=" + ocSite + ")", "(objectClass=" + ocPool + ")", "(objectClass=" + ocHost + ")",
+	"(objectClass=" + ocBootServer + ")", "(objectClass=" + ocMode + ")", "(objectClass=" + ocImage + ")",
+	"(objectClass=" + ocImageVersion + ")", "(objectClass=" + ocException + ")", "(objectClass=" + ocRole + ")",
+}, "") + ")"
+
+// loadAttrs asks for exactly the attributes the model uses: no userPassword (ACLs hide it
+// anyway), no operational attributes.
+var loadAttrs = []string{
+	aObjectClass, aCN, aDescription, aRoom, aMAC, aIP, aMember,
+	aSiteName, aTimezone, aDefaultMode, aUnknownMode, aPoolName, aBootServer, aWeekly,
+	aHTTPURL, aNFSServer, aNFSRoot, aDHCP, aInterface, aSubnet, aRangeFrom, aRangeTo, aRouter,
+	aModeKind, aImageName, aPinned, aVMImage, aKernel, aInitrd, aKernelArgs,
+	aImageKind, aVersion, aSHA256, aSize, aPath, aCreated,
+	aExceptionKind, aStart, aEnd, aModeName, aTargetPool, aTargetHost, aRoleKind,
+}
+
+// Load reads the whole site with one paged subtree search of ou=overtime and returns it
+// sorted (model.Site.Sort). It does not validate: the caller decides what to do with a
+// directory edited into an invalid state behind its back.
+func (s *Store) Load(ctx context.Context) (*model.Site, error) {
+	var entries []*ldap.Entry
+	err := s.do(ctx, func(c *ldap.Conn) error {
+		entries = entries[:0]
+		var err error
+		entries, err = s.search(ctx, c, entries)
+		return err
+	})
+	if ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject) {
+		return nil, ErrNotInitialised
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ldapstore: load: %w", err)
+	}
+	return s.decode(entries)
+}
+
+// search runs the paged search, checking ctx between pages.
+func (s *Store) search(ctx context.Context, c *ldap.Conn, entries []*ldap.Entry) ([]*ldap.Entry, error) {
+	paging := ldap.NewControlPaging(PageSize)
+	req := ldap.NewSearchRequest(s.dn.site, ldap.ScopeWholeSubtree, ldap.NeverDerefAliases, 0, 0, false,
+		loadFilter, loadAttrs, []ldap.Control{paging})
+	for {
+		if err := ctx.Err(); err != nil {
+			return entries, err
+		}
+		res, err := c.Search(req)
+		if err != nil {
+			return entries, err
+		}
+		entries = append(entries, res.Entries...)
+		ctl, _ := ldap.FindControl(res.Controls, ldap.ControlTypePaging).(*ldap.ControlPaging)
+		if ctl == nil || len(ctl.Cookie) == 0 {
+			return entries, nil
+		}
+		paging.SetCookie(ctl.Cookie)
+	}
+}
+
+// attrs is an entry's attributes keyed by lower-case name: servers return attribute
+// names in their own spelling.
+type attrs map[string][]string
+
+func attrsOf(e *ldap.Entry) attrs {
+	m := make(attrs, len(e.Attributes))
+	for _, a := range e.Attributes {
+		m[strings.ToLower(a.Name)] = a.Values
+	}
+	return m
+}
+
+func (a attrs) all(name string) []string { return a[strings.ToLower(name)] }
+
+func (a attrs) one(name string) string {
+	if v := a[strings.ToLower(name)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (a attrs) is(class string) bool {
+	for _, c := range a["objectclass"] {
+		if strings.EqualFold(c, class) {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeErr names the entry that could not be understood.
+func decodeErr(dn string, format string, args ...any) error {
+	return fmt.Errorf("ldapstore: entry %s: %s", dn, fmt.Sprintf(format, args...))
+}
+
+func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
+	site := &model.Site{}
+	haveSite := false
+	type version struct {
+		image string
+		v     model.ImageVersion
+	}
+	var versions []version
+	for _, e := range entries {
+		a := attrsOf(e)
+		switch {
+		case a.is(ocSite):
+			site.Name = a.one(aSiteName)
+			site.Timezone = a.one(aTimezone)
+			site.DefaultMode = a.one(aDefaultMode)
+			site.UnknownMode = a.one(aUnknownMode)
+			haveSite = true
+		case a.is(ocHost):
+			site.Hosts = append(site.Hosts, model.Host{
+				Name: a.one(aCN), MAC: a.one(aMAC), IP: a.one(aIP), Pool: a.one(aPoolName),
+				BootServer: a.one(aBootServer), Weekly: a.all(aWeekly),
+			})
+		case a.is(ocPool):
+			site.Pools = append(site.Pools, model.Pool{
+				Name: a.one(aCN), Description: a.one(aDescription), Room: a.one(aRoom),
+				BootServer: a.one(aBootServer), Weekly: a.all(aWeekly),
+			})
+		case a.is(ocBootServer):
+			site.BootServers = append(site.BootServers, model.BootServer{
+				Name: a.one(aCN), IP: a.one(aIP), HTTPURL: a.one(aHTTPURL), NFSServer: a.one(aNFSServer),
+				NFSRoot: a.one(aNFSRoot), DHCP: model.DHCPMode(a.one(aDHCP)), Interface: a.one(aInterface),
+				Subnet: a.one(aSubnet), RangeFrom: a.one(aRangeFrom), RangeTo: a.one(aRangeTo), Router: a.one(aRouter),
+			})
+		case a.is(ocMode):
+			site.Modes = append(site.Modes, model.Mode{
+				Name: a.one(aCN), Kind: model.ModeKind(a.one(aModeKind)), Description: a.one(aDescription),
+				Image: a.one(aImageName), ImageVersion: a.one(aPinned), VM: a.one(aVMImage),
+				Kernel: a.one(aKernel), Initrd: a.one(aInitrd), KernelArgs: a.one(aKernelArgs),
+			})
+		case a.is(ocImage):
+			site.Images = append(site.Images, model.Image{
+				Name: a.one(aCN), Kind: model.ImageKind(a.one(aImageKind)), Description: a.one(aDescription),
+				Pool: a.one(aPoolName),
+			})
+		case a.is(ocImageVersion):
+			// The image is the parent entry: otVersion=V,cn=IMAGE,ou=images,...
+			dn, err := ldap.ParseDN(e.DN)
+			if err != nil || len(dn.RDNs) < 2 || len(dn.RDNs[1].Attributes) != 1 {
+				return nil, decodeErr(e.DN, "image version outside an image")
+			}
+			v := model.ImageVersion{Version: a.one(aVersion), SHA256: a.one(aSHA256), Path: a.one(aPath)}
+			if sz := a.one(aSize); sz != "" {
+				if v.Size, err = strconv.ParseInt(sz, 10, 64); err != nil {
+					return nil, decodeErr(e.DN, "size %q: %v", sz, err)
+				}
+			}
+			if v.Created, err = parseGenTime(a.one(aCreated)); err != nil {
+				return nil, decodeErr(e.DN, "created %q: %v", a.one(aCreated), err)
+			}
+			versions = append(versions, version{dn.RDNs[1].Attributes[0].Value, v})
+		case a.is(ocException):
+			x := model.Exception{Name: a.one(aCN), Kind: model.ExceptionKind(a.one(aExceptionKind)),
+				Description: a.one(aDescription), Mode: a.one(aModeName)}
+			var err error
+			if x.Start, err = parseGenTime(a.one(aStart)); err != nil {
+				return nil, decodeErr(e.DN, "start %q: %v", a.one(aStart), err)
+			}
+			if x.End, err = parseGenTime(a.one(aEnd)); err != nil {
+				return nil, decodeErr(e.DN, "end %q: %v", a.one(aEnd), err)
+			}
+			for _, p := range a.all(aTargetPool) {
+				x.Targets = append(x.Targets, model.Target{Pool: p})
+			}
+			for _, h := range a.all(aTargetHost) {
+				x.Targets = append(x.Targets, model.Target{Host: h})
+			}
+			site.Exceptions = append(site.Exceptions, x)
+		case a.is(ocRole):
+			r := model.RoleGrant{Name: a.one(aCN), Role: model.RoleKind(a.one(aRoleKind)), Pool: a.one(aPoolName)}
+			for _, m := range a.all(aMember) {
+				if m == "" {
+					continue // placeholder of a grant without members
+				}
+				uid, ok := s.dn.uidOf(m)
+				if !ok {
+					return nil, decodeErr(e.DN, "member %q is not a user under %s", m, s.dn.people)
+				}
+				r.Members = append(r.Members, uid)
+			}
+			site.Roles = append(site.Roles, r)
+		}
+	}
+	if !haveSite {
+		return nil, ErrNotInitialised
+	}
+	if len(versions) > 0 {
+		images := byName(site.Images, func(im *model.Image) string { return im.Name })
+		for _, v := range versions {
+			im := images[v.image]
+			if im == nil {
+				return nil, errors.New("ldapstore: image version " + v.v.Version + " under unknown image " + v.image)
+			}
+			im.Versions = append(im.Versions, v.v)
+		}
+	}
+	site.Sort()
+	return site, nil
+}

@@ -1,0 +1,130 @@
+package ldapstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-ldap/ldap/v3"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// Authenticate checks a user's password against the directory: it finds the user's entry
+// under ou=people with the service connection, then binds as that entry on a separate,
+// short-lived connection (rebinding the service connection would drop the service's
+// rights for every request sharing it). A wrong password, an unknown or malformed uid and
+// an empty password all give ErrInvalidCredentials and nothing more; an error of another
+// kind means the directory could not be asked.
+func (s *Store) Authenticate(ctx context.Context, uid, password string) error {
+	// An empty password would make the bind an "unauthenticated bind" (RFC 4513 5.1.2),
+	// which servers may accept as anonymous: never send one.
+	if password == "" {
+		return ErrInvalidCredentials
+	}
+	// Only well-formed uids reach the filter at all; escaping it anyway means no input
+	// can change the filter's structure (uid=* or "a)(uid=*" match nothing).
+	if model.ValidUID(uid) != nil {
+		return ErrInvalidCredentials
+	}
+	dn, err := s.findUser(ctx, uid)
+	if errors.Is(err, errNoUser) {
+		return ErrInvalidCredentials
+	}
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c, err := s.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Bind(dn, password); err != nil {
+		if isNetworkError(err) {
+			return fmt.Errorf("ldapstore: authenticate: %w", err)
+		}
+		return ErrInvalidCredentials // invalid credentials, no password set, inappropriate auth...
+	}
+	return nil
+}
+
+var errNoUser = errors.New("no such user")
+
+// findUser returns the DN of the one inetOrgPerson with this uid under ou=people.
+func (s *Store) findUser(ctx context.Context, uid string) (string, error) {
+	filter := fmt.Sprintf("(&(objectClass=inetOrgPerson)(uid=%s))", ldap.EscapeFilter(uid))
+	var res *ldap.SearchResult
+	err := s.do(ctx, func(c *ldap.Conn) error {
+		var err error
+		// Size limit 2: enough to see that the uid is ambiguous, which it must not be.
+		res, err = c.Search(ldap.NewSearchRequest(s.dn.people, ldap.ScopeSingleLevel, ldap.NeverDerefAliases,
+			2, 0, false, filter, []string{"1.1"}, nil))
+		return err
+	})
+	switch {
+	case ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject):
+		return "", errNoUser // no ou=people: not initialised, but say no more than that
+	case ldap.IsErrorWithCode(err, ldap.LDAPResultSizeLimitExceeded):
+		return "", errNoUser
+	case err != nil:
+		return "", fmt.Errorf("ldapstore: find user: %w", err)
+	case len(res.Entries) != 1:
+		return "", errNoUser
+	}
+	return res.Entries[0].DN, nil
+}
+
+// PutUser creates the user uid=UID,ou=people (an inetOrgPerson) or updates its display
+// name, and sets its password with the Password Modify extended operation (RFC 3062), so
+// that slapd hashes it with its password-hash ({SSHA} by default) and the clear text is
+// never stored. A new entry briefly has no password: nobody can bind to it then.
+func (s *Store) PutUser(ctx context.Context, uid, displayName, password string) error {
+	if err := model.ValidUID(uid); err != nil {
+		return err
+	}
+	if password == "" {
+		return model.Invalid("user %s: empty password", uid)
+	}
+	if displayName == "" {
+		displayName = uid
+	}
+	if err := checkValues(model.Change{Kind: "user", Name: uid}, attr{field: "display name", name: "displayName", vals: []string{displayName}}); err != nil {
+		return err
+	}
+	for _, r := range displayName {
+		if r < 0x20 || r == 0x7f {
+			return model.Invalid("user %s: display name contains control characters", uid)
+		}
+	}
+	dn := s.dn.user(uid)
+	add := ldap.NewAddRequest(dn, nil)
+	add.Attribute(aObjectClass, []string{"inetOrgPerson"})
+	add.Attribute(aUID, []string{uid})
+	add.Attribute(aCN, []string{displayName})
+	add.Attribute("sn", []string{uid}) // required by person; the model has no surname
+	add.Attribute("displayName", []string{displayName})
+	err := s.write(ctx, op{add: add})
+	if ldap.IsErrorWithCode(err, ldap.LDAPResultEntryAlreadyExists) {
+		mod := ldap.NewModifyRequest(dn, nil)
+		mod.Replace(aCN, []string{displayName})
+		mod.Replace("displayName", []string{displayName})
+		err = s.write(ctx, op{mod: mod})
+	}
+	if ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject) {
+		return ErrNotInitialised
+	}
+	if err != nil {
+		return fmt.Errorf("ldapstore: user %s: %w", uid, err)
+	}
+	err = s.do(ctx, func(c *ldap.Conn) error {
+		_, err := c.PasswordModify(ldap.NewPasswordModifyRequest(dn, "", password))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("ldapstore: set password of %s: %w", uid, err)
+	}
+	return nil
+}
