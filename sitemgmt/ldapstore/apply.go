@@ -23,7 +23,7 @@ type op struct {
 // and next. next must validate (model.Site.Validate). Every write is built and checked
 // before the first one is sent, so that invalid input (an immutable image version
 // changed, a value the schema would reject, addresses that cannot move without
-// colliding) fails without touching the directory. The writes then go out one by one in
+// colliding: model.CheckAddressOrder) fails without touching the directory. The writes then go out one by one in
 // model.Diff's safe order, each a single LDAP add, delete or modify that replaces only
 // the changed attributes; LDAP has no multi-entry transactions, but after any prefix of
 // them every reference points to an existing entry.
@@ -42,10 +42,10 @@ func (s *Store) Apply(ctx context.Context, cur, next *model.Site) ([]model.Chang
 		return nil, err
 	}
 	changes := model.Diff(cur, next)
-	ci, ni := newIndex(cur), newIndex(next)
-	if err := checkAddressMoves(ci, ni, changes); err != nil {
+	if err := model.CheckAddressOrder(cur, next, changes); err != nil {
 		return nil, err
 	}
+	ci, ni := newIndex(cur), newIndex(next)
 	ops := make([]op, len(changes))
 	for i, c := range changes {
 		o, err := s.plan(ci, ni, c)
@@ -209,57 +209,6 @@ func checkValues(c model.Change, a attr) error {
 		}
 		if slices.ContainsFunc(a.vals[:i], func(w string) bool { return eq(v, w) }) {
 			return model.Invalid("%s: duplicate %s %q", what, a.field, v)
-		}
-	}
-	return nil
-}
-
-// checkAddressMoves replays the host changes in their write order and refuses the Apply
-// if a host would take a MAC or IP another host still has at that point: model.Diff
-// orders moves so that this does not happen where it can, and what is left (two hosts
-// swapping addresses, or taking over the address of a host an exception still names)
-// has to be done in two steps. Without this check the directory would hold a duplicate
-// for a moment (and keep it if the Apply failed there), or the unique overlay would stop
-// the Apply half way.
-func checkAddressMoves(cur, next *index, changes []model.Change) error {
-	mac, ip := map[string]string{}, map[string]string{}
-	for _, h := range cur.site.Hosts {
-		mac[h.MAC] = h.Name
-		if h.IP != "" {
-			ip[h.IP] = h.Name
-		}
-	}
-	release := func(m map[string]string, v, name string) {
-		if v != "" && m[v] == name {
-			delete(m, v)
-		}
-	}
-	claim := func(m map[string]string, what, v, name string) error {
-		if v == "" {
-			return nil
-		}
-		if other, ok := m[v]; ok && other != name {
-			return model.Conflict("host %s cannot take %s %s while host %s still has it (a swap of addresses, or the address of a host that an exception still names): apply this in two steps", name, what, v, other)
-		}
-		m[v] = name
-		return nil
-	}
-	for _, c := range changes {
-		if c.Kind != model.EntityHost {
-			continue
-		}
-		old, nw := cur.hosts[c.Name], next.hosts[c.Name]
-		if old != nil && c.Op != model.OpAdd {
-			release(mac, old.MAC, c.Name)
-			release(ip, old.IP, c.Name)
-		}
-		if nw != nil && c.Op != model.OpDelete {
-			if err := claim(mac, "MAC", nw.MAC, c.Name); err != nil {
-				return err
-			}
-			if err := claim(ip, "IP", nw.IP, c.Name); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

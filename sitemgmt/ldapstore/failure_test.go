@@ -46,7 +46,7 @@ func bigChange(cur *model.Site) *model.Site {
 	next.Hosts = append(next.Hosts, model.Host{Name: "pc-c09", MAC: "52:54:00:0c:00:09", IP: "10.0.1.9", Pool: "lab-c", Weekly: []string{"sun 10:00-12:00 maint2"}})
 	next.Exceptions = []model.Exception{{
 		Name: "exam-2", Kind: "exam", Mode: "course-vm", Start: cur.Exceptions[0].Start.AddDate(0, 0, 7), End: cur.Exceptions[0].End.AddDate(0, 0, 7),
-		Targets: []model.Target{{Pool: "lab-c"}, {Host: "pc-c09"}, {Host: "pc-a03-new"}},
+		Targets: []model.Target{{Pool: "lab-c"}, {Host: "pc-c09"}, {Host: "pc-a01"}},
 	}}
 	next.Role("lab-a-admins").Members = []string{"bob"}
 	next.Roles = slices.DeleteFunc(next.Roles, func(r model.RoleGrant) bool { return r.Name == "stats-lecturers" })

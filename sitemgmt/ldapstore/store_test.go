@@ -224,6 +224,26 @@ func TestApplyAddressMoves(t *testing.T) {
 		t.Fatalf("swap: %v", err)
 	}
 	assertSameSite(t, mustLoad(t, st), cur)
+
+	// Renaming a host that an exception names (and retargeting the exception) cannot be
+	// ordered without a duplicate MAC: refused up front, to be done in two steps.
+	rename := cur.Clone()
+	rename.Host("pc-b01").Name = "pc-b01-new"
+	for i, tg := range rename.Exceptions[0].Targets {
+		if tg.Host == "pc-b01" {
+			rename.Exceptions[0].Targets[i].Host = "pc-b01-new"
+		}
+	}
+	if _, err := st.Apply(bg, cur, rename); !errors.As(err, &inv) || !inv.Conflict {
+		t.Fatalf("rename of a named host: %v", err)
+	}
+	assertSameSite(t, mustLoad(t, st), cur)
+	// Step 1: drop the host from the exception. Step 2: rename and retarget.
+	step1 := cur.Clone()
+	step1.Exceptions[0].Targets = slices.DeleteFunc(step1.Exceptions[0].Targets, func(tg model.Target) bool { return tg.Host == "pc-b01" })
+	mustApply(t, st, cur, step1)
+	mustApply(t, st, mustLoad(t, st), rename)
+	assertSameSite(t, mustLoad(t, st), rename)
 }
 
 func TestApplyRejectsBeforeWriting(t *testing.T) {

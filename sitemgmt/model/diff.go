@@ -78,8 +78,9 @@ func SplitImageVersionName(name string) (image, version string) {
 // MAC or IP is taken over, and that no exception of cur names (nothing can reference it
 // then), is deleted first; and a host that takes over an address another host gives up
 // by a modify comes after that modify. What cannot be ordered away (two hosts swapping
-// addresses, or a released host still named by an exception) is left in name order;
-// writers check for it (ldapstore refuses such an Apply before writing anything).
+// addresses, or a released host still named by an exception) is left in name order, and
+// CheckAddressOrder reports it: writers (ldapstore) refuse such a change before writing
+// anything, and a dry run can say so too.
 //
 // Image.Pool is not a checked reference (Validate does not check it), so it does not
 // take part in the ordering.
@@ -429,4 +430,63 @@ func roleFields(a, b *RoleGrant) []string {
 		fieldCmp{"pool", a.Pool == b.Pool},
 		fieldCmp{"members", slices.Equal(a.Members, b.Members)},
 	)
+}
+
+// CheckAddressOrder replays the host changes of Diff(cur, next) in order and reports a
+// Conflict if a host would take a MAC or IP that another host still has at that point.
+// Diff orders address moves so that this does not happen where it can; what is left —
+// two hosts swapping addresses, or a host taking over the address of a host that an
+// exception still names — has to be done in two steps (e.g. first retarget or delete the
+// exception). Applying it anyway would duplicate the address for a moment (and keep the
+// duplicate if the write stopped there), or fail half way on a directory that enforces
+// uniqueness.
+func CheckAddressOrder(cur, next *Site, changes []Change) error {
+	if cur == nil {
+		cur = &Site{}
+	}
+	if next == nil {
+		next = &Site{}
+	}
+	name := func(h *Host) string { return h.Name }
+	curBy, nextBy := byName(cur.Hosts, name), byName(next.Hosts, name)
+	mac, ip := map[string]string{}, map[string]string{}
+	for _, h := range cur.Hosts {
+		mac[h.MAC] = h.Name
+		if h.IP != "" {
+			ip[h.IP] = h.Name
+		}
+	}
+	release := func(m map[string]string, v, name string) {
+		if v != "" && m[v] == name {
+			delete(m, v)
+		}
+	}
+	claim := func(m map[string]string, what, v, name string) error {
+		if v == "" {
+			return nil
+		}
+		if other, ok := m[v]; ok && other != name {
+			return conflict("host %s cannot take %s %s in the same change that removes it from host %s (a swap of addresses, or the address of a host an exception still names): change it in two steps", name, what, v, other)
+		}
+		m[v] = name
+		return nil
+	}
+	for _, c := range changes {
+		if c.Kind != EntityHost {
+			continue
+		}
+		if old := curBy[c.Name]; old != nil && c.Op != OpAdd {
+			release(mac, old.MAC, c.Name)
+			release(ip, old.IP, c.Name)
+		}
+		if h := nextBy[c.Name]; h != nil && c.Op != OpDelete {
+			if err := claim(mac, "MAC", h.MAC, c.Name); err != nil {
+				return err
+			}
+			if err := claim(ip, "IP", h.IP, c.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"reflect"
@@ -437,6 +438,9 @@ func TestDiffHostAddressMoves(t *testing.T) {
 	next := cur.Clone()
 	next.Hosts[0].Name = "a1-new"
 	_, changes := replay(t, cur, next, true)
+	if err := CheckAddressOrder(cur, next, changes); err != nil {
+		t.Fatal(err)
+	}
 	if got := strs(changes); !slices.Equal(got, []string{"- host a1", "+ host a1-new"}) {
 		t.Fatalf("rename: %q", got)
 	}
@@ -460,6 +464,26 @@ func TestDiffHostAddressMoves(t *testing.T) {
 	if got := strs(changes); !slices.Equal(got, []string{"+ host a2-new", "~ exception exam (targets)", "- host a2"}) {
 		t.Fatalf("named: %q", got)
 	}
+	var inv *InvalidError
+	if err := CheckAddressOrder(cur, next, changes); !errors.As(err, &inv) || !inv.Conflict {
+		t.Fatalf("CheckAddressOrder(named): %v", err)
+	}
+
+	// A swap cannot be ordered either.
+	next = cur.Clone()
+	next.Hosts[0].MAC, next.Hosts[2].MAC = next.Hosts[2].MAC, next.Hosts[0].MAC
+	if err := CheckAddressOrder(cur, next, Diff(cur, next)); !errors.As(err, &inv) || !inv.Conflict {
+		t.Fatalf("CheckAddressOrder(swap): %v", err)
+	}
+	// Nor an IP swap.
+	next = cur.Clone()
+	next.Hosts[1].IP, next.Hosts[0].IP = next.Hosts[0].IP, "10.0.0.99"
+	if err := CheckAddressOrder(cur, next, Diff(cur, next)); err != nil {
+		t.Fatalf("IP moved on: %v", err)
+	}
+	if got := strs(Diff(cur, next)); !slices.Equal(got, []string{"~ host a1 (ip)", "~ host a2 (ip)"}) {
+		t.Fatalf("IP chain: %q", got)
+	}
 }
 
 func TestDiffImageVersionModify(t *testing.T) {
@@ -478,14 +502,25 @@ func TestDiffImageVersionModify(t *testing.T) {
 // every step and ends at next.
 func TestDiffRandomReplay(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
-	n := 0
+	n, checkedUnique := 0, 0
+	defer func() {
+		t.Logf("%d pairs, %d with addresses checked unique at every step", n, checkedUnique)
+		if checkedUnique < n/2 {
+			t.Errorf("too few pairs pass CheckAddressOrder: %d of %d", checkedUnique, n)
+		}
+	}()
 	for n < 400 {
 		cur, next := randomSite(r), randomSite(r)
 		if cur.Validate() != nil || next.Validate() != nil {
 			continue
 		}
 		n++
-		state, _ := replay(t, cur, next, false)
+		// Where CheckAddressOrder accepts the order, no step may duplicate an address.
+		unique := CheckAddressOrder(cur, next, Diff(cur, next)) == nil
+		if unique {
+			checkedUnique++
+		}
+		state, _ := replay(t, cur, next, unique)
 		if !reflect.DeepEqual(normalize(state), normalize(next)) {
 			t.Fatalf("replay %d does not reach next:\n%+v\n%+v", n, normalize(state), normalize(next))
 		}

@@ -92,7 +92,7 @@ func TestGaneshaRealTool(t *testing.T) {
 			if err := os.MkdirAll(filepath.Join(root, v.Path), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			want = append(want, filepath.Join("/overtime", v.Path)+" "+filepath.Join(root, v.Path))
+			want = append(want, filepath.Join(root, v.Path)+" "+filepath.Join(root, v.Path)) // Pseudo = Path
 		}
 	}
 	var buf bytes.Buffer

@@ -10,9 +10,6 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
-// GaneshaPseudoRoot is the NFSv4 pseudo-filesystem directory the image exports appear
-// under (Pseudo = /overtime/PATH).
-const GaneshaPseudoRoot = "/overtime"
 
 // Export_Id range used for image exports. Ganesha's ids are 16 bit and 0 is the pseudo
 // root; ids above the range are left for exports an administrator adds by hand.
@@ -110,11 +107,11 @@ func assignExportIDs(vs []published) {
 
 // Ganesha writes one nfs-ganesha EXPORT block per published image version: read-only,
 // root squashed, NFSv3 and v4 over TCP with AUTH_SYS, from the VFS FSAL. Path is
-// exportRoot/PATH (exportRoot "" = the server's NFS root, else DefaultNFSRoot), Pseudo is
-// /overtime/PATH. See assignExportIDs for why Export_Id is stable across renders.
-//
-// NFSv3 clients mount Path, NFSv4 clients the Pseudo path; the kernel command line
-// (KernelCommandLine) names Path under the server's NFS root.
+// exportRoot/PATH (exportRoot "" = the server's NFS root, else DefaultNFSRoot), and the
+// NFSv4 Pseudo path is the same path, so that one kernel command line
+// (KernelCommandLine, SERVER:/EXPORT/PATH) mounts over NFSv3 and v4, and the same line
+// works against kernel nfsd (/etc/exports, where v4 paths are the real paths).
+// See assignExportIDs for why Export_Id is stable across renders.
 func Ganesha(out io.Writer, site *model.Site, server *model.BootServer, exportRoot string) error {
 	if err := checkServer(server); err != nil {
 		return err
@@ -142,7 +139,7 @@ func Ganesha(out io.Writer, site *model.Site, server *model.BootServer, exportRo
 		w.line("\t# image %s version %s", p.image, p.version.Version)
 		w.line("\tExport_Id = %d;", p.id)
 		w.line("\tPath = \"%s\";", path.Join(exportRoot, p.version.Path))
-		w.line("\tPseudo = \"%s\";", path.Join(GaneshaPseudoRoot, p.version.Path))
+		w.line("\tPseudo = \"%s\";", path.Join(exportRoot, p.version.Path))
 		w.line("\tAccess_Type = RO;")
 		w.line("\tSquash = Root_Squash;")
 		w.line("\tProtocols = 3, 4;")

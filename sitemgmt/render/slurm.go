@@ -82,7 +82,7 @@ func SlurmNodes(out io.Writer, site *model.Site, modeOf func(h *model.Host) *mod
 	w.comment("Weight: lowest first, dedicated 1, desktop 100, others 1000.")
 	w.comment("State is Slurm's default: a PC that is not in a compute-capable mode does not answer and")
 	w.comment("is marked DOWN; set ReturnToService=2 in slurm.conf so it returns once its slurmd registers.")
-	w.comment("CPUs and memory are not known to Overtime: nodes count as 1 CPU until they are configured.")
+	w.comment("Overtime does not know CPUs and memory, so Slurm counts each node as 1 CPU and 1 MB.")
 	w.line("")
 
 	byPool := map[string][]string{}
