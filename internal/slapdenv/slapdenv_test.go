@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/go-ldap/ldap/v3"
@@ -242,4 +243,27 @@ func addReq(dn string, kv ...string) *ldap.AddRequest {
 		a.Attribute(k, m[k])
 	}
 	return a
+}
+
+// Without Attached, slapd runs in a session of its own (it outlives the caller, as
+// `overtime dev slapd` needs) and can be stopped through its pidfile from elsewhere.
+func TestDetachedStopDir(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Start(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop() })
+	if sid, err := syscall.Getsid(s.PID); err != nil || sid != s.PID {
+		t.Errorf("detached slapd %d has session %d (%v), want its own", s.PID, sid, err)
+	}
+	if !rootDSEAnswers(s.URL) {
+		t.Fatal("not answering")
+	}
+	if err := StopDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if alive(s.PID) || rootDSEAnswers(s.URL) {
+		t.Fatalf("slapd %d still running after StopDir", s.PID)
+	}
 }

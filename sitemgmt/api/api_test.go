@@ -337,6 +337,37 @@ func runAPISuite(t *testing.T, env *testenv.Env) {
 		}
 	})
 
+	t.Run("create and delete every kind", func(t *testing.T) {
+		before := mustSite(t, env)
+		steps := []struct {
+			path string
+			body any
+		}{
+			{"/api/v1/bootservers/bs2", model.BootServer{Name: "bs2", IP: "10.30.0.1", HTTPURL: "http://10.30.0.1:8080", DHCP: "proxy", Subnet: "10.30.0.0/24"}},
+			{"/api/v1/images/old-desktop", model.Image{Name: "old-desktop", Kind: "desktop"}},
+			{"/api/v1/modes/old-desktop", model.Mode{Name: "old-desktop", Kind: "desktop", Image: "old-desktop"}},
+			{"/api/v1/roles/auditors", model.RoleGrant{Name: "auditors", Role: "viewer", Members: []string{"dave"}}},
+		}
+		for _, st := range steps {
+			var ch client.Changes
+			if err := admin.Send("PUT", st.path, nil, st.body, &ch); err != nil || len(ch.Changes) != 1 || !strings.HasPrefix(ch.Changes[0], "+") {
+				t.Fatalf("PUT %s: %v %v", st.path, ch.Changes, err)
+			}
+		}
+		// An image a mode still boots cannot go first: references are checked.
+		if err := admin.Send("DELETE", "/api/v1/images/old-desktop", nil, nil, nil); status(err) != 400 {
+			t.Fatalf("deleting an image in use: %v", err)
+		}
+		for i := len(steps) - 1; i >= 0; i-- {
+			if err := admin.Send("DELETE", steps[i].path, nil, nil, nil); err != nil {
+				t.Fatalf("DELETE %s: %v", steps[i].path, err)
+			}
+		}
+		if !reflect.DeepEqual(before, mustSite(t, env)) {
+			t.Fatal("create + delete did not restore the directory")
+		}
+	})
+
 	t.Run("mode-at", func(t *testing.T) {
 		for _, tc := range []struct{ host, at, mode, rule, next string }{
 			{"pc-a01", "2026-12-02 10:30", "course-bio101", `"wed 10:00-12:00 course-bio101"`, "2026-12-02T12:00:00+01:00"},
