@@ -5,8 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/go-ldap/ldap/v3"
@@ -254,7 +254,7 @@ func TestDetachedStopDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Stop() })
-	if sid, err := syscall.Getsid(s.PID); err != nil || sid != s.PID {
+	if sid, err := sessionOf(s.PID); err != nil || sid != s.PID {
 		t.Errorf("detached slapd %d has session %d (%v), want its own", s.PID, sid, err)
 	}
 	if !rootDSEAnswers(s.URL) {
@@ -266,4 +266,14 @@ func TestDetachedStopDir(t *testing.T) {
 	if alive(s.PID) || rootDSEAnswers(s.URL) {
 		t.Fatalf("slapd %d still running after StopDir", s.PID)
 	}
+}
+
+// sessionOf reads the session id of pid from /proc (field 6 of stat).
+func sessionOf(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return strconv.Atoi(f[3]) // state ppid pgrp session
 }

@@ -173,7 +173,7 @@ func (p Principal) check(cur, next *model.Site, c model.Change) error {
 	case "image", "image-version":
 		name := c.Name
 		if c.Kind == "image-version" {
-			name = imageOfVersion(cur, next, c.Name)
+			name, _ = model.SplitImageVersionName(c.Name)
 		}
 		for _, im := range []*model.Image{cur.Image(name), next.Image(name)} {
 			if im == nil {
@@ -256,15 +256,4 @@ func targetPools(site *model.Site, e *model.Exception) []string {
 		}
 	}
 	return pools
-}
-
-// imageOfVersion maps an image-version change name ("IMAGE/VERSION" or "IMAGE@VERSION")
-// back to its image.
-func imageOfVersion(cur, next *model.Site, name string) string {
-	for i := len(name) - 1; i >= 0; i-- {
-		if name[i] == '/' || name[i] == '@' || name[i] == ' ' {
-			return name[:i]
-		}
-	}
-	return name
 }

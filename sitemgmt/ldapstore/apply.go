@@ -23,23 +23,29 @@ type op struct {
 // and next. next must validate (model.Site.Validate). Every write is built and checked
 // before the first one is sent, so that invalid input (an immutable image version
 // changed, a value the schema would reject, addresses that cannot move without
-// colliding: model.CheckAddressOrder) fails without touching the directory. The writes then go out one by one in
-// model.Diff's safe order, each a single LDAP add, delete or modify that replaces only
-// the changed attributes; LDAP has no multi-entry transactions, but after any prefix of
-// them every reference points to an existing entry.
+// colliding: model.CheckAddressOrder) fails without touching the directory. The writes
+// then go out one by one in model.Diff's safe order, each a single LDAP add, delete or
+// modify that replaces only the changed attributes. LDAP has no multi-entry
+// transactions, but after any prefix of them every reference points to an existing
+// entry, so a failure half way leaves a consistent (if partly updated) directory.
 //
 // It returns the changes written: all of them, or on error those before the one that
-// failed. A nil cur is an empty site (a directory fresh from Init has the site entry, so
-// that is only right for its site fields when they are all rewritten).
+// failed. With a nil cur, Apply loads the directory first.
+//
+// cur must be what the directory holds: a stale cur makes a write fail (an add of an
+// existing entry, a modify of a missing one), which stops the Apply like any failure.
 func (s *Store) Apply(ctx context.Context, cur, next *model.Site) ([]model.Change, error) {
 	if next == nil {
 		return nil, model.Invalid("no site to apply")
 	}
-	if cur == nil {
-		cur = &model.Site{}
-	}
 	if err := next.Validate(); err != nil {
 		return nil, err
+	}
+	if cur == nil {
+		var err error
+		if cur, err = s.Load(ctx); err != nil {
+			return nil, err
+		}
 	}
 	changes := model.Diff(cur, next)
 	if err := model.CheckAddressOrder(cur, next, changes); err != nil {

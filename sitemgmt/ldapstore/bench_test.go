@@ -74,18 +74,12 @@ func BenchmarkLoad10k(b *testing.B) {
 	}
 }
 
-// The Load budget as a test: 10,000 hosts in 200 pools load in well under 2 s (about
-// 0.3 s on a 2-core machine), and come back equal to what was written.
-func TestLoad10kUnder2s(t *testing.T) {
+// TestLoad10kRoundTrip: a university-sized site (10,000 hosts in 200 pools) comes back
+// from LDAP equal to what was written (paging, attribute mapping at scale). The time it
+// takes is measured by BenchmarkLoad10k and `make bench`, not asserted here.
+func TestLoad10kRoundTrip(t *testing.T) {
 	st, _ := initStore(t)
 	next := largeSite(200, 50)
 	mustApply(t, st, mustLoad(t, st), next)
-	start := time.Now()
-	got := mustLoad(t, st)
-	took := time.Since(start)
-	t.Logf("Load of %d hosts: %v", len(got.Hosts), took)
-	if took > 2*time.Second {
-		t.Errorf("Load took %v, budget 2 s", took)
-	}
-	assertSameSite(t, got, next)
+	assertSameSite(t, mustLoad(t, st), next)
 }

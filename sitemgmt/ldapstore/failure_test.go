@@ -218,3 +218,50 @@ func TestReconnect(t *testing.T) {
 		t.Fatalf("Authenticate with slapd down: %v (must not look like bad credentials)", err)
 	}
 }
+
+// The store is shared by the API's request handlers: concurrent loads, logins and writes
+// on the one multiplexed connection (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	st, _ := initStore(t)
+	mustApply(t, st, mustLoad(t, st), exampleSite())
+	errs := make(chan error, 64)
+	done := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < 20; i++ {
+				if s, err := st.Load(bg); err != nil || len(s.Hosts) < 8 {
+					errs <- fmt.Errorf("load: %v", err)
+					return
+				}
+				if err := st.Authenticate(bg, "admin", adminPW); err != nil {
+					errs <- fmt.Errorf("authenticate: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	cur := mustLoad(t, st)
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for i := 0; i < 20; i++ {
+			next := cur.Clone()
+			next.Hosts = append(next.Hosts, model.Host{Name: fmt.Sprintf("pc-x%02d", i), MAC: fmt.Sprintf("52:54:00:0e:00:%02x", i), Pool: "lab-b"})
+			if _, err := st.Apply(bg, cur, next); err != nil {
+				errs <- err
+				return
+			}
+			cur = next
+		}
+	}()
+	for i := 0; i < 5; i++ {
+		<-done
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if s := mustLoad(t, st); len(s.Hosts) != 28 {
+		t.Fatalf("%d hosts", len(s.Hosts))
+	}
+}

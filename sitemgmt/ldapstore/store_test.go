@@ -150,7 +150,10 @@ func TestApplyExampleRoundTrip(t *testing.T) {
 	if !e.Start.Equal(next.Exceptions[0].Start) || !e.End.Equal(next.Exceptions[0].End) {
 		t.Fatalf("exception times %v %v", e.Start, e.End)
 	}
-	// Nothing left to do.
+	// Nothing left to do (a nil cur means: load it).
+	if ch := mustApply(t, st, nil, next); len(ch) != 0 {
+		t.Fatalf("Apply(nil, next) wrote %v", ch)
+	}
 	if d := model.Diff(got, next); len(d) != 0 {
 		t.Fatalf("Diff after round trip: %v", d)
 	}
@@ -166,10 +169,10 @@ func TestApplyModifiedSite(t *testing.T) {
 	cur = mustLoad(t, st)
 
 	next := cur.Clone()
-	next.Pool("lab-b").Room = "E.202"                                                               // changed room
+	next.Pool("lab-b").Room = "E.202"                                                                 // changed room
 	next.Hosts = slices.DeleteFunc(next.Hosts, func(h model.Host) bool { return h.Name == "pc-a04" }) // removed host
-	next.Host("pc-a01").IP = ""                                                                     // address dropped
-	next.Host("pc-b01").IP = "10.0.0.21"                                                            // address added
+	next.Host("pc-a01").IP = ""                                                                       // address dropped
+	next.Host("pc-b01").IP = "10.0.0.21"                                                              // address added
 	exc := model.Exception{Name: "holiday-xmas", Kind: "holiday", Mode: "local-disk",
 		Start: cur.Exceptions[0].Start.AddDate(0, 0, 14), End: cur.Exceptions[0].Start.AddDate(0, 0, 28),
 		Targets: []model.Target{{Pool: "lab-a"}, {Pool: "lab-b"}}}

@@ -146,6 +146,11 @@ func (s *Service) Update(ctx context.Context, authz Authorizer, dryRun bool, fn 
 		return nil, err
 	}
 	changes := model.Diff(cur, next)
+	// Refuse, already in a dry run, what the store would refuse: address moves that
+	// cannot be ordered without two hosts sharing a MAC or IP for a moment.
+	if err := model.CheckAddressOrder(cur, next, changes); err != nil {
+		return nil, err
+	}
 	if authz != nil {
 		if err := authz(cur, next, changes); err != nil {
 			return nil, err
