@@ -34,10 +34,10 @@ type entity[T any] struct {
 func entityCmds(g *globals) []*cobra.Command {
 	var (
 		mac, ip, pool, bootServer, room, desc, kind, image, imageVersion, kernel, initrd, kargs string
-		httpURL, subnet, dhcp, rangeFrom, rangeTo, router, iface, nfsServer, nfsRoot         string
-		start, end, mode, role                                                               string
-		rules, pools, hosts, members                                                         []string
-		listPool                                                                             string
+		httpURL, subnet, dhcp, rangeFrom, rangeTo, router, iface, nfsServer, nfsRoot            string
+		start, end, mode, role                                                                  string
+		rules, pools, hosts, members                                                            []string
+		listPool                                                                                string
 	)
 	host := entity[model.Host]{use: "host", path: "hosts", short: "Hosts (PCs)",
 		header: "NAME\tMAC\tIP\tPOOL\tBOOT SERVER\tRULES",

@@ -37,7 +37,7 @@ type Env struct {
 
 // Options tune New.
 type Options struct {
-	Now      time.Time  // fixed clock for boot endpoints and mode-at (default 2026-12-02 10:30 Berlin, a Wednesday lecture)
+	Now      time.Time              // fixed clock for boot endpoints and mode-at (default 2026-12-02 10:30 Berlin, a Wednesday lecture)
 	Wrap     func(c *client.Client) // e.g. install an OpenAPI-validating transport
 	Timezone string
 }

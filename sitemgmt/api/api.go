@@ -369,14 +369,14 @@ func normalizeSite(site *model.Site) error {
 
 // ModeAt is the answer of GET /api/v1/mode-at.
 type ModeAt struct {
-	Host     string    `json:"host"`
-	Time     time.Time `json:"time"`
-	Mode     string    `json:"mode"`
-	Kind     string    `json:"kind"`
-	Level    string    `json:"level"`
-	Rule     string    `json:"rule"`
+	Host     string     `json:"host"`
+	Time     time.Time  `json:"time"`
+	Mode     string     `json:"mode"`
+	Kind     string     `json:"kind"`
+	Level    string     `json:"level"`
+	Rule     string     `json:"rule"`
 	Next     *time.Time `json:"next,omitempty"`
-	NextMode string    `json:"nextMode,omitempty"`
+	NextMode string     `json:"nextMode,omitempty"`
 }
 
 func (s *Server) modeAt(w http.ResponseWriter, r *http.Request) {

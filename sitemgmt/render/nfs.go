@@ -10,7 +10,6 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
-
 // Export_Id range used for image exports. Ganesha's ids are 16 bit and 0 is the pseudo
 // root; ids above the range are left for exports an administrator adds by hand.
 const (
