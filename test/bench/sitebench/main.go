@@ -141,13 +141,17 @@ func main() {
 	check(err)
 	at := time.Date(2026, 12, 2, 10, 30, 0, 0, eng.Location())
 	modes := map[string]int{}
+	for i := range loaded.Hosts {
+		modes[eng.AtHost(&loaded.Hosts[i], at).Mode]++
+	}
+	var sinkMode string
 	xs, err = timeN(*runs*3, func() error {
 		for i := range loaded.Hosts {
-			d := eng.AtHost(&loaded.Hosts[i], at)
-			modes[d.Mode]++
+			sinkMode = eng.AtHost(&loaded.Hosts[i], at).Mode
 		}
 		return nil
 	})
+	_ = sinkMode
 	check(err)
 	f = stats("evaluate every host's mode + next change at one instant", "ms", xs)
 	rep.Figures = append(rep.Figures, withTarget(f, "≤ 50 ms", f.Median <= 50))
@@ -191,33 +195,47 @@ func main() {
 	for i := 0; i < 1000; i++ {
 		fmt.Fprintf(&macs, "%q,", loaded.Hosts[rng.Intn(len(loaded.Hosts))].MAC)
 	}
-	script := filepath.Join(dir, "macs.lua")
-	check(os.WriteFile(script, []byte(fmt.Sprintf(`macs = {%s}
+	luaMacs := fmt.Sprintf(`macs = {%s}
 math.randomseed(1)
 request = function()
   return wrk.format("GET", "/boot/ipxe/" .. macs[math.random(#macs)])
 end
-`, macs.String())), 0o644))
-	var p50, p99, rps []float64
-	for i := 0; i < *wrkRuns; i++ {
-		log.Printf("wrk run %d/%d", i+1, *wrkRuns)
-		o, err := exec.Command("wrk", "-t2", "-c32", "-d"+wrkDur.String(), "--latency", "-s", script, base).CombinedOutput()
-		if err != nil {
-			log.Fatalf("wrk: %v\n%s", err, o)
+`, macs.String())
+	// Paced: every connection waits 10 ms before its next request, so 24 connections offer
+	// about 2,400 req/s: the latency a boot storm of that rate sees. Saturated: no pause,
+	// the most the server answers while wrk competes for the same 2 cores.
+	paced := filepath.Join(dir, "paced.lua")
+	check(os.WriteFile(paced, []byte(luaMacs+"delay = function() return 10 end\n"), 0o644))
+	saturated := filepath.Join(dir, "saturated.lua")
+	check(os.WriteFile(saturated, []byte(luaMacs), 0o644))
+	for _, load := range []struct {
+		name, script, conns string
+		paced               bool
+	}{{"paced, 24 connections x 100 req/s", paced, "24", true}, {"saturated, 32 connections", saturated, "32", false}} {
+		var p50, p99, rps []float64
+		for i := 0; i < *wrkRuns; i++ {
+			log.Printf("wrk %s: run %d/%d", load.name, i+1, *wrkRuns)
+			o, err := exec.Command("wrk", "-t2", "-c"+load.conns, "-d"+wrkDur.String(), "--latency", "-s", load.script, base).CombinedOutput()
+			if err != nil {
+				log.Fatalf("wrk: %v\n%s", err, o)
+			}
+			a, b, r, err := parseWrk(string(o))
+			if err != nil {
+				log.Fatalf("%v\n%s", err, o)
+			}
+			p50, p99, rps = append(p50, a), append(p99, b), append(rps, r)
 		}
-		a, b, r, err := parseWrk(string(o))
-		if err != nil {
-			log.Fatalf("%v\n%s", err, o)
+		fr := stats("GET /boot/ipxe/{mac} ("+load.name+"): throughput", "req/s", rps)
+		f50 := stats("GET /boot/ipxe/{mac} ("+load.name+"): latency p50", "ms", p50)
+		f99 := stats("GET /boot/ipxe/{mac} ("+load.name+"): latency p99", "ms", p99)
+		if load.paced {
+			fr = withTarget(fr, "≥ 2000 req/s", fr.Median >= 2000)
+			f99 = withTarget(f99, "≤ 5 ms at ≥ 2000 req/s", f99.Median <= 5 && fr.Median >= 2000)
 		}
-		p50, p99, rps = append(p50, a), append(p99, b), append(rps, r)
+		rep.Figures = append(rep.Figures, fr, f50, f99)
 	}
-	fr := stats("boot script GET /boot/ipxe/{mac}: throughput (wrk -t2 -c32, random known MACs)", "req/s", rps)
-	rep.Figures = append(rep.Figures, withTarget(fr, "≥ 2000 req/s", fr.Median >= 2000))
-	rep.Figures = append(rep.Figures, stats("boot script latency p50", "ms", p50))
-	f = stats("boot script latency p99", "ms", p99)
-	rep.Figures = append(rep.Figures, withTarget(f, "≤ 5 ms at ≥ 2000 req/s", f.Median <= 5 && fr.Median >= 2000))
 	rep.Notes = append(rep.Notes,
-		"wrk and the server share the same 2 cores, so the HTTP figures include the load generator's own CPU use.",
+		"wrk and the server share the same 2 cores, so the HTTP figures include the load generator's own CPU use; every request names a random one of 1,000 known MACs and is rendered from the schedule snapshot (no caching).",
 		fmt.Sprintf("modes at the instant measured (Wed 10:30): %v", modes))
 
 	check(os.MkdirAll(*out, 0o755))

@@ -1,0 +1,89 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-ldap/ldap/v3"
+
+	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// A directory edited behind the site manager's back into an invalid state (here:
+// overlapping rules written with a plain LDAP client) must not take boot service down:
+// Reload reports it and the last good snapshot keeps serving.
+func TestReloadKeepsLastGoodSnapshot(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	ctx := context.Background()
+	good := env.Svc.Snapshot()
+
+	conn, err := ldap.DialURL(env.Slapd.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Bind(env.Slapd.RootDN, env.Slapd.RootPW); err != nil {
+		t.Fatal(err)
+	}
+	mod := ldap.NewModifyRequest("cn=lab-b,ou=pools,ou=overtime,"+env.Slapd.BaseDN, nil)
+	mod.Add("otWeeklyRule", []string{"wed 17:00-19:00 maintenance"})
+	if err := conn.Modify(mod); err != nil {
+		t.Fatal(err)
+	}
+	err = env.Svc.Reload(ctx)
+	if err == nil || !strings.Contains(err.Error(), "overlap") {
+		t.Fatalf("reload of an invalid directory: %v", err)
+	}
+	if env.Svc.Snapshot() != good {
+		t.Fatal("the snapshot was replaced by an invalid directory")
+	}
+	// Repairing the directory is picked up by the next reload.
+	mod = ldap.NewModifyRequest("cn=lab-b,ou=pools,ou=overtime,"+env.Slapd.BaseDN, nil)
+	mod.Delete("otWeeklyRule", []string{"wed 17:00-19:00 maintenance"})
+	mod2 := ldap.NewModifyRequest("cn=lab-b,ou=pools,ou=overtime,"+env.Slapd.BaseDN, nil)
+	mod2.Replace("roomNumber", []string{"Room 0.99"})
+	for _, m := range []*ldap.ModifyRequest{mod, mod2} {
+		if err := conn.Modify(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Svc.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.Svc.Snapshot().Site.Pool("lab-b").Room; got != "Room 0.99" {
+		t.Fatalf("external edit not picked up: room %q", got)
+	}
+}
+
+// A write the store fails half way leaves the snapshot equal to what the directory holds.
+func TestFailedWriteReloads(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	ctx := context.Background()
+	if err := env.Slapd.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := env.Svc.Update(ctx, nil, false, func(s *model.Site) error {
+		s.Pool("lab-a").Room = "moved"
+		return nil
+	})
+	if err == nil {
+		t.Fatal("write with slapd down succeeded")
+	}
+	if env.Svc.Snapshot().Site.Pool("lab-a").Room == "moved" {
+		t.Fatal("snapshot shows a change that was never written")
+	}
+	// Validation errors never reach the store.
+	_, err = env.Svc.Update(ctx, nil, false, func(s *model.Site) error {
+		s.Hosts[0].MAC = s.Hosts[1].MAC
+		return nil
+	})
+	var inv *model.InvalidError
+	if err == nil || !errors.As(err, &inv) || !inv.Conflict {
+		t.Fatalf("duplicate MAC: %v", err)
+	}
+}
