@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -352,4 +351,3 @@ func parseTimeArg(c *client.Client, v string) (time.Time, error) {
 	return api.ParseTime(v, loc)
 }
 
-var _ = bytes.MinRead

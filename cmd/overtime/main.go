@@ -4,7 +4,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -14,15 +13,10 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 )
 
-// exitCode maps errors to exit statuses: 1 for refused or invalid requests, 2 for usage.
+// Every failure prints one line on stderr and exits 1.
 func main() {
-	root := newRoot()
-	if err := root.Execute(); err != nil {
+	if err := newRoot().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "overtime: "+strings.ReplaceAll(err.Error(), "\n", " "))
-		var api *client.APIError
-		if errors.As(err, &api) {
-			os.Exit(1)
-		}
 		os.Exit(1)
 	}
 }

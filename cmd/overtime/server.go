@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -191,4 +190,3 @@ func newDevCmd() *cobra.Command {
 	return dev
 }
 
-var errUsage = errors.New("usage")

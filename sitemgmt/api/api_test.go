@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"net/url"
 	"reflect"
 	"strings"
@@ -470,5 +469,4 @@ func runAPISuite(t *testing.T, env *testenv.Env) {
 			t.Fatalf("dry-run role change: %v %v", ch, err)
 		}
 	})
-	_ = http.MethodGet
 }
