@@ -350,4 +350,3 @@ func parseTimeArg(c *client.Client, v string) (time.Time, error) {
 	}
 	return api.ParseTime(v, loc)
 }
-

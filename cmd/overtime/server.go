@@ -189,4 +189,3 @@ func newDevCmd() *cobra.Command {
 	dev.AddCommand(slapd)
 	return dev
 }
-
