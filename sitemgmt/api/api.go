@@ -280,19 +280,25 @@ func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) write(h http.HandlerFunc) http.HandlerFunc { return s.read(h) }
 
 // update runs a change through the service with the request's principal as authoriser
-// and answers with the list of changes.
-func (s *Server) update(w http.ResponseWriter, r *http.Request, okStatus int, fn func(site *model.Site) error) {
+// and answers with the list of changes. fn edits the site and returns the status to
+// answer with on success (e.g. 201 when it created the entity); a write that turns out to
+// change nothing answers 200.
+func (s *Server) update(w http.ResponseWriter, r *http.Request, fn func(site *model.Site) (int, error)) {
 	p := principal(r)
-	changes, err := s.svc.Update(r.Context(), p.Check, dryRun(r), fn)
+	okStatus := http.StatusOK
+	changes, err := s.svc.Update(r.Context(), p.Check, dryRun(r), func(site *model.Site) error {
+		var err error
+		okStatus, err = fn(site)
+		return err
+	})
 	if err != nil {
 		s.httpError(w, err)
 		return
 	}
-	out := changeList(changes)
 	if len(changes) == 0 {
 		okStatus = http.StatusOK
 	}
-	writeJSON(w, okStatus, map[string]any{"dryRun": dryRun(r), "changes": out})
+	writeJSON(w, okStatus, map[string]any{"dryRun": dryRun(r), "changes": changeList(changes)})
 }
 
 func changeList(changes []model.Change) []string {
@@ -321,12 +327,12 @@ func (s *Server) putSite(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	s.update(w, r, http.StatusOK, func(site *model.Site) error {
+	s.update(w, r, func(site *model.Site) (int, error) {
 		if err := normalizeSite(&next); err != nil {
-			return err
+			return 0, err
 		}
 		*site = next
-		return nil
+		return http.StatusOK, nil
 	})
 }
 
@@ -349,9 +355,9 @@ func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	s.update(w, r, http.StatusOK, func(site *model.Site) error {
+	s.update(w, r, func(site *model.Site) (int, error) {
 		site.Name, site.Timezone, site.DefaultMode, site.UnknownMode = in.Name, in.Timezone, in.DefaultMode, in.UnknownMode
-		return nil
+		return http.StatusOK, nil
 	})
 }
 

@@ -65,6 +65,16 @@ func registerCollections(s *Server) {
 		name: func(v *model.RoleGrant) *string { return &v.Name }})
 }
 
+// index finds an entity by name in a list (-1: absent).
+func (c collection[T]) index(list []T, name string) int {
+	for i := range list {
+		if *c.name(&list[i]) == name {
+			return i
+		}
+	}
+	return -1
+}
+
 func register[T any](s *Server, c collection[T]) {
 	base := "/api/v1/" + c.path
 	s.mux.HandleFunc("GET "+base, s.read(func(w http.ResponseWriter, r *http.Request) {
@@ -80,16 +90,14 @@ func register[T any](s *Server, c collection[T]) {
 	s.mux.HandleFunc("GET "+base+"/{name}", s.read(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		all := *c.list(s.svc.Snapshot().Site)
-		for i := range all {
-			if *c.name(&all[i]) == name {
-				writeJSON(w, http.StatusOK, all[i])
-				return
-			}
+		if i := c.index(all, name); i >= 0 {
+			writeJSON(w, http.StatusOK, all[i])
+			return
 		}
 		s.httpError(w, notFound{c.kind, name})
 	}))
-	// PUT creates or replaces the entity (idempotent). The name in the body, if given,
-	// must match the path.
+	// PUT creates (201) or replaces (200) the entity, idempotently. The name in the body,
+	// if given, must match the path.
 	s.mux.HandleFunc("PUT "+base+"/{name}", s.write(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		var v T
@@ -109,48 +117,32 @@ func register[T any](s *Server, c collection[T]) {
 				return
 			}
 		}
-		status := http.StatusOK
-		if !exists(c, s.svc.Snapshot().Site, name) {
-			status = http.StatusCreated
-		}
-		s.update(w, r, status, func(site *model.Site) error {
+		s.update(w, r, func(site *model.Site) (int, error) {
 			list := c.list(site)
-			for i := range *list {
-				if *c.name(&(*list)[i]) == name {
-					if c.keep != nil {
-						c.keep(&(*list)[i], &v)
-					}
-					(*list)[i] = v
-					return nil
-				}
+			i := c.index(*list, name)
+			if i < 0 {
+				*list = append(*list, v)
+				return http.StatusCreated, nil
 			}
-			*list = append(*list, v)
-			return nil
+			if c.keep != nil {
+				c.keep(&(*list)[i], &v)
+			}
+			(*list)[i] = v
+			return http.StatusOK, nil
 		})
 	}))
 	s.mux.HandleFunc("DELETE "+base+"/{name}", s.write(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		s.update(w, r, http.StatusOK, func(site *model.Site) error {
+		s.update(w, r, func(site *model.Site) (int, error) {
 			list := c.list(site)
-			for i := range *list {
-				if *c.name(&(*list)[i]) == name {
-					*list = append((*list)[:i], (*list)[i+1:]...)
-					return nil
-				}
+			i := c.index(*list, name)
+			if i < 0 {
+				return 0, notFound{c.kind, name}
 			}
-			return notFound{c.kind, name}
+			*list = append((*list)[:i], (*list)[i+1:]...)
+			return http.StatusOK, nil
 		})
 	}))
-}
-
-func exists[T any](c collection[T], site *model.Site, name string) bool {
-	all := *c.list(site)
-	for i := range all {
-		if *c.name(&all[i]) == name {
-			return true
-		}
-	}
-	return false
 }
 
 // addImageVersion publishes a new immutable version of an image.
@@ -164,15 +156,15 @@ func (s *Server) addImageVersion(w http.ResponseWriter, r *http.Request) {
 	if v.Created.IsZero() {
 		v.Created = time.Now().UTC().Truncate(time.Second)
 	}
-	s.update(w, r, http.StatusCreated, func(site *model.Site) error {
+	s.update(w, r, func(site *model.Site) (int, error) {
 		im := site.Image(name)
 		if im == nil {
-			return notFound{"image", name}
+			return 0, notFound{"image", name}
 		}
 		if im.Version(v.Version) != nil && v.Version != "" {
-			return model.Conflict("image %s version %s already exists; versions are immutable, publish a new one", name, v.Version)
+			return 0, model.Conflict("image %s version %s already exists; versions are immutable, publish a new one", name, v.Version)
 		}
 		im.Versions = append(im.Versions, v)
-		return nil
+		return http.StatusCreated, nil
 	})
 }

@@ -24,7 +24,7 @@ func (s *Server) importHosts(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	s.update(w, r, http.StatusOK, func(site *model.Site) error {
+	s.update(w, r, func(site *model.Site) (int, error) {
 		index := make(map[string]int, len(site.Hosts))
 		for i := range site.Hosts {
 			index[site.Hosts[i].Name] = i
@@ -38,7 +38,7 @@ func (s *Server) importHosts(w http.ResponseWriter, r *http.Request) {
 				site.Hosts = append(site.Hosts, h)
 			}
 		}
-		return nil
+		return http.StatusOK, nil
 	})
 }
 
