@@ -42,11 +42,13 @@ func (l *ldapFlags) open() (*ldapstore.Store, error) {
 
 func newServeCmd() *cobra.Command {
 	var (
-		l                  ldapFlags
-		listen, bootServer string
-		reload, menu       time.Duration
-		now                string
-		tlsCert, tlsKey    string
+		l                   ldapFlags
+		listen, bootServer  string
+		reload, menu        time.Duration
+		now                 string
+		tlsCert, tlsKey     string
+		imagesDir, filesDir string
+		syslinuxDir         string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -54,7 +56,12 @@ func newServeCmd() *cobra.Command {
 		Long: `Serves the JSON API under /api/v1 (OpenAPI: docs/api/openapi.yaml), iPXE scripts at
 /boot/ipxe/{mac}, PXELINUX configs at /pxelinux.cfg/01-{mac}, and rendered configs at
 /api/v1/render/{dnsmasq,dnsmasq-hosts,slurm,ganesha,exports}. The site is held in memory
-and re-read from LDAP every --reload; writes go through the API.`,
+and re-read from LDAP every --reload; writes go through the API.
+
+On a boot server it also serves the boot files over HTTP: kernels and initrds of published
+images from --images-dir (/images/...), kernels of modes that bring their own from
+--files-dir (/files/...), and the syslinux modules lpxelinux loads (--syslinux-dir,
+Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -69,7 +76,16 @@ and re-read from LDAP every --reload; writes go through the API.`,
 			if err != nil {
 				return err
 			}
-			opt := api.Options{BootServer: bootServer, MenuTimeout: menu, Log: log}
+			opt := api.Options{BootServer: bootServer, MenuTimeout: menu, Log: log,
+				ImagesDir: imagesDir, FilesDir: filesDir, SyslinuxDir: syslinuxDir}
+			for _, d := range []struct{ flag, dir string }{{"--images-dir", imagesDir}, {"--files-dir", filesDir}, {"--syslinux-dir", syslinuxDir}} {
+				if d.dir == "" {
+					continue
+				}
+				if fi, err := os.Stat(d.dir); err != nil || !fi.IsDir() {
+					return fmt.Errorf("%s %s: not a directory", d.flag, d.dir)
+				}
+			}
 			if now != "" {
 				t, err := time.Parse(time.RFC3339, now)
 				if err != nil {
@@ -114,6 +130,9 @@ and re-read from LDAP every --reload; writes go through the API.`,
 	f.StringVar(&now, "now", "", "pretend the current time is this RFC 3339 instant (demos, tests)")
 	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (API passwords travel in Basic auth)")
 	f.StringVar(&tlsKey, "tls-key", "", "key for --tls-cert")
+	f.StringVar(&imagesDir, "images-dir", "", "serve published images' kernels and initrds from this tree (the NFS export root)")
+	f.StringVar(&filesDir, "files-dir", "", "serve kernels and initrds that modes name themselves from this directory")
+	f.StringVar(&syslinuxDir, "syslinux-dir", "", "serve lpxelinux's modules from this directory (e.g. /usr/lib/syslinux/modules/bios)")
 	return cmd
 }
 

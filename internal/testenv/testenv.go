@@ -40,6 +40,7 @@ type Options struct {
 	Now      time.Time              // fixed clock for boot endpoints and mode-at (default 2026-12-02 10:30 Berlin, a Wednesday lecture)
 	Wrap     func(c *client.Client) // e.g. install an OpenAPI-validating transport
 	Timezone string
+	API      api.Options // boot file directories etc.; Now and Log are set by New
 }
 
 // RepoRoot finds the repository root (the directory holding go.mod).
@@ -87,7 +88,9 @@ func New(t testing.TB, opt Options) *Env {
 		t.Fatal(err)
 	}
 	now := opt.Now
-	srv := api.New(svc, api.Options{Now: func() time.Time { return now }, Log: log})
+	aopt := opt.API
+	aopt.Now, aopt.Log = func() time.Time { return now }, log
+	srv := api.New(svc, aopt)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	e := &Env{Slapd: sl, Store: store, Svc: svc, API: srv, HTTP: hs, Now: now}

@@ -38,6 +38,17 @@ type Options struct {
 	// hash of uid and password), so that a CLI session does not bind on every request.
 	AuthCacheTTL time.Duration
 	Log          *slog.Logger
+
+	// Boot files served over HTTP (files.go); empty: not served by this instance.
+	// ImagesDir is the published image tree ({ImagesDir}/{version path}/vmlinuz,
+	// initrd.img, root.squashfs), normally the directory the boot server exports over
+	// NFS; when set, menu entries whose files are missing there are shown unavailable.
+	ImagesDir string
+	// FilesDir holds kernels and initrds that modes name themselves (/files/...).
+	FilesDir string
+	// SyslinuxDir holds ldlinux.c32, menu.c32 and the libraries lpxelinux loads over
+	// HTTP (Debian: /usr/lib/syslinux/modules/bios).
+	SyslinuxDir string
 }
 
 // Server serves the API and boot endpoints.
@@ -99,6 +110,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/images/{name}/versions", s.write(s.addImageVersion))
 	m.HandleFunc("POST /api/v1/users", s.write(s.putUser))
 	registerCollections(s)
+	s.fileRoutes()
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

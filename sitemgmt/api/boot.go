@@ -77,7 +77,7 @@ func isHexOrUUID(s string) bool {
 func (s *Server) BootFor(snap *service.Snapshot, r *http.Request, mac string) render.Boot {
 	site := snap.Site
 	now := s.opt.Now()
-	b := render.Boot{MAC: mac, Timeout: s.opt.MenuTimeout, Loc: snap.Engine.Location()}
+	b := render.Boot{MAC: mac, Timeout: s.opt.MenuTimeout, Loc: snap.Engine.Location(), Check: s.imageCheck}
 	var host *model.Host
 	if mac != "" {
 		host = snap.HostByMAC(mac)

@@ -21,6 +21,11 @@ type Boot struct {
 	Loc     *time.Location      // the site's zone; nil = UTC
 	Others  []MenuEntry         // other selectable entries (local disk, maintenance, ...), each with its own resolved image
 	Timeout time.Duration       // menu timeout before the default boots; <= 0 means DefaultMenuTimeout
+
+	// Check, when set, says why a mode's resolved image cannot boot from this boot server
+	// ("" = it can), e.g. because its files are not on disk: the entry is then shown
+	// unavailable like an unpublished image, and the default falls back.
+	Check func(m *model.Mode, v *model.ImageVersion) string
 }
 
 // MenuEntry is one selectable boot entry besides the scheduled mode.
@@ -210,6 +215,12 @@ func (p *bootPlan) entry(b Boot, m *model.Mode, v *model.ImageVersion) (bootEntr
 	case v != nil && nfsServer(b.Server) == "":
 		e.missing = "boot server " + b.Server.Name + " has no NFS server to mount the image from"
 		return e, nil
+	}
+	if b.Check != nil {
+		if why := b.Check(m, v); why != "" {
+			e.missing = sanitize(why, "")
+			return e, nil
+		}
 	}
 	var err error
 	if e.kernel, err = KernelURL(b.Server, m, v); err != nil {

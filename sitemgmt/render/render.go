@@ -24,6 +24,7 @@ import (
 	"io"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -343,8 +344,8 @@ func NFSRootSpec(s *model.BootServer, v *model.ImageVersion) string {
 // docs/boot.md documents (the initramfs parses it):
 //
 //	ip=dhcp boot=overtime overtime.root=nfs:SERVER:/EXPORT/PATH/root.squashfs
-//	overtime.sha256=SHA overtime.mode=MODENAME overtime.kind=KIND
-//	overtime.host=HOSTNAME overtime.url=HTTPURL [mode KernelArgs]
+//	overtime.sha256=SHA [overtime.size=BYTES] overtime.mode=MODENAME overtime.kind=KIND
+//	[overtime.vm=COURSEVM] overtime.host=HOSTNAME overtime.url=HTTPURL [mode KernelArgs]
 //
 // overtime.root and overtime.sha256 are left out when the mode boots no image (a
 // maintenance kernel of its own); overtime.host is left out for a MAC that is not in the
@@ -367,8 +368,19 @@ func KernelCommandLine(s *model.BootServer, h *model.Host, m *model.Mode, v *mod
 			return "", errorf("boot server %s has neither an NFS server nor an IP to mount images from", s.Name)
 		}
 		args = append(args, "overtime.root=nfs:"+NFSRootSpec(s, v), "overtime.sha256="+v.SHA256)
+		if v.Size > 0 {
+			args = append(args, "overtime.size="+strconv.FormatInt(v.Size, 10))
+		}
 	}
 	args = append(args, "overtime.mode="+m.Name, "overtime.kind="+string(m.Kind))
+	if m.VM != "" {
+		// The course VM the desktop starts full screen (a course-vm mode); the node
+		// agent resolves its published version.
+		if err := checkName("course VM", m.VM); err != nil {
+			return "", err
+		}
+		args = append(args, "overtime.vm="+m.VM)
+	}
 	if h != nil {
 		if err := checkHostname(h.Name); err != nil {
 			return "", err

@@ -392,7 +392,7 @@ func TestKernelCommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "ip=dhcp boot=overtime overtime.root=nfs:nfs.example.org:/export/overtime/desktop/2026.11.21-1/root.squashfs " +
-		"overtime.sha256=" + resolve(site, m).SHA256 + " overtime.mode=cluster overtime.kind=cluster overtime.host=pc-a04 " +
+		"overtime.sha256=" + resolve(site, m).SHA256 + " overtime.size=6442450944 overtime.mode=cluster overtime.kind=cluster overtime.host=pc-a04 " +
 		"overtime.url=http://boot2.example.org:8080/overtime overtime.guest=dedicated mitigations=auto"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
@@ -574,5 +574,53 @@ func TestCheckersFail(t *testing.T) {
 		if errs := failures(func(t tb) { checkIPXE(t, broken, "mode-desktop", "pc-a01") }); len(errs) == 0 {
 			t.Errorf("iPXE checker accepted a script with %s", name)
 		}
+	}
+}
+
+// A course-vm mode names its VM on the command line, for the node agent.
+func TestKernelCommandLineCourseVM(t *testing.T) {
+	site := testSite()
+	for i := range site.Modes {
+		m := &site.Modes[i]
+		if m.VM == "" {
+			continue
+		}
+		got, err := KernelCommandLine(site.BootServer("boot1"), nil, m, resolve(site, m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(got, " overtime.vm="+m.VM+" ") {
+			t.Errorf("mode %s: no overtime.vm=%s in %s", m.Name, m.VM, got)
+		}
+		return
+	}
+	t.Fatal("the test site has no course-vm mode")
+}
+
+// Boot.Check marks the scheduled entry unavailable with its reason, and the menu
+// defaults to the local disk instead of fetching files that are not there.
+func TestBootCheckMakesEntryUnavailable(t *testing.T) {
+	site := testSite()
+	h := site.Host("pc-a04")
+	m := site.Mode("desktop")
+	b := Boot{MAC: h.MAC, Host: h, Server: site.BootServer(site.HostBootServer(h)), Mode: m, Image: resolve(site, m),
+		Check: func(m *model.Mode, v *model.ImageVersion) string { return "image desktop has no vmlinuz on the boot server" }}
+	var ipxe, pxe bytes.Buffer
+	if err := IPXE(&ipxe, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := PXELinux(&pxe, b); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"ipxe": ipxe.String(), "pxelinux": pxe.String()} {
+		if !strings.Contains(out, "UNAVAILABLE: image desktop has no vmlinuz on the boot server") {
+			t.Errorf("%s: reason not shown:\n%s", name, out)
+		}
+		if strings.Contains(out, "/vmlinuz") {
+			t.Errorf("%s: still loads the missing kernel:\n%s", name, out)
+		}
+	}
+	if !strings.Contains(ipxe.String(), "choose --default "+labelLocalDisk) {
+		t.Errorf("iPXE menu does not default to the local disk:\n%s", ipxe.String())
 	}
 }
