@@ -44,6 +44,7 @@ func newRoot() *cobra.Command {
 
 	root.AddCommand(
 		newServeCmd(),
+		newBootServerCmd(g),
 		newLDAPCmd(),
 		newDevCmd(),
 		newSiteCmd(g),

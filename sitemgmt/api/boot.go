@@ -194,7 +194,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		d := render.Dnsmasq{Site: site, Server: b, ModeOf: modeOf,
+		d := render.Dnsmasq{Site: site, Server: b,
 			HostsFile: valueOr(q.Get("hostsFile"), "/var/lib/overtime/dnsmasq/hosts"),
 			TFTPRoot:  valueOr(q.Get("tftpRoot"), "/srv/overtime/tftp")}
 		if what == "dnsmasq" {

@@ -29,7 +29,6 @@ const (
 type Dnsmasq struct {
 	Site      *model.Site
 	Server    *model.BootServer               // render only the hosts this server answers (Site.HostBootServer(h) == Server.Name)
-	ModeOf    func(h *model.Host) *model.Mode // effective mode at render time -> tag
 	HostsFile string                          // absolute path the main config points dhcp-hostsfile= at
 	TFTPRoot  string                          // absolute path
 }
@@ -165,16 +164,17 @@ func (d Dnsmasq) Config(out io.Writer) error {
 }
 
 // Hosts writes the dhcp-hostsfile: one line per host this boot server answers, sorted by
-// host name, as `MAC,set:pool-POOL,set:mode-KIND,IP,HOSTNAME`. The tags make the pool and
-// the effective mode kind visible in the log-dhcp output and usable by local rules. The
-// IP is left out when the host has none and always in proxy mode, where the site's DHCP
-// server hands out the addresses.
+// host name, as `MAC,IP,HOSTNAME`. The IP is left out when the host has none and always
+// in proxy mode, where the site's DHCP server hands out the addresses.
+//
+// No set: tags (pool, mode kind), although they would make log-dhcp output nicer: dnsmasq
+// 2.90 (Debian 12) aborts when SIGHUP re-reads a hosts file whose lines carry tags while
+// a DHCP exchange is in flight (reproduced; a room booting while an administrator edits
+// hosts would take DHCP down). Without the mode in it, the file also changes only when
+// hosts change, not at every schedule slot, so dnsmasq re-reads it only then.
 func (d Dnsmasq) Hosts(out io.Writer) error {
 	if err := d.check(); err != nil {
 		return err
-	}
-	if d.ModeOf == nil {
-		return errorf("dnsmasq hosts: no ModeOf function")
 	}
 	hosts := make([]*model.Host, 0, len(d.Site.Hosts))
 	for i := range d.Site.Hosts {
@@ -188,23 +188,13 @@ func (d Dnsmasq) Hosts(out io.Writer) error {
 	w := &writer{}
 	w.comment(generated)
 	w.comment("dnsmasq dhcp-hostsfile of boot server " + d.Server.Name + " of site " + d.Site.Name + ": " + strconv.Itoa(len(hosts)) + " hosts.")
-	w.comment("MAC,set:pool-POOL,set:mode-KIND[,IP],HOSTNAME; re-read by dnsmasq on SIGHUP.")
+	w.comment("MAC[,IP],HOSTNAME; re-read by dnsmasq on SIGHUP.")
 	for _, h := range hosts {
 		if err := checkHostname(h.Name); err != nil {
 			return err
 		}
 		if err := checkMAC(h.MAC); err != nil {
 			return errorf("host %s: %v", h.Name, err)
-		}
-		if err := checkName("pool", h.Pool); err != nil {
-			return err
-		}
-		m := d.ModeOf(h)
-		if m == nil {
-			return errorf("host %s: no effective mode", h.Name)
-		}
-		if err := checkMode(m); err != nil {
-			return err
 		}
 		ip := ""
 		if h.IP != "" && d.Server.DHCP == model.DHCPFull {
@@ -213,7 +203,7 @@ func (d Dnsmasq) Hosts(out io.Writer) error {
 			}
 			ip = h.IP + ","
 		}
-		w.line("%s,set:pool-%s,set:mode-%s,%s%s", h.MAC, h.Pool, m.Kind, ip, h.Name)
+		w.line("%s,%s%s", h.MAC, ip, h.Name)
 	}
 	return w.flush(out)
 }

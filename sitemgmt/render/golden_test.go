@@ -106,7 +106,7 @@ func goldenCases() []goldenCase {
 }
 
 func testDnsmasq(site *model.Site, server, hostsFile, tftpRoot string) Dnsmasq {
-	return Dnsmasq{Site: site, Server: site.BootServer(server), ModeOf: modeOf(site), HostsFile: hostsFile, TFTPRoot: tftpRoot}
+	return Dnsmasq{Site: site, Server: site.BootServer(server), HostsFile: hostsFile, TFTPRoot: tftpRoot}
 }
 
 // TestGolden renders every case and compares it with testdata/NAME.golden.

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overtime-hpc/overtime/boot/bootserver"
+)
+
+func newBootServerCmd(g *globals) *cobra.Command {
+	var cfg bootserver.Config
+	cmd := &cobra.Command{
+		Use:   "bootserver",
+		Short: "Run a boot server: dnsmasq (DHCP/proxy-DHCP + TFTP) and NFS exports configured by the site manager",
+		Long: `Runs dnsmasq, and optionally nfs-ganesha (--nfs ganesha) or the kernel NFS server's
+export list (--nfs kernel), for the boot server --name of the site. Configuration comes
+from the site manager (--server, with a viewer account: --user/--password-file); it is
+re-fetched every --refresh, host changes reach dnsmasq by SIGHUP without dropping leases,
+and the last good configuration in --state-dir keeps serving while the site manager is
+unreachable. Boot scripts, kernels and initrds come from 'overtime serve' over HTTP.
+See docs/boot.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			cfg.Client = c
+			cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("bootserver", cfg.Name)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return bootserver.Run(ctx, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Name, "name", os.Getenv("OVERTIME_BOOTSERVER"), "this boot server's name in the site ($OVERTIME_BOOTSERVER)")
+	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/overtime/bootserver", "last good configuration and dnsmasq leases")
+	f.StringVar(&cfg.TFTPRoot, "tftp-root", "/srv/overtime/tftp", "TFTP root; receives the first-stage loaders")
+	f.DurationVar(&cfg.Refresh, "refresh", 5*time.Second, "how often to fetch the configuration")
+	f.StringVar(&cfg.NFS, "nfs", bootserver.NFSNone, "NFS server to configure: ganesha, kernel or none")
+	f.StringVar(&cfg.ExportRoot, "export-root", "/srv/overtime/images", "published image tree to export")
+	f.StringVar(&cfg.ExportsFile, "exports-file", "/etc/exports.d/overtime.exports", "kernel NFS: the exports file to manage")
+	f.StringVar(&cfg.Clients, "nfs-clients", "*", "kernel NFS: who may mount (exports(5) client, e.g. 10.20.0.0/24)")
+	f.StringVar(&cfg.Dnsmasq, "dnsmasq", "", "path of dnsmasq (default: from PATH)")
+	return cmd
+}
