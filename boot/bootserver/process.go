@@ -2,12 +2,15 @@ package bootserver
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/client"
 )
 
 // child is a daemon this process runs in the foreground (dnsmasq, ganesha.nfsd,
@@ -164,7 +167,14 @@ func (b *server) refresh() {
 	r, err := c.fetch()
 	if err != nil {
 		if !b.unreachable {
-			log.Warn("site manager unreachable: keeping the last good configuration", "err", err)
+			var ae *client.APIError
+			if errors.As(err, &ae) {
+				// It answered, but not with a configuration: a wrong account or a boot
+				// server name the site does not have. Needs an administrator.
+				log.Error("site manager refused to render this boot server's configuration: keeping the last good configuration", "status", ae.Status, "err", err)
+			} else {
+				log.Warn("site manager unreachable: keeping the last good configuration", "err", err)
+			}
 			b.unreachable = true
 		}
 		return

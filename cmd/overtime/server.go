@@ -205,6 +205,6 @@ func newDevCmd() *cobra.Command {
 	slapd.Flags().StringVar(&rootPW, "root-password", "", "root DN password")
 	_ = slapd.MarkFlagRequired("dir")
 	_ = slapd.MarkFlagRequired("root-password")
-	dev.AddCommand(slapd)
+	dev.AddCommand(slapd, newDevForwardCmd())
 	return dev
 }

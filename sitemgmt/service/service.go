@@ -145,6 +145,11 @@ func (s *Service) Update(ctx context.Context, authz Authorizer, dryRun bool, fn 
 	if err != nil {
 		return nil, err
 	}
+	// A site that has a site admin keeps one: a site file without roles (or a careless
+	// role edit) must not lock every administrator out, which only LDAP surgery undoes.
+	if hasSiteAdmin(cur) && !hasSiteAdmin(next) {
+		return nil, model.Invalid("this change would leave the site without a site admin; keep a site-admin role with at least one member")
+	}
 	changes := model.Diff(cur, next)
 	// Refuse, already in a dry run, what the store would refuse: address moves that
 	// cannot be ordered without two hosts sharing a MAC or IP for a moment.
@@ -177,3 +182,12 @@ func (s *Service) Update(ctx context.Context, authz Authorizer, dryRun bool, fn 
 
 // ErrNotFound is returned for lookups of missing entities.
 var ErrNotFound = errors.New("not found")
+
+func hasSiteAdmin(site *model.Site) bool {
+	for _, r := range site.Roles {
+		if r.Role == model.RoleSiteAdmin && len(r.Members) > 0 {
+			return true
+		}
+	}
+	return false
+}

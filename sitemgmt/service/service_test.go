@@ -87,3 +87,19 @@ func TestFailedWriteReloads(t *testing.T) {
 		t.Fatalf("duplicate MAC: %v", err)
 	}
 }
+
+// A site apply without roles does not lock the administrators out.
+func TestKeepsASiteAdmin(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	_, err := env.Svc.Update(context.Background(), nil, false, func(s *model.Site) error {
+		s.Roles = nil
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "without a site admin") {
+		t.Fatalf("removing every site admin was accepted: %v", err)
+	}
+	if len(env.Svc.Snapshot().Site.Roles) == 0 {
+		t.Fatal("roles gone")
+	}
+}

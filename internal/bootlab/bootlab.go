@@ -1,0 +1,334 @@
+// Package bootlab starts a complete Overtime boot server inside a network namespace for
+// end-to-end tests, benchmarks and the demo: slapd, `overtime serve`, `overtime
+// bootserver` (dnsmasq + nfs-ganesha + rpcbind), all as the real binaries, on a bridge
+// with the boot server's address, to which QEMU VMs attach through tap devices.
+//
+// Each daemon runs under `ip netns exec`; `overtime bootserver` additionally gets a
+// private mount namespace with its own /run, because rpcbind's socket is
+// /run/rpcbind.sock and libtirpc registers services there first: two labs (or a lab and
+// the host) sharing /run would register ganesha with each other's rpcbind.
+package bootlab
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/internal/netns"
+)
+
+// Addresses of the lab network: the boot server bs1 of the lab's site.
+const (
+	ServerIP = "10.20.0.1"
+	Bridge   = "br0"
+	HTTPPort = "8080"
+	HTTPURL  = "http://" + ServerIP + ":" + HTTPPort
+)
+
+// AdminPassword is the lab's first site admin's password (uid admin).
+const AdminPassword = "admin-secret"
+
+// Options configure Start.
+type Options struct {
+	Now         string        // RFC 3339 instant for `overtime serve --now` ("" = real time)
+	MenuTimeout time.Duration // default 1 s: nobody is at the test VMs' menus
+}
+
+// Lab is a running boot server.
+type Lab struct {
+	t      testing.TB
+	NS     *netns.NS
+	Dir    string // everything lives here
+	Bin    string // the overtime binary
+	Images string // the published image tree (export root, --images-dir)
+	env    []string
+
+	mu         sync.Mutex
+	bootserver *exec.Cmd
+	bsDone     chan struct{}
+}
+
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+// Binary builds the overtime command once per process.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "overtime-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildBin = filepath.Join(dir, "overtime")
+		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/overtime")
+		cmd.Dir = repoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildBin
+}
+
+func repoRoot() string {
+	dir, _ := os.Getwd()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "."
+		}
+		dir = parent
+	}
+}
+
+// Start brings up the lab: namespace and bridge, slapd, the directory, `overtime serve`.
+// Apply a site with Apply, then StartBootServer.
+func Start(t testing.TB, opt Options) *Lab {
+	t.Helper()
+	if opt.MenuTimeout == 0 {
+		opt.MenuTimeout = time.Second
+	}
+	bin := Binary(t)
+	ns, err := netns.New("ot-lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+	if err := ns.AddBridge(Bridge, ServerIP+"/24"); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "overtime-lab-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// dnsmasq re-reads its hosts file as nobody, and ganesha serves the images to a
+	// root-squashed client: the tree must be world-readable, as on a real boot server.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := &Lab{t: t, NS: ns, Dir: dir, Bin: bin, Images: filepath.Join(dir, "images")}
+	t.Cleanup(func() {
+		l.StopBootServer()
+		if t.Failed() {
+			for _, f := range []string{"serve.log", "bootserver.log", "bootserver/ganesha.log"} {
+				if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+					t.Logf("%s (end):\n%s", f, tail(string(b), 60))
+				}
+			}
+		}
+		_ = ns.Close() // kills slapd and serve with everything else in the namespace
+		_ = os.RemoveAll(dir)
+	})
+	if err := os.MkdirAll(l.Images, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	// slapd, detached (overtime dev slapd), inside the namespace.
+	out, err := ns.Command(bin, "dev", "slapd", "--dir", filepath.Join(dir, "slapd"), "--port", "389", "--root-password", "lab-root-secret").Output()
+	if err != nil {
+		t.Fatalf("overtime dev slapd: %v\n%s", err, out)
+	}
+	l.env = append(l.env, "OVERTIME_LDAP_PASSWORD=lab-root-secret", "OVERTIME_ADMIN_PASSWORD="+AdminPassword)
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "OVERTIME_LDAP_") {
+			l.env = append(l.env, sc.Text())
+		}
+	}
+	if _, err := l.Run("ldap", "init", "--site", "lab", "--timezone", "Europe/Berlin", "--admin", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"serve", "--listen", ServerIP + ":" + HTTPPort, "--boot-server", "bs1", "--reload", "1s",
+		"--menu-timeout", opt.MenuTimeout.String(), "--images-dir", l.Images, "--syslinux-dir", "/usr/lib/syslinux/modules/bios"}
+	if opt.Now != "" {
+		args = append(args, "--now", opt.Now)
+	}
+	serveLog, err := os.Create(filepath.Join(dir, "serve.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := ns.Command(bin, args...)
+	serve.Env = append(os.Environ(), l.env...)
+	serve.Stdout, serve.Stderr = serveLog, serveLog
+	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = serve.Wait(); serveLog.Close() }()
+	hc := ns.HTTPClient()
+	hc.Timeout = 2 * time.Second
+	Eventually(t, "overtime serve answering", 30*time.Second, func() bool {
+		resp, err := hc.Get(HTTPURL + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	l.env = append(l.env, "OVERTIME_SERVER="+HTTPURL, "OVERTIME_USER=admin", "OVERTIME_PASSWORD="+AdminPassword)
+	return l
+}
+
+// Run runs the overtime CLI inside the namespace as the site admin.
+func (l *Lab) Run(args ...string) (string, error) {
+	cmd := l.NS.Command(l.Bin, args...)
+	cmd.Env = append(os.Environ(), l.env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("overtime %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// MustRun is Run that fails the test.
+func (l *Lab) MustRun(args ...string) string {
+	l.t.Helper()
+	out, err := l.Run(args...)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return out
+}
+
+// Apply applies a site file (YAML text).
+func (l *Lab) Apply(site string) {
+	l.t.Helper()
+	f := filepath.Join(l.Dir, "site.yaml")
+	if err := os.WriteFile(f, []byte(site), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+	l.MustRun("site", "apply", "-f", f)
+}
+
+// HTTPGet fetches a URL from inside the namespace.
+func (l *Lab) HTTPGet(url string) (int, string, error) {
+	resp, err := l.NS.HTTPClient().Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// CopyImage puts an image version's files (vmlinuz, initrd.img, root.squashfs from src)
+// into the image tree at path, world-readable.
+func (l *Lab) CopyImage(src, path string) {
+	l.t.Helper()
+	dst := filepath.Join(l.Images, path)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		l.t.Fatal(err)
+	}
+	for _, f := range []string{"vmlinuz", "initrd.img", "root.squashfs"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
+			l.t.Fatal(err)
+		}
+	}
+	// MkdirAll honours the umask; NFS clients are squashed to nobody.
+	for p := dst; p != l.Images; p = filepath.Dir(p) {
+		_ = os.Chmod(p, 0o755)
+	}
+}
+
+// StartBootServer starts `overtime bootserver --nfs ganesha` and waits until dnsmasq
+// runs and ganesha serves.
+func (l *Lab) StartBootServer() {
+	l.t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bootserver != nil {
+		l.t.Fatal("boot server already running")
+	}
+	state := filepath.Join(l.Dir, "bootserver")
+	_ = os.Remove(filepath.Join(state, "dnsmasq.pid"))
+	_ = os.Remove(filepath.Join(state, "ganesha.log"))
+	logf, err := os.OpenFile(filepath.Join(l.Dir, "bootserver.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	script := `mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -p /run/rpcbind && exec "$0" "$@"`
+	cmd := l.NS.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+		l.Bin, "bootserver", "--name", "bs1", "--nfs", "ganesha", "--state-dir", state,
+		"--tftp-root", filepath.Join(l.Dir, "tftp"), "--export-root", l.Images, "--refresh", "1s")
+	cmd.Env = append(os.Environ(), l.env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	l.bootserver, l.bsDone = cmd, done
+	Eventually(l.t, "dnsmasq and ganesha serving", 60*time.Second, func() bool {
+		select {
+		case <-done:
+			l.t.Fatalf("overtime bootserver exited; log:\n%s", tail(readFile(filepath.Join(l.Dir, "bootserver.log")), 40))
+		default:
+		}
+		return fileExists(filepath.Join(state, "dnsmasq.pid")) &&
+			strings.Contains(readFile(filepath.Join(state, "ganesha.log")), "NFS SERVER INITIALIZED")
+	})
+}
+
+// StopBootServer stops the boot server (SIGTERM: it stops dnsmasq, ganesha and rpcbind).
+func (l *Lab) StopBootServer() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bootserver == nil {
+		return
+	}
+	_ = l.bootserver.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-l.bsDone:
+	case <-time.After(20 * time.Second):
+		_ = l.bootserver.Process.Kill()
+		<-l.bsDone
+	}
+	l.bootserver = nil
+}
+
+// Eventually polls cond every 50 ms until it holds or d has passed.
+func Eventually(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func readFile(p string) string { b, _ := os.ReadFile(p); return string(b) }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
