@@ -28,9 +28,9 @@ const (
 // why the per-host tags live there and not in the main file.
 type Dnsmasq struct {
 	Site      *model.Site
-	Server    *model.BootServer               // render only the hosts this server answers (Site.HostBootServer(h) == Server.Name)
-	HostsFile string                          // absolute path the main config points dhcp-hostsfile= at
-	TFTPRoot  string                          // absolute path
+	Server    *model.BootServer // render only the hosts this server answers (Site.HostBootServer(h) == Server.Name)
+	HostsFile string            // absolute path the main config points dhcp-hostsfile= at
+	TFTPRoot  string            // absolute path
 }
 
 // Config writes the main dnsmasq configuration.

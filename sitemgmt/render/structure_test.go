@@ -604,7 +604,9 @@ func TestBootCheckMakesEntryUnavailable(t *testing.T) {
 	h := site.Host("pc-a04")
 	m := site.Mode("desktop")
 	b := Boot{MAC: h.MAC, Host: h, Server: site.BootServer(site.HostBootServer(h)), Mode: m, Image: resolve(site, m),
-		Check: func(m *model.Mode, v *model.ImageVersion) string { return "image desktop has no vmlinuz on the boot server" }}
+		Check: func(m *model.Mode, v *model.ImageVersion) string {
+			return "image desktop has no vmlinuz on the boot server"
+		}}
 	var ipxe, pxe bytes.Buffer
 	if err := IPXE(&ipxe, b); err != nil {
 		t.Fatal(err)
