@@ -16,7 +16,7 @@ import (
 func newBootServerCmd(g *globals) *cobra.Command {
 	var cfg bootserver.Config
 	cmd := &cobra.Command{
-		Use:   "bootserver",
+		Use:   "run --name NAME",
 		Short: "Run a boot server: dnsmasq (DHCP/proxy-DHCP + TFTP) and NFS exports configured by the site manager",
 		Long: `Runs dnsmasq, and optionally nfs-ganesha (--nfs ganesha) or the kernel NFS server's
 export list (--nfs kernel), for the boot server --name of the site. Configuration comes

@@ -44,7 +44,6 @@ func newRoot() *cobra.Command {
 
 	root.AddCommand(
 		newServeCmd(),
-		newBootServerCmd(g),
 		newLDAPCmd(),
 		newDevCmd(),
 		newSiteCmd(g),
@@ -54,7 +53,13 @@ func newRoot() *cobra.Command {
 		newUserCmd(g),
 		newScheduleCmd(g),
 	)
-	root.AddCommand(entityCmds(g)...)
+	for _, c := range entityCmds(g) {
+		if c.Name() == "bootserver" {
+			// Next to the boot server records: running one.
+			c.AddCommand(newBootServerCmd(g))
+		}
+		root.AddCommand(c)
+	}
 	return root
 }
 

@@ -270,7 +270,7 @@ func (l *Lab) StartBootServer() {
 	}
 	script := `mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -p /run/rpcbind && exec "$0" "$@"`
 	cmd := l.NS.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script,
-		l.Bin, "bootserver", "--name", "bs1", "--nfs", "ganesha", "--state-dir", state,
+		l.Bin, "bootserver", "run", "--name", "bs1", "--nfs", "ganesha", "--state-dir", state,
 		"--tftp-root", filepath.Join(l.Dir, "tftp"), "--export-root", l.Images, "--refresh", "1s")
 	cmd.Env = append(os.Environ(), l.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
