@@ -11,7 +11,15 @@ cd "$(dirname "$0")/.."
 #   slurm-wlm munge        slurmctld checks the rendered node lines
 #   nfs-ganesha(-vfs)      NFS server checks the rendered EXPORT blocks
 #   ca-certificates git    Go module downloads
-PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git)
+#   rpcbind nfs-common     NFSv3 next to ganesha (boot server, tests)
+#   pxelinux syslinux-common ipxe   first-stage loaders the boot server hands out
+#   qemu-system-x86 ipxe-qemu ovmf  PXE-booted VMs in tests and the demo (BIOS and UEFI)
+#   initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools
+#                          the test image: real mkinitramfs with boot/initramfs, busybox root
+#   socat curl             the demo's VM console and API calls
+PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
+	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
+	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -109,7 +109,10 @@ func IPXEChain(out io.Writer, httpURL string) error {
 	w.comment(generated)
 	w.comment("Served at /boot/ipxe to every iPXE client: chains to the per-MAC boot script.")
 	w.line("")
-	w.line("chain --autofree %s/boot/ipxe/${netX/mac} || goto %s", base, labelFailed)
+	// --replace: the per-host script takes this one's place, so that when it gives up
+	// (its local disk boot failed too) control returns to the firmware, not here, where
+	// a failure looks like an unreachable boot server.
+	w.line("chain --replace --autofree %s/boot/ipxe/${netX/mac} || goto %s", base, labelFailed)
 	w.line("")
 	w.line(":%s", labelFailed)
 	w.line("echo Overtime: boot server %s unreachable, booting the local disk instead", base)

@@ -163,7 +163,7 @@ func TestIPXEStructure(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := buf.String()
-		if !strings.Contains(s, "\nchain --autofree http://10.0.0.1:8080/boot/ipxe/${netX/mac} || goto "+labelFailed+"\n") {
+		if !strings.Contains(s, "\nchain --replace --autofree http://10.0.0.1:8080/boot/ipxe/${netX/mac} || goto "+labelFailed+"\n") {
 			t.Errorf("chain line missing:\n%s", s)
 		}
 		checkIPXE(t, s, "", "")
