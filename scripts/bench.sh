@@ -6,3 +6,8 @@ mkdir -p docs/benchmarks
 go run ./test/bench/sitebench -bin bin/overtime -out docs/benchmarks
 # Micro-benchmarks of the hot paths, for benchstat comparisons between commits.
 go test -run='^$' -bench=. -benchmem -count=5 ./sitemgmt/schedule ./sitemgmt/render | tee docs/benchmarks/micro.txt
+# Boot storm: N simulated PXE clients against the real dnsmasq and `overtime serve`
+# (needs root: network namespaces). About 6 minutes.
+go run ./test/bench/bootstorm -overtime bin/overtime -out docs/benchmarks
+# Real PXE boots of QEMU VMs through the whole chain, power-on to root mounted.
+go test -count=1 -timeout 60m -run '^$' -bench PXEBoot -benchtime 1x ./test/bench/pxeboot -args -out "$PWD/docs/benchmarks"

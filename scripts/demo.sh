@@ -1,54 +1,91 @@
 #!/usr/bin/env bash
-# make demo / make demo-stop. Starts a throwaway slapd with the Overtime schema, bootstraps
-# it, starts `overtime serve`, applies docs/examples/site.yaml, creates one user per role
-# and prints what to try. Everything lives in $OVERTIME_DEMO_DIR and is removed on stop.
+# make demo / make demo-stop. Builds the test image, then starts a complete boot server in
+# a network namespace (overtime-demo): a throwaway slapd with the Overtime schema,
+# `overtime serve` (API, boot scripts, kernels over HTTP) and `overtime bootserver run`
+# (dnsmasq + nfs-ganesha), applies docs/examples/site.yaml, publishes the test image as the
+# desktop image, and PXE-boots the pool PC pc-a01 as a QEMU VM whose serial console shows
+# the mode the schedule gave it. The API is forwarded to 127.0.0.1 for the CLI and curl.
+# Everything lives in $OVERTIME_DEMO_DIR and the namespace, and is removed on stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 D=${OVERTIME_DEMO_DIR:-/tmp/overtime-demo}
+NS=overtime-demo
 HTTP_PORT=${OVERTIME_DEMO_PORT:-8080}
-LDAP_PORT=${OVERTIME_DEMO_LDAP_PORT:-3890}
 BIN=$ROOT/bin/overtime
+SERVER_IP=10.20.0.1
+API=http://$SERVER_IP:8080
+
+inns() { ip netns exec "$NS" "$@"; }
 
 stop() {
-	[ -d "$D" ] || { echo "demo: not running"; return 0; }
-	for f in "$D/serve.pid" "$D/slapd/slapd.pid"; do
+	if [ ! -d "$D" ] && ! ip netns list | grep -qw "$NS"; then
+		echo "demo: not running"; return 0
+	fi
+	for f in "$D/vm.pid" "$D/forward.pid" "$D/bootserver.pid" "$D/serve.pid" "$D/slapd/slapd.pid"; do
 		[ -s "$f" ] || continue
 		pid=$(cat "$f")
 		kill "$pid" 2>/dev/null || true
-		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		kill -9 "$pid" 2>/dev/null || true
 	done
+	if ip netns list | grep -qw "$NS"; then
+		for pid in $(ip netns pids "$NS"); do kill -9 "$pid" 2>/dev/null || true; done
+		ip netns del "$NS"
+	fi
 	rm -rf "$D"
-	echo "demo: stopped and removed $D"
+	echo "demo: stopped and removed $D and the network namespace $NS"
 }
 
-wait_http() { # poll with a deadline instead of sleeping a guessed time
-	local url=$1 deadline=$((SECONDS + 20))
-	until curl -fsS -o /dev/null "$url" 2>/dev/null; do
-		[ $SECONDS -lt $deadline ] || { echo "demo: $url did not come up; log:"; tail -20 "$D/serve.log"; return 1; }
-		sleep 0.1
+# poll with a deadline instead of sleeping a guessed time
+wait_for() { # DESCRIPTION SECONDS COMMAND...
+	local what=$1 deadline=$((SECONDS + $2)); shift 2
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -lt $deadline ] || { echo "demo: timed out waiting for $what"; return 1; }
+		sleep 0.2
 	done
 }
 
 start() {
-	if [ -e "$D/serve.pid" ]; then
-		echo "demo: already running in $D (make demo-stop first)"; exit 1
+	if [ -e "$D/serve.pid" ] || ip netns list | grep -qw "$NS"; then
+		echo "demo: already running (make demo-stop first)"; exit 1
 	fi
-	mkdir -p "$D"
+	[ "$(id -u)" -eq 0 ] || { echo "demo: needs root (network namespaces, QEMU taps)"; exit 1; }
+	mkdir -p "$D" && chmod 755 "$D"
 	trap 'echo; stop; exit 130' INT TERM
 	trap 'rc=$?; [ $rc -eq 0 ] || { echo "demo: failed, cleaning up"; stop; }' EXIT
 
-	ROOTPW=demo-root-secret
-	"$BIN" dev slapd --dir "$D/slapd" --port "$LDAP_PORT" --root-password "$ROOTPW" > "$D/ldap.env"
-	set -a; . "$D/ldap.env"; set +a
-	export OVERTIME_LDAP_PASSWORD=$ROOTPW
-	export OVERTIME_ADMIN_PASSWORD=admin-secret
+	echo "== building the test image (Debian cloud kernel, this project's initramfs, busybox root; cached)"
+	images/testimage/build.sh "$ROOT/.cache/demo-image" >/dev/null
+	IMG=$ROOT/.cache/demo-image
 
-	"$BIN" ldap init --site example --timezone Europe/Berlin --admin admin
-	"$BIN" serve --listen "127.0.0.1:$HTTP_PORT" --reload 10s > "$D/serve.log" 2>&1 &
+	echo "== network namespace $NS: bridge br0 $SERVER_IP/24, tap0 for the VM"
+	ip netns add "$NS"
+	inns ip link set lo up
+	inns ip link add br0 type bridge forward_delay 0 stp_state 0
+	inns ip addr add "$SERVER_IP/24" dev br0
+	inns ip link set br0 up
+	inns ip tuntap add dev tap0 mode tap
+	inns ip link set tap0 master br0
+	inns ip link set tap0 up
+
+	ROOTPW=demo-root-secret
+	inns "$BIN" dev slapd --dir "$D/slapd" --port 389 --root-password "$ROOTPW" > "$D/ldap.env"
+	set -a; . "$D/ldap.env"; set +a
+	export OVERTIME_LDAP_PASSWORD=$ROOTPW OVERTIME_ADMIN_PASSWORD=admin-secret
+	inns "$BIN" ldap init --site example --timezone Europe/Berlin --admin admin
+
+	mkdir -p "$D/images/debian-desktop/demo-1" && chmod -R 755 "$D/images"
+	cp "$IMG/vmlinuz" "$IMG/initrd.img" "$IMG/root.squashfs" "$D/images/debian-desktop/demo-1/"
+	chmod 644 "$D/images/debian-desktop/demo-1/"*
+	NOW_ARGS=()
+	[ -z "${OVERTIME_DEMO_NOW:-}" ] || NOW_ARGS=(--now "$OVERTIME_DEMO_NOW")
+	inns "$BIN" serve --listen "$SERVER_IP:8080" --boot-server bs1 --reload 5s --menu-timeout 2s \
+		--images-dir "$D/images" --syslinux-dir /usr/lib/syslinux/modules/bios "${NOW_ARGS[@]}" > "$D/serve.log" 2>&1 &
 	echo $! > "$D/serve.pid"
-	wait_http "http://127.0.0.1:$HTTP_PORT/healthz"
+	"$BIN" dev forward --netns "$NS" --listen "127.0.0.1:$HTTP_PORT" --to "$SERVER_IP:8080" > "$D/forward.log" 2>&1 &
+	echo $! > "$D/forward.pid"
+	wait_for "overtime serve" 20 curl -fsS "http://127.0.0.1:$HTTP_PORT/healthz"
 
 	export OVERTIME_SERVER=http://127.0.0.1:$HTTP_PORT OVERTIME_USER=admin OVERTIME_PASSWORD=admin-secret
 	echo "== overtime site apply -f docs/examples/site.yaml"
@@ -56,37 +93,72 @@ start() {
 	for u in alice bob carol dave; do
 		OVERTIME_NEW_PASSWORD="$u-secret" "$BIN" user add "$u" >/dev/null
 	done
+	OVERTIME_NEW_PASSWORD=bootsrv-secret "$BIN" user add bootsrv >/dev/null
+	"$BIN" role add boot-servers --role viewer --member bootsrv >/dev/null
+
+	echo "== the demo network: boot server bs1 on br0, images under $D/images; the test image as debian-desktop demo-1"
+	"$BIN" bootserver set bs1 --interface br0 --nfs-root "$D/images" >/dev/null
+	"$BIN" image publish debian-desktop demo-1 --path debian-desktop/demo-1 --file "$IMG/root.squashfs"
+	for m in desktop cluster course-bio101 maintenance; do
+		args=$("$BIN" mode show "$m" -o json | sed -n 's/.*"kernelArgs": "\(.*\)".*/\1/p')
+		"$BIN" mode set "$m" --kernel-args "console=ttyS0 ${args}" >/dev/null
+	done
+
+	echo "== overtime bootserver run --name bs1 --nfs ganesha   (dnsmasq + nfs-ganesha, in $NS)"
+	# A private /run: rpcbind's socket must not meet another rpcbind's.
+	OVERTIME_SERVER=$API OVERTIME_USER=bootsrv OVERTIME_PASSWORD=bootsrv-secret \
+		inns unshare --mount --propagation private sh -c 'mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -p /run/rpcbind && exec "$0" "$@"' \
+		"$BIN" bootserver run --name bs1 --nfs ganesha --state-dir "$D/bootserver" --tftp-root "$D/tftp" \
+		--export-root "$D/images" --refresh 2s > "$D/bootserver.log" 2>&1 &
+	echo $! > "$D/bootserver.pid"
+	wait_for "dnsmasq and nfs-ganesha" 60 grep -q "NFS SERVER INITIALIZED" "$D/bootserver/ganesha.log"
 
 	echo
-	echo "== overtime mode-at pc-a01 '2026-12-02 10:30'   (Wednesday lecture slot)"
-	"$BIN" mode-at pc-a01 '2026-12-02 10:30'
+	echo "== overtime mode-at pc-a01   (what the schedule says now)"
+	"$BIN" mode-at pc-a01 ${OVERTIME_DEMO_NOW:+"$OVERTIME_DEMO_NOW"}
+	MODE=$("$BIN" mode-at pc-a01 ${OVERTIME_DEMO_NOW:+"$OVERTIME_DEMO_NOW"} | awk 'NR==1{print $1}')
+
 	echo
-	echo "== overtime mode-at pc-a01 '2026-12-09 10:30'   (exam exception wins)"
-	"$BIN" mode-at pc-a01 '2026-12-09 10:30'
-	echo
-	echo "== curl http://127.0.0.1:$HTTP_PORT/boot/ipxe/52:54:00:0a:00:01   (iPXE script, rendered per request)"
-	curl -fsS "http://127.0.0.1:$HTTP_PORT/boot/ipxe/52:54:00:0a:00:01" | head -25
-	echo "..."
+	echo "== power on pc-a01 (52:54:00:0a:00:01): PXE boot in QEMU, serial console -> $D/pc-a01.log"
+	inns qemu-system-x86_64 -name pc-a01 -machine q35 -accel kvm -accel tcg -m 512 -nodefaults -no-user-config \
+		-display none -boot n \
+		-netdev tap,id=net0,ifname=tap0,script=no,downscript=no \
+		-device virtio-net-pci,netdev=net0,mac=52:54:00:0a:00:01,romfile=/usr/lib/ipxe/qemu/efi-virtio.rom \
+		-chardev socket,id=con0,path="$D/pc-a01.console",server=on,wait=off,logfile="$D/pc-a01.log" \
+		-serial chardev:con0 > "$D/qemu.log" 2>&1 &
+	echo $! > "$D/vm.pid"
+	t0=$SECONDS
+	if ! wait_for "pc-a01 to boot" 600 grep -q "overtime-test: up" "$D/pc-a01.log"; then
+		tail -30 "$D/pc-a01.log"; exit 1
+	fi
+	echo "   booted in $((SECONDS - t0)) s. Its console, filtered:"
+	tr -d '\r' < "$D/pc-a01.log" | grep -E "^Overtime:|^overtime:|overtime-test:" | sed 's/^/   | /'
+	if ! grep -q "overtime-test: up mode=$MODE host=pc-a01" "$D/pc-a01.log"; then
+		echo "demo: pc-a01 did not land in the scheduled mode $MODE"; exit 1
+	fi
+	echo "   pc-a01 landed in mode $MODE, as the schedule says."
+
 	cat <<EOT
 
-Overtime demo is running (state in $D).
+Overtime demo is running (state in $D, network namespace $NS).
 
-  API and boot scripts   http://127.0.0.1:$HTTP_PORT   (OpenAPI: docs/api/openapi.yaml)
-  LDAP                   $OVERTIME_LDAP_URL  base $OVERTIME_LDAP_BASE
+  API and boot scripts   http://127.0.0.1:$HTTP_PORT   (in the namespace: $API; OpenAPI: docs/api/openapi.yaml)
+  LDAP                   $OVERTIME_LDAP_URL inside $NS, base $OVERTIME_LDAP_BASE
   Users (password = <uid>-secret, admin: admin-secret)
       admin  site admin          alice  pool admin lab-a     bob   pool admin lab-b
-      carol  lecturer lab-a      dave   viewer
+      carol  lecturer lab-a      dave   viewer               bootsrv  viewer (the boot server)
+  pc-a01 console log     $D/pc-a01.log   (interactive: socat - UNIX-CONNECT:$D/pc-a01.console)
 
 Try (in another shell):
   export OVERTIME_SERVER=http://127.0.0.1:$HTTP_PORT OVERTIME_USER=admin OVERTIME_PASSWORD=admin-secret
   bin/overtime host list
   bin/overtime mode-at pc-a05 '2026-12-05 23:00'
-  bin/overtime schedule list --pool lab-a
+  bin/overtime schedule add --host pc-a01 'daily 00:00-24:00 maintenance'   # then reboot pc-a01:
+  echo 'reboot -f' | socat - UNIX-CONNECT:$D/pc-a01.console; tail -f $D/pc-a01.log
   bin/overtime render dnsmasq            # also: dnsmasq-hosts slurm ganesha exports
-  bin/overtime site export
+  curl http://127.0.0.1:$HTTP_PORT/boot/ipxe/52:54:00:0a:00:01
   curl http://127.0.0.1:$HTTP_PORT/pxelinux.cfg/01-52-54-00-0b-00-01
   OVERTIME_USER=bob OVERTIME_PASSWORD=bob-secret bin/overtime host delete pc-a01   # refused: lab-a is not bob's
-  curl -u alice:alice-secret http://127.0.0.1:$HTTP_PORT/api/v1/hosts?pool=lab-a
 
 Stop with: make demo-stop$( [ -t 0 ] && echo " (or Ctrl-C here)")
 EOT
@@ -94,7 +166,7 @@ EOT
 	if [ -t 0 ] && [ -z "${OVERTIME_DEMO_DETACH:-}" ]; then
 		# Stay in the foreground so that Ctrl-C tears everything down.
 		tail -n 0 -f "$D/serve.log" &
-		wait $(cat "$D/serve.pid") || true
+		wait "$(cat "$D/serve.pid")" || true
 		stop
 	fi
 }

@@ -107,6 +107,10 @@ func (d Dnsmasq) Config(out io.Writer) error {
 		if s.Router != "" {
 			w.line("dhcp-option=option:router,%s", s.Router)
 		}
+		w.comment("No ping before offering a dynamic address: dnsmasq answers nobody while it waits")
+		w.comment("for the echo, which stretched 200 new PCs at once to minutes (measured, bootstorm).")
+		w.comment("This server owns the segment's addresses, and the lease file survives restarts.")
+		w.line("no-ping")
 	case model.DHCPProxy:
 		if s.Router != "" {
 			return errorf("boot server %s: a proxy-DHCP server hands out no router (%s); remove it", s.Name, s.Router)
@@ -125,6 +129,10 @@ func (d Dnsmasq) Config(out io.Writer) error {
 	w.comment("TFTP serves only the first-stage loaders; kernels and images come over HTTP and NFS.")
 	w.line("enable-tftp")
 	w.line("tftp-root=%s", d.TFTPRoot)
+	w.comment("dnsmasq allows 50 concurrent transfers by default and stops reading port 69 at the")
+	w.comment("limit: a room of PCs switched on together then loses loader requests (PXE-E32).")
+	w.comment("Measured: 500 clients over 3 s, 13 failures at the default, none at 1000.")
+	w.line("tftp-max=1000")
 	w.line("")
 
 	w.comment("Client architecture, DHCP option 93: 0 BIOS, 7 and 9 x86-64 UEFI.")

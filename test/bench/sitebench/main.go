@@ -161,7 +161,7 @@ func main() {
 	xs, err = timeN(*runs, func() error {
 		for i := range loaded.BootServers {
 			sink.Reset()
-			d := render.Dnsmasq{Site: loaded, Server: &loaded.BootServers[i], ModeOf: modeOf, HostsFile: "/var/lib/overtime/hosts", TFTPRoot: "/srv/tftp"}
+			d := render.Dnsmasq{Site: loaded, Server: &loaded.BootServers[i], HostsFile: "/var/lib/overtime/hosts", TFTPRoot: "/srv/tftp"}
 			if err := d.Hosts(&sink); err != nil {
 				return err
 			}
