@@ -1,0 +1,265 @@
+package test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/images/testimage"
+	"github.com/overtime-hpc/overtime/internal/bootlab"
+	"github.com/overtime-hpc/overtime/internal/vmtest"
+)
+
+// The boot chain end to end: real PXE boots of QEMU VMs (SeaBIOS + iPXE ROM, and OVMF +
+// iPXE) against the real slapd, `overtime serve` and `overtime bootserver` (dnsmasq,
+// nfs-ganesha, rpcbind) in a network namespace, booting the test image (Debian's cloud
+// kernel, this project's initramfs, a busybox root) from a read-only NFS squashfs under a
+// tmpfs overlay.
+
+// now is a Wednesday 10:30 in the site's zone: pool rule "desktop" applies.
+const pxeNow = "2026-12-02T10:30:00+01:00"
+
+// Deadlines are generous: under TCG, with several VMs on two cores, a boot takes a
+// minute or more; they bound a hang, they do not measure anything.
+const bootWithin = 6 * time.Minute
+
+func sha256File(t *testing.T, p string) (string, int64) {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n
+}
+
+func pxeSite(l *bootlab.Lab, sum string, size int64) string {
+	return fmt.Sprintf(`name: lab
+timezone: Europe/Berlin
+defaultMode: cluster
+unknownMode: local-disk
+bootServers:
+  - name: bs1
+    ip: %s
+    httpURL: %s
+    nfsRoot: %s
+    dhcp: full
+    interface: %s
+    subnet: 10.20.0.0/24
+    rangeFrom: 10.20.0.200
+    rangeTo: 10.20.0.250
+images:
+  - name: testimg
+    kind: desktop
+    versions:
+      - {version: v1, sha256: %s, size: %d, path: testimg/v1, created: "2026-11-20T09:00:00Z"}
+  - name: gone
+    kind: desktop
+    versions:
+      - {version: v1, sha256: %s, size: %d, path: gone/v1, created: "2026-11-20T09:00:00Z"}
+modes:
+  - {name: desktop, kind: desktop, image: testimg, kernelArgs: "console=ttyS0 panic=5"}
+  - {name: cluster, kind: cluster, image: testimg, kernelArgs: "console=ttyS0 panic=5 overtime.verify=sha256"}
+  - {name: broken, kind: desktop, image: gone, kernelArgs: "console=ttyS0"}
+  - {name: local-disk, kind: local-disk}
+pools:
+  - name: lab
+    bootServer: bs1
+    weekly:
+      - mon-fri 08:00-18:00 desktop
+roles:
+  - {name: site-admins, role: site-admin, members: [admin]}
+hosts:
+  - {name: vm1, mac: "52:54:00:0a:00:01", ip: 10.20.0.11, pool: lab}
+  - name: vm2
+    mac: "52:54:00:0a:00:02"
+    ip: 10.20.0.12
+    pool: lab
+    weekly:
+      - daily 00:00-24:00 cluster
+  - {name: vm3, mac: "52:54:00:0a:00:03", ip: 10.20.0.13, pool: lab}
+  - name: vm4
+    mac: "52:54:00:0a:00:04"
+    ip: 10.20.0.14
+    pool: lab
+    weekly:
+      - daily 00:00-24:00 broken
+`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, sum, size, sum, size)
+}
+
+type pxeVM struct {
+	*vmtest.VM
+	t    *testing.T
+	name string
+}
+
+func startPXE(t *testing.T, l *bootlab.Lab, name, mac, tap string, fw vmtest.Firmware) *pxeVM {
+	t.Helper()
+	if err := l.NS.AddTap(tap, bootlab.Bridge); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vm := vmtest.StartT(t, vmtest.Config{Name: name, Dir: dir, NS: l.NS, Tap: tap, MAC: mac, Firmware: fw})
+	return &pxeVM{VM: vm, t: t, name: name}
+}
+
+// expect waits for a console line; on failure the test fails with the console's tail.
+func (v *pxeVM) expect(re string, within time.Duration) []string {
+	v.t.Helper()
+	m, err := v.Console.Expect(regexp.MustCompile(re), within)
+	if err != nil {
+		v.t.Fatalf("%s: %v", v.name, err)
+	}
+	return m
+}
+
+func (v *pxeVM) run(cmd string) string {
+	v.t.Helper()
+	out, err := v.Console.Run(cmd, time.Minute)
+	if err != nil {
+		v.t.Fatalf("%s: %v", v.name, err)
+	}
+	return out
+}
+
+// landed waits for the boot to reach the test image's shell and checks the mode the
+// boot loader announced, the mode the booted system was given, and the root.
+func (v *pxeVM) landed(mode string) {
+	v.t.Helper()
+	// iPXE's echo from the per-host script: the menu's decision.
+	v.expect(`Overtime: `+v.name+` mode `+mode+`\b`, bootWithin)
+	// The initramfs and the booted system: what the kernel command line carried.
+	v.expect(`overtime-test: up mode=`+mode+` host=`+v.name+`\b`, bootWithin)
+	v.expect(`overtime-test# `, time.Minute)
+}
+
+// checkStateless checks from inside the booted system that / is an overlay on a
+// read-only squashfs loop-mounted from a read-only NFS mount, with a tmpfs upper layer.
+func (v *pxeVM) checkStateless() {
+	v.t.Helper()
+	mounts := v.run("cat /proc/mounts")
+	root := regexp.MustCompile(`(?m)^\S+ / overlay (\S+)`).FindStringSubmatch(mounts)
+	if root == nil {
+		v.t.Fatalf("%s: / is not an overlay:\n%s", v.name, mounts)
+	}
+	nfs := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(bootlab.ServerIP) + `:(\S+) (\S+) nfs4? (\S+)`).FindStringSubmatch(mounts)
+	if nfs == nil || !strings.HasPrefix(nfs[3], "ro,") && !strings.Contains(nfs[3], ",ro,") {
+		v.t.Fatalf("%s: no read-only NFS mount from the boot server:\n%s", v.name, mounts)
+	}
+	if !regexp.MustCompile(`(?m)^/dev/loop\d+ \S+ squashfs ro[, ]`).MatchString(mounts) {
+		v.t.Fatalf("%s: no read-only squashfs loop mount:\n%s", v.name, mounts)
+	}
+	// Writes work (they land in RAM) but never reach the image.
+	v.run("echo written-by-test > /etc/overtime-marker && cat /etc/overtime-marker")
+	if out, err := v.Console.Run("touch "+nfs[2]+"/x", time.Minute); err == nil {
+		v.t.Fatalf("%s: the NFS mount %s is writable: %s", v.name, nfs[2], out)
+	}
+}
+
+func TestPXEBoot(t *testing.T) {
+	img := testimage.Dir(t)
+	sum, size := sha256File(t, filepath.Join(img, "root.squashfs"))
+	l := bootlab.Start(t, bootlab.Options{Now: pxeNow})
+	l.CopyImage(img, "testimg/v1")
+	l.Apply(pxeSite(l, sum, size))
+	l.StartBootServer()
+
+	// Malformed and unknown requests to the boot endpoints of the live server.
+	for path, want := range map[string]int{
+		"/boot/ipxe/not-a-mac":                      400,
+		"/boot/ipxe/52:54:00:0a:00:01%0aecho":       400,
+		"/pxelinux.cfg/01-zz-zz-zz-zz-zz-zz":        400,
+		"/images/testimg/v1/%2e%2e/%2e%2e/etc/host": 400,
+		"/images/testimg/v1/vmlinuz":                200,
+		"/boot/ipxe/52:54:00:ff:ff:ff":              200, // unknown PC: the configured default
+	} {
+		code, body, err := l.HTTPGet(bootlab.HTTPURL + path)
+		if err != nil || code != want {
+			t.Errorf("GET %s: %d %v, want %d", path, code, err, want)
+		}
+		if strings.HasSuffix(path, "ff:ff:ff") && !strings.Contains(body, "choose --default mode-local-disk") {
+			t.Errorf("unknown MAC does not get the site's unknown-host mode:\n%s", body)
+		}
+	}
+
+	// Four PCs at once: vm1 (BIOS) and vm3 (UEFI) follow the pool's desktop rule, vm2
+	// has a host rule for cluster, vm4's mode boots an image whose files are missing.
+	// The VMs boot in parallel; the checks below read each console in turn.
+	vms := map[string]*pxeVM{
+		"vm1": startPXE(t, l, "vm1", "52:54:00:0a:00:01", "tap1", vmtest.BIOS),
+		"vm2": startPXE(t, l, "vm2", "52:54:00:0a:00:02", "tap2", vmtest.BIOS),
+		"vm3": startPXE(t, l, "vm3", "52:54:00:0a:00:03", "tap3", vmtest.UEFI),
+		"vm4": startPXE(t, l, "vm4", "52:54:00:0a:00:04", "tap4", vmtest.BIOS),
+	}
+	t.Run("image missing falls back to the local disk", func(t *testing.T) {
+		v := vms["vm4"]
+		// The menu shows why (the line is cut at the screen width), and its default is the
+		// site's local-disk mode.
+		v.expect(`broken - UNAVAILABLE: image gone v1 has no vmlinuz on the boot server`, bootWithin)
+		v.expect(`Overtime: vm4 mode local-disk`, time.Minute)
+		v.expect(`Overtime: booting the local disk`, time.Minute)
+		// The VM has no disk: iPXE gives control back to the firmware. The boot server
+		// is not asked again for another try from the script (no loop through it).
+		if _, err := v.Console.Expect(regexp.MustCompile(`unreachable`), 5*time.Second); err == nil {
+			t.Error("a failed local disk boot was reported as an unreachable boot server")
+		}
+		v.Stop()
+	})
+	for _, c := range []struct{ name, mode string }{{"vm1", "desktop"}, {"vm2", "cluster"}, {"vm3", "desktop"}} {
+		t.Run(c.name+" boots "+c.mode, func(t *testing.T) {
+			v := vms[c.name]
+			v.t = t
+			v.landed(c.mode)
+			v.checkStateless()
+		})
+	}
+	if t.Failed() {
+		return
+	}
+	vms["vm3"].Stop() // UEFI proven; free the CPU for the reboots
+
+	t.Run("schedule change and reboot lands the other mode, pristine", func(t *testing.T) {
+		v := vms["vm1"]
+		v.t = t
+		l.MustRun("schedule", "add", "--host", "vm1", "wed 10:00-12:00 cluster")
+		if err := v.Console.Send("reboot -f"); err != nil {
+			t.Fatal(err)
+		}
+		v.landed("cluster")
+		if out, err := v.Console.Run("test ! -e /etc/overtime-marker", time.Minute); err != nil {
+			t.Fatalf("a file written before the reboot survived it: %v %s", err, out)
+		}
+	})
+
+	t.Run("boot server restarted mid-boot", func(t *testing.T) {
+		v := vms["vm2"]
+		v.t = t
+		if err := v.Console.Send("reboot -f"); err != nil {
+			t.Fatal(err)
+		}
+		// The kernel is loaded: take the whole boot server away (dnsmasq, ganesha,
+		// rpcbind) before the initramfs asks for its address and its root.
+		v.expect(`Linux version`, bootWithin)
+		l.StopBootServer()
+		// The initramfs asks for an address while there is no DHCP server (and no NFS
+		// server); the boot server comes back and the PC's retries get through.
+		v.expect(`overtime: configuring the network`, bootWithin)
+		l.StartBootServer()
+		v.expect(`overtime-test: up mode=cluster host=vm2\b`, bootWithin)
+	})
+}
