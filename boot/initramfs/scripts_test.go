@@ -1,0 +1,129 @@
+package initramfs
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Host-side tests of the boot script's pure parts, run by the shell of the initrd
+// (busybox ash from busybox-static) on this machine: much cheaper than a VM per case.
+
+const busybox = "/bin/busybox"
+
+// shell runs script with busybox sh in this directory after sourcing scripts/overtime,
+// and returns its output. cmdline, when not empty, is shown as /proc/cmdline (a bind mount
+// in a private mount namespace).
+func shell(t *testing.T, cmdline, script string) string {
+	t.Helper()
+	if _, err := os.Stat(busybox); err != nil {
+		t.Fatalf("%v (Debian package busybox-static)", err)
+	}
+	full := ". ./scripts/overtime\n" + script
+	var cmd *exec.Cmd
+	if cmdline != "" {
+		f := filepath.Join(t.TempDir(), "cmdline")
+		if err := os.WriteFile(f, []byte(cmdline+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd = exec.Command("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+			`mount --bind "$1" /proc/cmdline && exec "$2" sh -c "$3"`, "sh", f, busybox, full)
+	} else {
+		cmd = exec.Command(busybox, "sh", "-c", full)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("busybox sh: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// TestParams: 10-params reads the overtime.* arguments, defaults the optional ones, and
+// rejects malformed values with a message naming the argument.
+func TestParams(t *testing.T) {
+	const sha = "AB12cd34ab12cd34ab12cd34ab12cd34ab12cd34ab12cd34ab12cd34ab12cd34"
+	report := `p() { . ./scripts/overtime.d/10-params; }
+if p >/dev/null; then
+	echo "ok|$OT_SERVER|$OT_PATH|$OT_SHA256|$OT_SIZE|$OT_MODE|$OT_KIND|$OT_HOST|$OT_URL|$OT_VERIFY|$OT_OVERLAY_SIZE|$OT_NFS_OPTS|$OT_NFS_WAIT"
+else
+	echo "error|$OT_ERROR"
+fi`
+	for _, c := range []struct {
+		cmdline, want string
+	}{
+		{"ip=dhcp boot=overtime overtime.root=nfs:10.0.0.1:/srv/overtime/images/desktop/v1/root.squashfs overtime.sha256=" + sha +
+			" overtime.size=123 overtime.mode=cluster overtime.kind=cluster overtime.host=pc-a04 overtime.url=http://10.0.0.1:8080/overtime mitigations=auto",
+			"ok|10.0.0.1|/srv/overtime/images/desktop/v1/root.squashfs|" + strings.ToLower(sha) + "|123|cluster|cluster|pc-a04|http://10.0.0.1:8080/overtime|size|50%||600"},
+		// Unknown PC, no checksum, every option given; a name as server.
+		{"boot=overtime overtime.root=nfs:nfs.example.org:/export/dir overtime.mode=m overtime.kind=desktop overtime.url=http://b overtime.verify=sha256 overtime.overlay_size=2g overtime.nfs_opts=vers=4.2,timeo=50 overtime.nfs_wait=30",
+			"ok|nfs.example.org|/export/dir|||m|desktop||http://b|sha256|2g|vers=4.2,timeo=50|30"},
+		{"overtime.root=nfs:[fd00::1]:/srv/img/root.squashfs", "ok|[fd00::1]|/srv/img/root.squashfs|||||||size|50%||600"},
+		// No globbing of arguments.
+		{"overtime.root=nfs:s:/x overtime.host=* overtime.mode=/*", "ok|s|/x|||/*||*||size|50%||600"},
+		{"boot=overtime overtime.mode=maint", "error|no overtime.root= on the kernel command line: this mode boots no image (the site manager leaves it out for modes with a kernel of their own)"},
+		{"overtime.root=/srv/x", "error|overtime.root=/srv/x is not of the form nfs:SERVER:/PATH"},
+		{"overtime.root=nfs:/srv/x", "error|overtime.root=nfs:/srv/x is not of the form nfs:SERVER:/PATH"},
+		{"overtime.root=nfs::/srv/x", "error|overtime.root=nfs::/srv/x names no server"},
+		{"overtime.root=nfs:s:/x overtime.verify=md5", "error|overtime.verify=md5 is not one of size, sha256, none"},
+		{"overtime.root=nfs:s:/x overtime.sha256=abc", "error|overtime.sha256=abc has 3 hex digits, not 64"},
+		{"overtime.root=nfs:s:/x overtime.sha256=" + strings.Repeat("g", 64), "error|overtime.sha256=" + strings.Repeat("g", 64) + " is not a hexadecimal SHA-256"},
+		{"overtime.root=nfs:s:/x overtime.size=1k", "error|overtime.size=1k is not a number of bytes"},
+		{"overtime.root=nfs:s:/x overtime.nfs_wait=forever", "error|overtime.nfs_wait=forever is not a number of seconds"},
+		{"overtime.root=nfs:s:/x overtime.overlay_size=half", "error|overtime.overlay_size=half is not a tmpfs size (e.g. 50% or 4g)"},
+	} {
+		got := strings.TrimSpace(shell(t, c.cmdline, report))
+		if got != c.want {
+			t.Errorf("cmdline %q:\n got %s\nwant %s", c.cmdline, got, c.want)
+		}
+	}
+}
+
+// TestNFSOptions: overtime.nfs_opts replaces defaults of the same name and adds the rest.
+func TestNFSOptions(t *testing.T) {
+	const def = "ro,vers=3,proto=tcp,nolock,retry=0"
+	for _, c := range []struct{ extra, want string }{
+		{"", def},
+		{"vers=4.2", "ro,proto=tcp,nolock,retry=0,vers=4.2"},
+		{"nfsvers=4", "ro,proto=tcp,nolock,retry=0,nfsvers=4"},
+		{"lock", "ro,vers=3,proto=tcp,retry=0,lock"},
+		{"timeo=50,proto=udp", "ro,vers=3,nolock,retry=0,timeo=50,proto=udp"},
+		{"*", def + ",*"},
+	} {
+		got := strings.TrimSpace(shell(t, "", `ot_nfs_options "`+def+`" "`+c.extra+`"`))
+		if got != c.want {
+			t.Errorf("extra %q: got %q, want %q", c.extra, got, c.want)
+		}
+	}
+}
+
+// TestQuote: boot.env values survive any characters when the file is sourced.
+func TestQuote(t *testing.T) {
+	for _, v := range []string{"", "plain", "it's", `"$HOME" $(id) ` + "`id`", `back\slash`, "two\nlines", "'''"} {
+		script := `v=$(cat <<'OTEOF'
+` + v + `
+OTEOF
+)
+eval "w=$(ot_quote "$v")"
+[ "$v" = "$w" ] && echo same || echo "differs: $(ot_quote "$v")"`
+		if got := strings.TrimSpace(shell(t, "", script)); got != "same" {
+			t.Errorf("value %q: %s", v, got)
+		}
+	}
+}
+
+// TestShellcheck: the boot script, its fragments, the hook and the test image's scripts
+// pass shellcheck (the project's standard for shell).
+func TestShellcheck(t *testing.T) {
+	sc, err := exec.LookPath("shellcheck")
+	if err != nil {
+		t.Fatalf("shellcheck not found (Debian package shellcheck): %v", err)
+	}
+	frags, _ := filepath.Glob("scripts/overtime.d/*")
+	args := append([]string{"-s", "sh", "-x", "scripts/overtime", "hooks/overtime", "scripts/init-bottom/overtime",
+		"../../images/testimage/build.sh", "../../images/testimage/init"}, frags...)
+	if out, err := exec.Command(sc, args...).CombinedOutput(); err != nil {
+		t.Errorf("shellcheck: %v\n%s", err, out)
+	}
+}
