@@ -17,9 +17,11 @@ cd "$(dirname "$0")/.."
 #   initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools
 #                          the test image: real mkinitramfs with boot/initramfs, busybox root
 #   socat curl             the demo's VM console and API calls
+#   shellcheck netbase binutils   initramfs script checks; /etc/protocols for the initrd; the KVM probe firmware
 PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
-	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl)
+	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl
+	shellcheck netbase binutils)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Files of an image directory.
@@ -85,7 +86,26 @@ func Build() (*Image, error) {
 		return nil, fmt.Errorf("testimage: %s has key %s, want %s", dir, im.Key, key)
 	}
 	built[cache] = im
+	pruneOld(filepath.Dir(dir), key)
 	return im, nil
+}
+
+// pruneOld removes images of other keys (earlier states of the inputs) not modified for a
+// day: every edit of boot/initramfs leaves a 25 MB directory behind otherwise. A day, not
+// at once: another checkout sharing OVERTIME_CACHE may still use its own key.
+func pruneOld(dir, keep string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == keep || len(e.Name()) != 16 || strings.Trim(e.Name(), "0123456789abcdef") != "" {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 24*time.Hour {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // Get is Build for a test: it fails the test when the image cannot be built.
