@@ -343,7 +343,7 @@ func NFSRootSpec(s *model.BootServer, v *model.ImageVersion) string {
 // KernelCommandLine is the kernel command line of a network-booted mode, in the shape
 // docs/boot.md documents (the initramfs parses it):
 //
-//	ip=dhcp boot=overtime overtime.root=nfs:SERVER:/EXPORT/PATH/root.squashfs
+//	ip=dhcp boot=overtime panic=30 overtime.root=nfs:SERVER:/EXPORT/PATH/root.squashfs
 //	overtime.sha256=SHA [overtime.size=BYTES] overtime.mode=MODENAME overtime.kind=KIND
 //	[overtime.vm=COURSEVM] overtime.host=HOSTNAME overtime.url=HTTPURL [mode KernelArgs]
 //
@@ -359,7 +359,9 @@ func KernelCommandLine(s *model.BootServer, h *model.Host, m *model.Mode, v *mod
 		return "", err
 	}
 	base, _ := baseURL(s.HTTPURL)
-	args := []string{"ip=dhcp", "boot=overtime"}
+	// panic=30: when the initramfs cannot mount the root it prints why and reboots after
+	// 30 s, instead of leaving a root shell (initramfs-tools' rescue shell) on a pool PC.
+	args := []string{"ip=dhcp", "boot=overtime", "panic=30"}
 	if v != nil {
 		if err := checkImageVersion(v); err != nil {
 			return "", err

@@ -391,7 +391,7 @@ func TestKernelCommandLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "ip=dhcp boot=overtime overtime.root=nfs:nfs.example.org:/export/overtime/desktop/2026.11.21-1/root.squashfs " +
+	want := "ip=dhcp boot=overtime panic=30 overtime.root=nfs:nfs.example.org:/export/overtime/desktop/2026.11.21-1/root.squashfs " +
 		"overtime.sha256=" + resolve(site, m).SHA256 + " overtime.size=6442450944 overtime.mode=cluster overtime.kind=cluster overtime.host=pc-a04 " +
 		"overtime.url=http://boot2.example.org:8080/overtime overtime.guest=dedicated mitigations=auto"
 	if got != want {
@@ -402,7 +402,7 @@ func TestKernelCommandLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = "ip=dhcp boot=overtime overtime.mode=maint overtime.kind=maintenance overtime.url=http://10.0.0.1:8080 console=ttyS0,115200n8"
+	want = "ip=dhcp boot=overtime panic=30 overtime.mode=maint overtime.kind=maintenance overtime.url=http://10.0.0.1:8080 console=ttyS0,115200n8"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
