@@ -101,7 +101,7 @@ start() {
 	"$BIN" image publish debian-desktop demo-1 --path debian-desktop/demo-1 --file "$IMG/root.squashfs"
 	for m in desktop cluster course-bio101 maintenance; do
 		args=$("$BIN" mode show "$m" -o json | sed -n 's/.*"kernelArgs": "\(.*\)".*/\1/p')
-		"$BIN" mode set "$m" --kernel-args "console=ttyS0 ${args}" >/dev/null
+		"$BIN" mode set "$m" --kernel-args "console=ttyS0${args:+ $args}" >/dev/null
 	done
 
 	echo "== overtime bootserver run --name bs1 --nfs ganesha   (dnsmasq + nfs-ganesha, in $NS)"
@@ -136,7 +136,7 @@ start() {
 		tail -30 "$D/pc-a01.log"; exit 1
 	fi
 	echo "   booted in $((SECONDS - t0)) s. Its console, filtered:"
-	tr -d '\r' < "$D/pc-a01.log" | grep -E "^Overtime:|^overtime:|overtime-test:" | sed 's/^/   | /'
+	tr -d '\r' < "$D/pc-a01.log" | grep -aoE "Overtime: pc-a01 mode .*|overtime: .*|overtime-test: .*" | sed 's/^/   | /'
 	if ! grep -q "overtime-test: up mode=$MODE host=pc-a01" "$D/pc-a01.log"; then
 		echo "demo: pc-a01 did not land in the scheduled mode $MODE"; exit 1
 	fi
