@@ -49,6 +49,9 @@ func newConsole(out io.Reader, in io.Writer, logPath string) (*Console, error) {
 }
 
 func (c *Console) copy(out io.Reader) {
+	if cl, ok := out.(io.Closer); ok {
+		defer cl.Close()
+	}
 	b := make([]byte, 4096)
 	for {
 		n, err := out.Read(b)

@@ -130,10 +130,14 @@ func Start(cfg Config) (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// An os.Pipe of our own rather than StdoutPipe: Wait closes a StdoutPipe's read end,
+	// which can cut off the console's last output ("file already closed") when QEMU
+	// exits quickly. This read end is the console's; it sees EOF once QEMU is gone.
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	cmd.Stdout = stdoutW
 	qlog, err := os.Create(filepath.Join(cfg.Dir, "qemu.log"))
 	if err != nil {
 		return nil, err
@@ -160,8 +164,11 @@ func Start(cfg Config) (*VM, error) {
 		}
 		return "QEMU exited"
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	stdoutW.Close() // QEMU holds the write end now
+	if err != nil {
 		qlog.Close()
+		stdout.Close()
 		return nil, fmt.Errorf("vmtest: start QEMU: %w", err)
 	}
 	go func() {
