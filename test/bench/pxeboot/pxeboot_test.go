@@ -164,7 +164,8 @@ func write(dir string, runs []run) error {
 	fmt.Fprintf(&md, "booted from power-on through the whole chain against the real boot server in a network\n")
 	fmt.Fprintf(&md, "namespace: DHCP (dnsmasq) → iPXE → per-host script and kernel + initrd over HTTP (`overtime serve`)\n")
 	fmt.Fprintf(&md, "→ initramfs: DHCP, NFSv3 mount (nfs-ganesha), squashfs + tmpfs overlay → init of the test image\n")
-	fmt.Fprintf(&md, "(Debian cloud kernel, ~%s initrd). Seconds since QEMU started; median (min–max) of n boots.\n\n", "the test image's")
+	fmt.Fprintf(&md, "(Debian cloud kernel, this project's initrd, busybox root); the menu waits 1 s. Seconds since QEMU\n")
+	fmt.Fprintf(&md, "started; median (min–max) of n boots.\n\n")
 	if accel == "tcg" {
 		fmt.Fprintf(&md, "TCG emulates the CPU (this machine's /dev/kvm does not run guests), so firmware and kernel stages are\n")
 		fmt.Fprintf(&md, "many times slower than on a real PC; the network stages are not. Treat these as upper bounds.\n\n")
