@@ -10,20 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/overtime-hpc/overtime/internal/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 )
-
-// buildCLI compiles the overtime command once per test binary.
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "overtime")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/overtime")
-	cmd.Dir = testenv.RepoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 type cli struct {
 	t    *testing.T
@@ -56,7 +45,7 @@ func (c cli) admin(args ...string) (string, string, int) {
 
 func TestCLI(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
-	c := cli{t: t, bin: buildCLI(t), env: []string{"OVERTIME_SERVER=" + env.HTTP.URL}, root: testenv.RepoRoot(t)}
+	c := cli{t: t, bin: bootlab.Binary(t), env: []string{"OVERTIME_SERVER=" + env.HTTP.URL}, root: testenv.RepoRoot(t)}
 
 	out, errs, code := c.admin("site", "apply", "-f", "docs/examples/site.yaml")
 	if code != 0 || !strings.Contains(out, "+ host pc-a01") || !strings.Contains(out, "+ pool lab-a") {

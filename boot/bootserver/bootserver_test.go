@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/bootlab"
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -82,18 +83,6 @@ func (s *syncLog) String() string {
 	return s.buf.String()
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func pidOf(t *testing.T, dir string) int {
 	b, err := os.ReadFile(filepath.Join(dir, "dnsmasq.pid"))
 	if err != nil {
@@ -158,10 +147,10 @@ func TestBootServer(t *testing.T) {
 		pid := pidOf(t, state)
 		return pid > 0 && exec.Command("kill", "-0", strconv.Itoa(pid)).Run() == nil
 	}
-	eventually(t, "dnsmasq running", 20*time.Second, running)
+	bootlab.Eventually(t, "dnsmasq running", 20*time.Second, running)
 
 	// Known PCs get their address; the TFTP root holds the loaders.
-	eventually(t, "pc-a01 leased", 20*time.Second, func() bool { ip, _ := l.dhcp("52:54:00:0a:00:01"); return ip == "10.20.0.11" })
+	bootlab.Eventually(t, "pc-a01 leased", 20*time.Second, func() bool { ip, _ := l.dhcp("52:54:00:0a:00:01"); return ip == "10.20.0.11" })
 	if err := l.client.IP("addr", "add", "10.20.0.11/24", "dev", "eth0"); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +175,7 @@ func TestBootServer(t *testing.T) {
 	if err := admin.Send("PUT", "/api/v1/hosts/pc-a09", nil, model.Host{Name: "pc-a09", MAC: "52:54:00:0a:00:09", IP: "10.20.0.19", Pool: "lab-a"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pc-a09 leased", 20*time.Second, func() bool { ip, _ := l.dhcp("52:54:00:0a:00:09"); return ip == "10.20.0.19" })
+	bootlab.Eventually(t, "pc-a09 leased", 20*time.Second, func() bool { ip, _ := l.dhcp("52:54:00:0a:00:09"); return ip == "10.20.0.19" })
 	if p := pidOf(t, state); p != pid {
 		t.Errorf("dnsmasq was restarted (pid %d -> %d) for a host change:\n%s", pid, p, logs.String())
 	}
@@ -203,8 +192,8 @@ func TestBootServer(t *testing.T) {
 	if err := admin.Send("PUT", "/api/v1/bootservers/bs1", nil, bs, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "dnsmasq restarted", 20*time.Second, func() bool { p := pidOf(t, state); return p != pid && p != 0 && running() })
-	eventually(t, "unknown PC leased from the new range", 20*time.Second, func() bool {
+	bootlab.Eventually(t, "dnsmasq restarted", 20*time.Second, func() bool { p := pidOf(t, state); return p != pid && p != 0 && running() })
+	bootlab.Eventually(t, "unknown PC leased from the new range", 20*time.Second, func() bool {
 		ip, _ := l.dhcp("52:54:00:ff:00:01")
 		return strings.HasPrefix(ip, "10.20.0.1") && len(ip) == len("10.20.0.100")
 	})
@@ -214,7 +203,7 @@ func TestBootServer(t *testing.T) {
 
 	// The site manager goes away: the boot server says so once and keeps serving.
 	env.HTTP.Close()
-	eventually(t, "outage logged", 20*time.Second, func() bool { return strings.Contains(logs.String(), "site manager unreachable") })
+	bootlab.Eventually(t, "outage logged", 20*time.Second, func() bool { return strings.Contains(logs.String(), "site manager unreachable") })
 	if ip, err := l.dhcp("52:54:00:0a:00:02"); err != nil || ip != "10.20.0.12" {
 		t.Fatalf("no DHCP during the outage: %v %s", err, ip)
 	}
@@ -225,7 +214,7 @@ func TestBootServer(t *testing.T) {
 	}
 	stop = start()
 	defer stop()
-	eventually(t, "dnsmasq running from the last good configuration", 20*time.Second, running)
+	bootlab.Eventually(t, "dnsmasq running from the last good configuration", 20*time.Second, running)
 	if ip, err := l.dhcp("52:54:00:0a:00:09"); err != nil || ip != "10.20.0.19" {
 		t.Fatalf("no DHCP from the last good configuration: %v %s", err, ip)
 	}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/netns"
+	"github.com/overtime-hpc/overtime/internal/testenv"
 )
 
 // Addresses of the lab network: the boot server bs1 of the lab's site.
@@ -63,9 +64,10 @@ var (
 	buildErr  error
 )
 
-// Binary builds the overtime command once per process.
+// Binary builds the overtime command once per process (the CLI and PXE tests share it).
 func Binary(t testing.TB) string {
 	t.Helper()
+	root := testenv.RepoRoot(t)
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "overtime-bin-")
 		if err != nil {
@@ -74,7 +76,7 @@ func Binary(t testing.TB) string {
 		}
 		buildBin = filepath.Join(dir, "overtime")
 		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/overtime")
-		cmd.Dir = repoRoot()
+		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -83,20 +85,6 @@ func Binary(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return buildBin
-}
-
-func repoRoot() string {
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "."
-		}
-		dir = parent
-	}
 }
 
 // Start brings up the lab: namespace and bridge, slapd, the directory, `overtime serve`.
