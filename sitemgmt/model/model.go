@@ -87,6 +87,7 @@ type Pool struct {
 	Room        string   `json:"room,omitempty" yaml:"room,omitempty"`
 	BootServer  string   `json:"bootServer,omitempty" yaml:"bootServer,omitempty"` // default for the pool's hosts
 	Weekly      []string `json:"weekly,omitempty" yaml:"weekly,omitempty"`         // weekly rules, e.g. "mon-fri 08:00-18:00 desktop"
+	Policy      *Policy  `json:"policy,omitempty" yaml:"policy,omitempty"`         // how desktops share with the compute guest; nil = DefaultPolicy
 }
 
 // Host is one PC.
@@ -134,6 +135,7 @@ type Mode struct {
 	Kernel       string   `json:"kernel,omitempty" yaml:"kernel,omitempty"`             // path under the boot server's HTTP base, or empty = the image's
 	Initrd       string   `json:"initrd,omitempty" yaml:"initrd,omitempty"`
 	KernelArgs   string   `json:"kernelArgs,omitempty" yaml:"kernelArgs,omitempty"`
+	Guest        *Guest   `json:"guest,omitempty" yaml:"guest,omitempty"` // desktop and cluster modes: the compute guest the node agent runs
 }
 
 // Image is a named series of immutable versions.
