@@ -18,10 +18,15 @@ cd "$(dirname "$0")/.."
 #                          the test image: real mkinitramfs with boot/initramfs, busybox root
 #   socat curl             the demo's VM console and API calls
 #   shellcheck netbase binutils   initramfs script checks; /etc/protocols for the initrd; the KVM probe firmware
+#   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils
+#                          the node agent's QEMU/KVM guests (libvirtd, virsh, qemu-img overlays)
+#   libxml2-utils          virt-xml-validate checks generated domain XML against libvirt's schema
+#   passt                  NAT guests (libvirt user networking with port forwards)
 PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl
-	shellcheck netbase binutils)
+	shellcheck netbase binutils
+	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils libxml2-utils passt)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -44,6 +49,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 		trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
 	fi
 	$SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# libvirtd looks up its compiled-in QEMU user before it reads qemu.conf (which tests set to
+# root); the user comes with libvirt-daemon-system, which we do not install.
+if ! getent passwd libvirt-qemu >/dev/null; then
+	SUDO=""
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	getent group libvirt-qemu >/dev/null || $SUDO groupadd --system libvirt-qemu
+	$SUDO useradd --system --no-create-home --home-dir /var/lib/libvirt --shell /usr/sbin/nologin -g libvirt-qemu libvirt-qemu
 fi
 
 command -v go >/dev/null || { echo "deps: Go toolchain not found (need Go >= $(sed -n 's/^go //p' go.mod))" >&2; exit 1; }

@@ -125,3 +125,19 @@ func IsUnavailable(err error) bool {
 
 // ErrNotFound is returned by Freeze, Thaw and SetCPULimit when the guest does not exist.
 var ErrNotFound = errors.New("guest not found")
+
+// Event is a change of a guest's state that the backend noticed by itself (the guest
+// powered off, crashed, was paused by someone else).
+type Event struct {
+	Name   string
+	State  State
+	Reason string
+}
+
+// Watcher is implemented by backends that can report guest state changes as they happen
+// (libvirt lifecycle events, the container's init exiting). The agent also checks Status
+// periodically, so a backend without events still gets crashes noticed, only later.
+type Watcher interface {
+	// Watch sends events until ctx is done; it closes the channel when it returns.
+	Watch(ctx context.Context) (<-chan Event, error)
+}
