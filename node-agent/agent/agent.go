@@ -1,0 +1,767 @@
+// Package agent is the node agent's core: it keeps the configuration from the site
+// manager (and the last good one in tmpfs), turns sensor events into policy decisions,
+// applies them to the compute guest through a backend, restarts a crashed guest with
+// backoff, and reports by heartbeat and Prometheus metrics.
+//
+// One goroutine (Run's loop) owns all decision state; sensors, the configuration fetcher,
+// the backend's event watcher and the heartbeat talk to it through channels. A signal is
+// acted on as soon as it arrives: the reaction latency is one channel hop plus the
+// backend call (a cgroup write or one ~20 ms virsh call).
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/overtime-hpc/overtime/node-agent/guest"
+	"github.com/overtime-hpc/overtime/node-agent/policy"
+	"github.com/overtime-hpc/overtime/node-agent/sensor"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/render"
+)
+
+// SiteManager is the part of the site manager's API the agent uses (sitemgmt/client with
+// the host's bearer token).
+type SiteManager interface {
+	AgentConfig(ctx context.Context) (*model.AgentConfig, error)
+	Heartbeat(ctx context.Context, hb model.Heartbeat) error
+}
+
+// Options configure an Agent.
+type Options struct {
+	Site     SiteManager
+	MAC      string // this PC's MAC; checked against the configuration's
+	StateDir string // tmpfs: config cache, guest state directories (default /run/overtime/agent)
+	// ImageRoot is where published image versions are visible as ImageRoot/<version path>
+	// (the NFS image export, mounted read-only).
+	ImageRoot string
+	Backends  map[model.GuestBackend]guest.Backend
+	Sensors   []sensor.Sensor
+
+	Refresh    time.Duration // re-fetch the configuration at least this often (default 60 s)
+	Heartbeat  time.Duration // heartbeat interval (default 30 s)
+	CheckEvery time.Duration // guest status check when no event comes (default 30 s)
+	// RestartBackoff is the first delay before a crashed guest is started again; it
+	// doubles up to MaxBackoff and resets after the guest ran for 10 minutes.
+	RestartBackoff, MaxBackoff time.Duration
+
+	HostCPUs  int // default runtime.NumCPU()
+	HostMemMB int // default from /proc/meminfo
+	Now       func() time.Time
+	Log       *slog.Logger
+	Version   string
+}
+
+// Agent is one node agent.
+type Agent struct {
+	o   Options
+	m   *metrics
+	log *slog.Logger
+
+	signals chan sensor.Event
+	configs chan configUpdate
+
+	// Loop state (owned by Run's goroutine).
+	cfg        *model.AgentConfig
+	cfgFrom    string
+	engine     *policy.Engine
+	obs        policy.Observation
+	dec        policy.Decision
+	applied    applied
+	backoff    time.Duration
+	retryAt    time.Time
+	startedAt  time.Time
+	restarts   int
+	lastStatus guest.Status
+	lastAcct   time.Time
+
+	hbMu sync.Mutex
+	hb   model.Heartbeat
+}
+
+// applied is what the agent last did to the guest (to skip redundant backend calls).
+type applied struct {
+	running bool
+	frozen  bool
+	limit   float64
+	spec    string // JSON of the spec the guest was started with
+}
+
+type configUpdate struct {
+	cfg  *model.AgentConfig
+	from string
+}
+
+// New checks options and fills defaults.
+func New(o Options) (*Agent, error) {
+	if o.Site == nil {
+		return nil, errors.New("agent: no site manager client")
+	}
+	if o.StateDir == "" {
+		o.StateDir = "/run/overtime/agent"
+	}
+	if o.Refresh == 0 {
+		o.Refresh = 60 * time.Second
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 30 * time.Second
+	}
+	if o.CheckEvery == 0 {
+		o.CheckEvery = 30 * time.Second
+	}
+	if o.RestartBackoff == 0 {
+		o.RestartBackoff = 5 * time.Second
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 5 * time.Minute
+	}
+	if o.HostCPUs == 0 {
+		o.HostCPUs = runtime.NumCPU()
+	}
+	if o.HostMemMB == 0 {
+		o.HostMemMB = memTotalMB()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	a := &Agent{
+		o: o, m: newMetrics(), log: o.Log,
+		signals: make(chan sensor.Event, 256),
+		configs: make(chan configUpdate, 1),
+	}
+	a.backoff = o.RestartBackoff
+	return a, nil
+}
+
+// MetricsHandler serves /metrics.
+func (a *Agent) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.m.reg, promhttp.HandlerOpts{})
+}
+
+// Signals is where sensors deliver (Run starts the configured sensors on it too).
+func (a *Agent) Signals() chan<- sensor.Event { return a.signals }
+
+// LastHeartbeat is the most recent heartbeat document (what /status shows).
+func (a *Agent) LastHeartbeat() model.Heartbeat {
+	a.hbMu.Lock()
+	defer a.hbMu.Unlock()
+	return a.hb
+}
+
+func (a *Agent) cachePath() string { return filepath.Join(a.o.StateDir, "config.json") }
+
+// Run works until ctx is done. The guest is left as it is when Run returns: it keeps its
+// limits, and the next agent adopts it.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := os.MkdirAll(a.o.StateDir, 0o700); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.setConfigSource("none")
+	if c, err := loadCache(a.cachePath()); err == nil {
+		if err := checkConfig(c, a.o.MAC); err == nil {
+			a.log.Info("configuration from cache", "mode", c.Mode, "generated", c.Generated)
+			a.apply(ctx, c, "cache")
+		} else {
+			a.log.Warn("cached configuration refused", "err", err)
+		}
+	}
+	for _, s := range a.o.Sensors {
+		go func(s sensor.Sensor) {
+			if err := s.Run(ctx, a.signals); err != nil && ctx.Err() == nil {
+				a.log.Warn("sensor unavailable", "sensor", fmt.Sprintf("%T", s), "err", err)
+			}
+		}(s)
+	}
+	go a.fetchLoop(ctx)
+	go a.heartbeatLoop(ctx)
+	events := a.watch(ctx)
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		a.armTimer(timer)
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-a.signals:
+			a.signal(ev)
+			// Drain what else is queued, then decide once.
+			for drained := false; !drained; {
+				select {
+				case ev := <-a.signals:
+					a.signal(ev)
+				default:
+					drained = true
+				}
+			}
+			a.decideAndAct(ctx, ev.Time)
+		case u := <-a.configs:
+			a.apply(ctx, u.cfg, u.from)
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			a.guestEvent(ctx, ev)
+		case <-timer.C:
+			a.tick(ctx)
+		}
+	}
+}
+
+// armTimer sets the loop's timer to the earliest of: the policy's deadline, the restart
+// backoff, the periodic status check.
+func (a *Agent) armTimer(t *time.Timer) {
+	now := a.o.Now()
+	next := now.Add(a.o.CheckEvery)
+	if a.engine != nil {
+		if d := a.engine.NextDeadline(); !d.IsZero() && d.Before(next) {
+			next = d
+		}
+	}
+	if !a.retryAt.IsZero() && a.retryAt.Before(next) {
+		next = a.retryAt
+	}
+	if a.cfg != nil && !a.cfg.NextChange.IsZero() && a.cfg.NextChange.Before(next) && a.cfg.NextChange.After(now) {
+		next = a.cfg.NextChange
+	}
+	d := next.Sub(now)
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(d)
+}
+
+// signal folds a sensor event into the observation.
+func (a *Agent) signal(ev sensor.Event) {
+	a.m.signals.WithLabelValues(string(ev.Kind)).Inc()
+	switch ev.Kind {
+	case sensor.KindInput:
+		if ev.Time.After(a.obs.LastInput) {
+			a.obs.LastInput = ev.Time
+		}
+	case sensor.KindSessions:
+		// Logging in is activity.
+		if ev.Sessions.Total() > a.obs.LocalSessions+a.obs.RemoteSessions && ev.Time.After(a.obs.LastInput) {
+			a.obs.LastInput = ev.Time
+		}
+		a.obs.LocalSessions, a.obs.RemoteSessions = ev.Sessions.Local, ev.Sessions.Remote
+	case sensor.KindPressure:
+		a.obs.Pressure = ev.Value
+		a.m.pressure.Set(ev.Value)
+	case sensor.KindLoad:
+		a.obs.Load = ev.Value
+		a.m.load.Set(ev.Value)
+	}
+}
+
+// apply takes a new configuration (already checked) into force.
+func (a *Agent) apply(ctx context.Context, c *model.AgentConfig, from string) {
+	first := a.cfg == nil
+	a.cfg = c
+	a.setConfigSource(from)
+	if a.engine == nil {
+		a.engine = policy.New(c.Policy)
+	} else {
+		a.engine.SetPolicy(c.Policy)
+	}
+	a.obs.Kind, a.obs.HasGuest = c.Kind, c.Guest != nil
+	if first {
+		a.adopt(ctx)
+	}
+	a.decideAndAct(ctx, time.Time{})
+}
+
+func (a *Agent) setConfigSource(from string) {
+	a.cfgFrom = from
+	setOne(a.m.configFrom, []string{"api", "cache", "none"}, from)
+}
+
+// adopt finds a guest left running by a previous agent and takes over its state.
+func (a *Agent) adopt(ctx context.Context) {
+	if a.cfg.Guest == nil {
+		return
+	}
+	b, err := a.backend()
+	if err != nil {
+		return
+	}
+	st, err := b.Status(ctx, a.cfg.Guest.Name)
+	if err != nil || st.State == guest.StateAbsent {
+		return
+	}
+	a.applied = applied{running: st.State == guest.StateRunning || st.State == guest.StatePaused,
+		frozen: st.State == guest.StatePaused, limit: st.CPULimit}
+	if spec, err := a.spec(a.cfg); err == nil {
+		a.applied.spec = specKey(spec)
+	}
+	a.startedAt = a.o.Now()
+	a.log.Info("adopted running guest", "guest", a.cfg.Guest.Name, "state", st.State, "pid", st.PID, "cpuLimit", st.CPULimit)
+}
+
+func (a *Agent) backend() (guest.Backend, error) {
+	if a.cfg == nil || a.cfg.Guest == nil {
+		return nil, errors.New("no guest configured")
+	}
+	b := a.o.Backends[a.cfg.Guest.Backend]
+	if b == nil {
+		return nil, guest.Unavailable(a.cfg.Guest.Backend, "not built into this agent")
+	}
+	return b, nil
+}
+
+// decideAndAct runs the policy on the current observation and applies the result.
+// since is the signal's time (zero for timer and configuration changes): the reaction
+// latency is measured from it.
+func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
+	if a.cfg == nil {
+		return
+	}
+	a.obs.Now = a.o.Now()
+	d := a.engine.Decide(a.obs)
+	if d.Changed || d.State != a.dec.State {
+		a.log.Info("decision", "state", d.State, "action", d.Action, "reason", d.Reason)
+	}
+	prevAction := a.dec.Action
+	a.dec = d
+	setOne(a.m.ownerState, ownerStates, string(d.State))
+	setOne(a.m.action, guestActions, string(d.Action))
+	changed := a.act(ctx)
+	if changed && !since.IsZero() {
+		a.m.reaction.WithLabelValues(string(d.Action)).Observe(a.o.Now().Sub(since).Seconds())
+	}
+	if d.Action != prevAction {
+		a.updateHeartbeat()
+		go a.sendHeartbeat(context.WithoutCancel(ctx))
+	}
+}
+
+var (
+	ownerStates  = strs(model.OwnerStates)
+	guestActions = strs(model.GuestActions)
+)
+
+func strs[T ~string](v []T) []string {
+	out := make([]string, len(v))
+	for i, x := range v {
+		out[i] = string(x)
+	}
+	return out
+}
+
+// act brings the guest to the decided action; it reports whether it changed anything.
+func (a *Agent) act(ctx context.Context) bool {
+	if a.cfg.Guest == nil {
+		return false
+	}
+	b, err := a.backend()
+	if err != nil {
+		a.log.Error("guest backend", "err", err)
+		return false
+	}
+	name := a.cfg.Guest.Name
+	action := a.dec.Action
+	changed := false
+	fail := func(op string, err error) {
+		a.m.actionError.WithLabelValues(op).Inc()
+		a.log.Error("guest "+op, "guest", name, "err", err)
+	}
+	spec, specErr := a.spec(a.cfg)
+	// A new guest definition (image version, size) replaces the running guest.
+	if a.applied.running && specErr == nil && a.applied.spec != "" && a.applied.spec != specKey(spec) && action != model.ActionEvict {
+		a.log.Info("guest definition changed: replacing the guest", "guest", name)
+		a.stopGuest(ctx, b, name)
+		changed = true
+	}
+	switch action {
+	case model.ActionEvict:
+		if a.applied.running {
+			a.stopGuest(ctx, b, name)
+			changed = true
+		}
+	case model.ActionFreeze:
+		if a.applied.running && !a.applied.frozen {
+			if err := b.Freeze(ctx, name); err != nil {
+				fail("freeze", err)
+			} else {
+				a.applied.frozen, changed = true, true
+			}
+		}
+	case model.ActionRun, model.ActionThrottle:
+		limit := 0.0
+		if action == model.ActionThrottle {
+			limit = float64(a.o.HostCPUs) * float64(a.cfg.Policy.ThrottleCPU) / 100
+		}
+		if !a.applied.running {
+			if specErr != nil {
+				fail("start", specErr)
+				return changed
+			}
+			if now := a.o.Now(); now.Before(a.retryAt) {
+				return changed // backing off after a crash
+			}
+			spec.CPULimit = limit
+			if err := b.Start(ctx, spec); err != nil {
+				fail("start", err)
+				a.scheduleRetry()
+				return changed
+			}
+			a.applied = applied{running: true, limit: limit, spec: specKey(spec)}
+			a.startedAt = a.o.Now()
+			a.log.Info("guest started", "guest", name, "backend", b.Kind(), "cpuLimit", limit)
+			return true
+		}
+		if a.applied.frozen {
+			if err := b.Thaw(ctx, name); err != nil {
+				fail("thaw", err)
+			} else {
+				a.applied.frozen, changed = false, true
+			}
+		}
+		if a.applied.limit != limit {
+			if err := b.SetCPULimit(ctx, name, limit); err != nil {
+				fail("cpu-limit", err)
+			} else {
+				a.applied.limit, changed = limit, true
+			}
+		}
+	}
+	return changed
+}
+
+func (a *Agent) stopGuest(ctx context.Context, b guest.Backend, name string) {
+	if err := b.Stop(ctx, name); err != nil {
+		a.m.actionError.WithLabelValues("stop").Inc()
+		a.log.Error("guest stop", "guest", name, "err", err)
+		return
+	}
+	a.log.Info("guest stopped", "guest", name, "action", a.dec.Action)
+	a.applied = applied{}
+}
+
+func (a *Agent) scheduleRetry() {
+	a.retryAt = a.o.Now().Add(a.backoff)
+	a.log.Info("guest restart backing off", "delay", a.backoff)
+	a.backoff *= 2
+	if a.backoff > a.o.MaxBackoff {
+		a.backoff = a.o.MaxBackoff
+	}
+}
+
+// guestEvent handles a state change the backend reported.
+func (a *Agent) guestEvent(ctx context.Context, ev guest.Event) {
+	if a.cfg == nil || a.cfg.Guest == nil || ev.Name != a.cfg.Guest.Name {
+		return
+	}
+	switch ev.State {
+	case guest.StateCrashed, guest.StateShutoff:
+		if !a.applied.running {
+			return // we stopped it
+		}
+		// The event may be about the previous guest of the same name (replaced after a
+		// definition change): believe the backend's current status.
+		if b, err := a.backend(); err == nil {
+			if st, err := b.Status(ctx, ev.Name); err == nil && (st.State == guest.StateRunning || st.State == guest.StatePaused) {
+				return
+			}
+		}
+		a.guestGone(ctx, string(ev.State)+": "+ev.Reason)
+	}
+}
+
+// guestGone: the guest stopped without the agent asking (crash, power-off inside).
+func (a *Agent) guestGone(ctx context.Context, why string) {
+	a.restarts++
+	a.m.restarts.Inc()
+	if a.o.Now().Sub(a.startedAt) > 10*time.Minute {
+		a.backoff = a.o.RestartBackoff
+	}
+	a.log.Warn("guest stopped by itself; restarting with backoff", "guest", a.cfg.Guest.Name, "why", why, "restarts", a.restarts)
+	if b, err := a.backend(); err == nil {
+		// Discard what is left (state directory, a crashed domain record).
+		_ = b.Stop(ctx, a.cfg.Guest.Name)
+	}
+	a.applied = applied{}
+	a.scheduleRetry()
+	a.updateHeartbeat()
+	go a.sendHeartbeat(context.WithoutCancel(ctx))
+}
+
+// tick runs on the timer: policy deadlines, restart after backoff, a status check
+// (crashes a backend without events reports late), accounting.
+func (a *Agent) tick(ctx context.Context) {
+	if a.cfg == nil {
+		return
+	}
+	a.lastStatus = guest.Status{}
+	if a.cfg.Guest != nil {
+		if b, err := a.backend(); err == nil {
+			st, err := b.Status(ctx, a.cfg.Guest.Name)
+			if err == nil {
+				a.lastStatus = st
+				switch st.State {
+				case guest.StateAbsent, guest.StateCrashed, guest.StateShutoff:
+					if a.applied.running {
+						a.guestGone(ctx, "status "+string(st.State))
+					}
+				}
+			} else {
+				a.lastStatus.Reason = err.Error()
+			}
+		} else {
+			a.lastStatus.Reason = err.Error()
+		}
+	}
+	a.decideAndAct(ctx, time.Time{})
+	a.account()
+	a.updateHeartbeat()
+}
+
+// account adds the time since the last call to the throttled/frozen counters.
+func (a *Agent) account() {
+	now := a.o.Now()
+	if !a.lastAcct.IsZero() && a.applied.running {
+		dt := now.Sub(a.lastAcct).Seconds()
+		if a.applied.frozen {
+			a.m.frozen.Add(dt)
+		} else if a.applied.limit > 0 {
+			a.m.throttled.Add(dt)
+		}
+	}
+	a.lastAcct = now
+	a.m.guestCPU.Set(a.lastStatus.CPUTime.Seconds())
+	setOne(a.m.guestState, []string{"running", "paused", "absent", "shutoff", "crashed"}, string(a.lastStatus.State))
+}
+
+// spec builds the backend's guest spec from the configuration.
+func (a *Agent) spec(c *model.AgentConfig) (guest.Spec, error) {
+	g := c.Guest
+	if g == nil {
+		return guest.Spec{}, errors.New("no guest")
+	}
+	if a.o.ImageRoot == "" {
+		return guest.Spec{}, errors.New("no image root (mount the image export and pass --image-root)")
+	}
+	dir := filepath.Join(a.o.ImageRoot, filepath.FromSlash(g.Resolved.Path))
+	vcpus := g.VCPUs
+	if vcpus <= 0 || vcpus > a.o.HostCPUs {
+		vcpus = a.o.HostCPUs
+	}
+	mem := g.MemoryMB
+	capMB := a.o.HostMemMB * c.Policy.GuestMemory / 100
+	if mem <= 0 || (capMB > 0 && mem > capMB) {
+		mem = capMB
+	}
+	if mem < 64 {
+		mem = 64
+	}
+	mac, err := GuestMAC(c.MAC)
+	if err != nil {
+		return guest.Spec{}, err
+	}
+	s := guest.Spec{
+		Name: g.Name, VCPUs: vcpus, MemoryMB: mem,
+		BaseImage: filepath.Join(dir, render.ImageRoot), BaseFormat: "squashfs",
+		StateDir: filepath.Join(a.o.StateDir, "guest", g.Name),
+		Network:  g.Network, Bridge: g.Bridge, MAC: mac,
+		CPUIdle: true,
+	}
+	for _, p := range g.Ports {
+		h, gp, _ := strings.Cut(p, ":")
+		hp, _ := strconv.Atoi(h)
+		gpp, _ := strconv.Atoi(gp)
+		s.Ports = append(s.Ports, guest.PortForward{HostPort: hp, GuestPort: gpp})
+	}
+	switch g.Backend {
+	case model.BackendQEMU, model.BackendXen:
+		// The image's own kernel and initrd, booted directly; the root is the read-only
+		// squashfs through the transient overlay.
+		s.Kernel = filepath.Join(dir, render.ImageKernel)
+		s.Initrd = filepath.Join(dir, render.ImageInitrd)
+		s.Cmdline = strings.TrimSpace("root=/dev/vda rootfstype=squashfs ro console=ttyS0 panic=30 overtime.guest=" +
+			c.Host + " " + g.KernelArgs)
+		if g.Backend == model.BackendXen {
+			s.Cmdline = strings.Replace(s.Cmdline, "/dev/vda", "/dev/xvda", 1)
+			s.Cmdline = strings.Replace(s.Cmdline, "console=ttyS0", "console=hvc0", 1)
+		}
+	case model.BackendContainer:
+		s.Cmdline = g.KernelArgs // empty: the image's /sbin/init
+	}
+	return s, nil
+}
+
+func specKey(s guest.Spec) string {
+	s.CPULimit = 0
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func memTotalMB() int {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// watch starts the backend's event stream when it has one (nil channel otherwise).
+func (a *Agent) watch(ctx context.Context) <-chan guest.Event {
+	out := make(chan guest.Event, 16)
+	n := 0
+	for _, b := range a.o.Backends {
+		w, ok := b.(guest.Watcher)
+		if !ok {
+			continue
+		}
+		ch, err := w.Watch(ctx)
+		if err != nil {
+			a.log.Warn("guest events unavailable; status checks only", "backend", b.Kind(), "err", err)
+			continue
+		}
+		n++
+		go func() {
+			for ev := range ch {
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	if n == 0 {
+		return nil
+	}
+	return out
+}
+
+// fetchLoop gets the configuration now, at the schedule's next change and every Refresh.
+func (a *Agent) fetchLoop(ctx context.Context) {
+	failing := false
+	for {
+		wait := a.o.Refresh
+		c, err := a.o.Site.AgentConfig(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if !failing {
+				a.log.Warn("site manager unreachable; keeping the last good configuration", "err", err)
+			}
+			failing = true
+			wait = min(wait, 15*time.Second)
+		default:
+			if failing {
+				a.log.Info("site manager reachable again")
+			}
+			failing = false
+			if err := checkConfig(c, a.o.MAC); err != nil {
+				a.m.rejected.Inc()
+				a.log.Error("configuration from the site manager refused; keeping the previous one", "err", err)
+				break
+			}
+			if b, err := json.Marshal(c); err == nil {
+				if err := writeAtomic(a.cachePath(), b); err != nil {
+					a.log.Warn("caching the configuration", "err", err)
+				}
+			}
+			select {
+			case a.configs <- configUpdate{c, "api"}:
+			case <-ctx.Done():
+				return
+			}
+			if !c.NextChange.IsZero() {
+				if d := c.NextChange.Sub(c.Generated) + time.Second; d > 0 && d < wait {
+					wait = d
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// updateHeartbeat refreshes the heartbeat document from the loop's state (the last
+// status check's view of the guest).
+func (a *Agent) updateHeartbeat() {
+	hb := model.Heartbeat{
+		Time: a.o.Now(), ConfigFrom: a.cfgFrom, OwnerState: a.dec.State, Action: a.dec.Action,
+		Pressure: a.obs.Pressure, Restarts: a.restarts, Version: a.o.Version,
+		GuestState: string(a.lastStatus.State), GuestCPUSeconds: a.lastStatus.CPUTime.Seconds(),
+		GuestReason: a.lastStatus.Reason,
+	}
+	if a.cfg != nil {
+		hb.Host, hb.Mode = a.cfg.Host, a.cfg.Mode
+		if a.cfg.Guest != nil {
+			hb.Backend = string(a.cfg.Guest.Backend)
+			if hb.GuestState == "" {
+				hb.GuestState = "unavailable"
+			}
+		} else {
+			hb.GuestState = "none"
+		}
+	}
+	a.hbMu.Lock()
+	a.hb = hb
+	a.hbMu.Unlock()
+}
+
+func (a *Agent) sendHeartbeat(ctx context.Context) {
+	hb := a.LastHeartbeat()
+	if hb.Host == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := a.o.Site.Heartbeat(ctx, hb); err != nil {
+		a.log.Debug("heartbeat", "err", err)
+	}
+}
+
+// heartbeatLoop posts the state every Heartbeat interval. The document is refreshed by
+// the loop's goroutine through a request, so that it reads consistent state.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(a.o.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.sendHeartbeat(ctx)
+		}
+	}
+}
