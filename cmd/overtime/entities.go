@@ -38,6 +38,7 @@ func entityCmds(g *globals) []*cobra.Command {
 		start, end, mode, role                                                                  string
 		rules, pools, hosts, members                                                            []string
 		listPool                                                                                string
+		agentFields                                                                             agentFieldFlags // agentcmds.go
 	)
 	host := entity[model.Host]{use: "host", path: "hosts", short: "Hosts (PCs)",
 		header: "NAME\tMAC\tIP\tPOOL\tBOOT SERVER\tRULES",
@@ -78,6 +79,7 @@ func entityCmds(g *globals) []*cobra.Command {
 			f.StringVar(&desc, "description", "", "description")
 			f.StringVar(&bootServer, "boot-server", "", "boot server")
 			f.StringArrayVar(&rules, "rule", nil, "weekly rule, repeatable (replaces the list)")
+			agentFields.policyFlags(f)
 		},
 		apply: func(f *pflag.FlagSet, _ *client.Client, p *model.Pool) error {
 			set(f, "room", &p.Room, room)
@@ -86,7 +88,7 @@ func entityCmds(g *globals) []*cobra.Command {
 			if f.Changed("rule") {
 				p.Weekly = rules
 			}
-			return nil
+			return agentFields.applyPolicy(f, p)
 		},
 	}
 	modeE := entity[model.Mode]{use: "mode", path: "modes", short: "Boot modes",
@@ -102,6 +104,7 @@ func entityCmds(g *globals) []*cobra.Command {
 			f.StringVar(&initrd, "initrd", "", "initrd path under files/")
 			f.StringVar(&kargs, "kernel-args", "", "extra kernel arguments")
 			f.StringVar(&desc, "description", "", "description")
+			agentFields.guestFlags(f)
 		},
 		apply: func(f *pflag.FlagSet, _ *client.Client, m *model.Mode) error {
 			setKind(f, "kind", &m.Kind, kind)
@@ -111,7 +114,7 @@ func entityCmds(g *globals) []*cobra.Command {
 			set(f, "initrd", &m.Initrd, initrd)
 			set(f, "kernel-args", &m.KernelArgs, kargs)
 			set(f, "description", &m.Description, desc)
-			return nil
+			return agentFields.applyGuest(f, m)
 		},
 	}
 	imageE := entity[model.Image]{use: "image", path: "images", short: "Images (immutable versions: see `image publish`)",
@@ -236,7 +239,7 @@ func entityCmds(g *globals) []*cobra.Command {
 		},
 	}
 	hostCmd := host.commands(g)
-	hostCmd.AddCommand(importCmd(g))
+	hostCmd.AddCommand(importCmd(g), newHostCredentialCmd(g))
 	for _, c := range hostCmd.Commands() {
 		if c.Name() == "list" {
 			c.Flags().StringVar(&listPool, "pool", "", "only hosts of this pool")

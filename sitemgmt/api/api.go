@@ -1,7 +1,9 @@
 // Package api is the HTTP face of the site manager: the JSON REST API (described by
 // docs/api/openapi.yaml, which a test checks against this server), the per-request boot
 // script endpoints that PXE clients fetch (unauthenticated: firmware cannot log in), and
-// rendered configuration for boot servers, Slurm and NFS.
+// rendered configuration for boot servers, Slurm and NFS. People authenticate as
+// directory users (HTTP Basic, checked by an LDAP bind); node agents with their host's
+// bearer token, which opens only the agent endpoints (agent.go, docs/agent-api.md).
 package api
 
 import (
@@ -53,10 +55,12 @@ type Options struct {
 
 // Server serves the API and boot endpoints.
 type Server struct {
-	svc  *service.Service
-	opt  Options
-	mux  *http.ServeMux
-	auth authCache
+	svc      *service.Service
+	opt      Options
+	mux      *http.ServeMux
+	auth     authCache
+	hostAuth hostAuthCache
+	status   agentStatus // last heartbeat per host (agent.go)
 }
 
 // New builds the handler tree.
@@ -75,6 +79,7 @@ func New(svc *service.Service, opt Options) *Server {
 	}
 	s := &Server{svc: svc, opt: opt, mux: http.NewServeMux()}
 	s.auth.init(opt.AuthCacheTTL)
+	s.hostAuth.init(opt.AuthCacheTTL)
 	s.routes()
 	return s
 }
@@ -110,6 +115,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/images/{name}/versions", s.write(s.addImageVersion))
 	m.HandleFunc("POST /api/v1/users", s.write(s.putUser))
 	registerCollections(s)
+	s.agentRoutes()
 	s.fileRoutes()
 }
 
@@ -245,8 +251,12 @@ func (c *authCache) store(uid, pw string, now time.Time) {
 	c.ok[uid] = authEntry{sum: c.sum(uid, pw), expires: now.Add(c.ttl)}
 }
 
-// authenticate checks HTTP Basic credentials by an LDAP bind as the user.
+// authenticate checks HTTP Basic credentials by an LDAP bind as the user, or a node
+// agent's bearer token (authenticateHost).
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Principal, bool) {
+	if tok, ok := bearerToken(r); ok {
+		return s.authenticateHost(w, r, tok)
+	}
 	uid, pw, ok := r.BasicAuth()
 	if !ok || uid == "" || pw == "" {
 		w.Header().Set("WWW-Authenticate", `Basic realm="overtime"`)
@@ -277,6 +287,10 @@ func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, ok := s.authenticate(w, r)
 		if !ok {
+			return
+		}
+		if p.IsHost() {
+			writeError(w, http.StatusForbidden, "host "+p.Host+": a host credential may only fetch its agent configuration (GET /api/v1/agent/config) and post heartbeats (POST /api/v1/agent/heartbeat)")
 			return
 		}
 		if !p.CanRead() {

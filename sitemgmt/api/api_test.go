@@ -469,4 +469,6 @@ func runAPISuite(t *testing.T, env *testenv.Env) {
 			t.Fatalf("dry-run role change: %v %v", ch, err)
 		}
 	})
+
+	t.Run("node agent", func(t *testing.T) { runAgentSuite(t, env) })
 }

@@ -11,6 +11,13 @@
 //	viewer      reads only
 //
 // Any role allows reading; a user with no role gets nothing.
+//
+// Pool admins also set their pool's sharing policy (model.Pool.Policy), and site admins
+// and the host's pool admins issue and revoke node agent credentials (CheckHostCredential).
+//
+// A node agent authenticates as its host (a bearer token, see sitemgmt/hostcred): such a
+// principal has no role at all. It may only fetch its own agent configuration and post its
+// own heartbeats (AgentHost); everything else refuses it.
 package authz
 
 import (
@@ -21,13 +28,54 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
 )
 
-// Principal is an authenticated user and the roles the directory grants them.
+// Principal is an authenticated user and the roles the directory grants them, or an
+// authenticated host (Host set, no roles).
 type Principal struct {
 	UID       string
 	SiteAdmin bool
 	Viewer    bool
 	PoolAdmin map[string]bool
 	Lecturer  map[string]bool
+	// Host is set for a node agent authenticated by its host credential; UID is then
+	// "host:" + Host (for messages and logs) and the principal holds no role.
+	Host string
+}
+
+// ForHost is the principal of a node agent that proved to be host.
+func ForHost(host string) Principal {
+	return Principal{UID: "host:" + host, Host: host, PoolAdmin: map[string]bool{}, Lecturer: map[string]bool{}}
+}
+
+// IsHost reports whether the principal is a host (node agent), not a user.
+func (p Principal) IsHost() bool { return p.Host != "" }
+
+// AgentHost decides which host's agent configuration or heartbeat a request may concern.
+// A host principal concerns only itself: requested must be empty (then it is filled) or
+// its own name. A user may read the configuration of any host (it is made from the site,
+// which every role may read) but never posts heartbeats (forPost).
+func (p Principal) AgentHost(requested string, forPost bool) (string, error) {
+	if p.IsHost() {
+		if requested != "" && requested != p.Host {
+			return "", &Forbidden{Msg: fmt.Sprintf("host %s may act only for itself, not for host %s", p.Host, requested)}
+		}
+		return p.Host, nil
+	}
+	if forPost {
+		return "", &Forbidden{Msg: fmt.Sprintf("user %s may not post heartbeats: only a host's own credential may", p.UID)}
+	}
+	if !p.CanRead() {
+		return "", &Forbidden{Msg: fmt.Sprintf("user %s has no role in this site", p.UID)}
+	}
+	return requested, nil
+}
+
+// CheckHostCredential authorises issuing or revoking host h's node agent credential:
+// a site admin, or an admin of the host's pool.
+func (p Principal) CheckHostCredential(h *model.Host) error {
+	if p.SiteAdmin || (!p.IsHost() && p.PoolAdmin[h.Pool]) {
+		return nil
+	}
+	return &Forbidden{Msg: fmt.Sprintf("user %s may not manage the credential of host %s: only a site admin or an admin of pool %s may", p.UID, h.Name, h.Pool)}
 }
 
 // For derives a principal's roles from the site's role grants.
@@ -77,9 +125,9 @@ func (p Principal) Roles() []string {
 	return r
 }
 
-// CanRead reports whether the principal holds any role.
+// CanRead reports whether the principal holds any role (a host never does).
 func (p Principal) CanRead() bool {
-	return p.SiteAdmin || p.Viewer || len(p.PoolAdmin) > 0 || len(p.Lecturer) > 0
+	return !p.IsHost() && (p.SiteAdmin || p.Viewer || len(p.PoolAdmin) > 0 || len(p.Lecturer) > 0)
 }
 
 // Forbidden is returned when a change is not allowed (HTTP 403).
@@ -103,6 +151,12 @@ func verb(op model.Op) string {
 
 // Check authorises every change between cur and next.
 func (p Principal) Check(cur, next *model.Site, changes []model.Change) error {
+	if p.IsHost() {
+		if len(changes) == 0 {
+			return nil
+		}
+		return forbid(p, changes[0], "a host credential may only fetch its agent configuration and post heartbeats")
+	}
 	if p.SiteAdmin {
 		return nil
 	}
@@ -128,8 +182,12 @@ func (p Principal) check(cur, next *model.Site, c model.Change) error {
 			return nil
 		}
 		if p.Lecturer[c.Name] {
-			if a.Description != b.Description || a.Room != b.Room || a.BootServer != b.BootServer {
-				return forbid(p, c, "a lecturer may change only course-vm rules")
+			// Judged on the changed fields, so that a field the model grows (the sharing
+			// policy) is not open to lecturers by omission.
+			for _, f := range c.Fields {
+				if f != "weekly" {
+					return forbid(p, c, "a lecturer may change only course-vm rules")
+				}
 			}
 			return courseRulesOnly(p, c, cur, next, a.Weekly, b.Weekly)
 		}

@@ -99,6 +99,14 @@ func TestCheck(t *testing.T) {
 		{"change the desktop mode", func(s *model.Site) { s.Mode("desktop").KernelArgs = "quiet" }, []string{"root"}, []string{"alice", "carol"}},
 		{"site settings", func(s *model.Site) { s.DefaultMode = "desktop" }, []string{"root"}, []string{"alice"}},
 		{"grant roles", func(s *model.Site) { s.Role("a-admins").Members = append(s.Role("a-admins").Members, "mallory") }, []string{"root"}, []string{"alice"}},
+		{"set pool a's sharing policy", func(s *model.Site) { s.Pool("a").Policy = &model.Policy{ThrottleCPU: 10} },
+			[]string{"root", "alice"}, []string{"carol", "dave", "eve"}},
+		{"policy and a course rule at once", func(s *model.Site) {
+			s.Pool("a").Policy = &model.Policy{ThrottleCPU: 10}
+			s.Pool("a").Weekly = append(s.Pool("a").Weekly, "sat 10:00-12:00 course-bio")
+		}, []string{"root", "alice"}, []string{"carol"}},
+		{"give the desktop mode a guest", func(s *model.Site) { s.Mode("desktop").Guest = &model.Guest{Image: "bio"} },
+			[]string{"root"}, []string{"alice", "carol"}},
 	}
 	for _, tc := range cases {
 		cur := baseSite()
@@ -120,6 +128,73 @@ func TestCheck(t *testing.T) {
 			if !errors.As(err, &f) {
 				t.Errorf("%s: %s allowed (err %v)", tc.name, uid, err)
 			}
+		}
+	}
+}
+
+func TestHostPrincipal(t *testing.T) {
+	s := baseSite()
+	host := ForHost("a1")
+	if host.CanRead() || len(host.Roles()) != 0 || !host.IsHost() || host.UID != "host:a1" {
+		t.Fatalf("host principal %+v reads or has roles", host)
+	}
+	// A host changes nothing, not even in its own pool.
+	next := s.Clone()
+	next.Host("a1").Weekly = []string{"sun 10:00-12:00 desktop"}
+	var f *Forbidden
+	if err := host.Check(s, next, model.Diff(s, next)); !errors.As(err, &f) {
+		t.Fatalf("host changed itself: %v", err)
+	}
+	// A user named like a host's principal gets nothing from it.
+	if For(s, "host:a1").IsHost() {
+		t.Fatal("a uid made a host principal")
+	}
+	for _, tc := range []struct {
+		name      string
+		p         Principal
+		requested string
+		post      bool
+		want      string // host acted for; "" with err
+		err       bool
+	}{
+		{"host, implicit", host, "", false, "a1", false},
+		{"host, itself", host, "a1", true, "a1", false},
+		{"host, another host's config", host, "b1", false, "", true},
+		{"host, another host's heartbeat", host, "b1", true, "", true},
+		{"viewer reads any config", For(s, "dave"), "b1", false, "b1", false},
+		{"pool admin reads a config", For(s, "alice"), "b1", false, "b1", false},
+		{"user without role", For(s, "eve"), "a1", false, "", true},
+		{"admin posts a heartbeat", For(s, "root"), "a1", true, "", true},
+	} {
+		got, err := tc.p.AgentHost(tc.requested, tc.post)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%s: %q, %v", tc.name, got, err)
+		}
+		if err != nil && !errors.As(err, &f) {
+			t.Errorf("%s: %T is not Forbidden", tc.name, err)
+		}
+	}
+}
+
+func TestCheckHostCredential(t *testing.T) {
+	s := baseSite()
+	for _, tc := range []struct {
+		p     Principal
+		host  string
+		allow bool
+	}{
+		{For(s, "root"), "a1", true},
+		{For(s, "root"), "b1", true},
+		{For(s, "alice"), "a1", true},
+		{For(s, "alice"), "b1", false},
+		{For(s, "carol"), "a1", false},
+		{For(s, "dave"), "a1", false},
+		{For(s, "eve"), "a1", false},
+		{ForHost("a1"), "a1", false},
+	} {
+		err := tc.p.CheckHostCredential(s.Host(tc.host))
+		if (err == nil) != tc.allow {
+			t.Errorf("%s on %s: %v, allow %v", tc.p.UID, tc.host, err, tc.allow)
 		}
 	}
 }

@@ -5,6 +5,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,12 +15,21 @@ import (
 	"time"
 )
 
-// Client talks to `overtime serve`.
+// Client talks to `overtime serve`. It authenticates as a directory user (User and
+// Password, HTTP Basic) or, for a node agent, with its host's bearer token (Token; see
+// NewWithToken).
 type Client struct {
 	BaseURL  string
 	User     string
 	Password string
+	Token    string // host credential: sent as "Authorization: Bearer <Token>" (User is then ignored)
 	HTTP     *http.Client
+}
+
+// NewWithToken is a client for a node agent: it authenticates with the host's bearer
+// token (`overtime host credential HOST --out FILE` issues it; TokenFromFile reads it).
+func NewWithToken(baseURL, token string) *Client {
+	return &Client{BaseURL: baseURL, Token: token}
 }
 
 // APIError is an error answer from the server; its message is the server's one line.
@@ -31,15 +41,22 @@ type APIError struct {
 func (e *APIError) Error() string { return e.Msg }
 
 func (c *Client) do(method, path string, query url.Values, contentType string, body io.Reader) ([]byte, error) {
+	return c.doCtx(context.Background(), method, path, query, contentType, body)
+}
+
+func (c *Client) doCtx(ctx context.Context, method, path string, query url.Values, contentType string, body io.Reader) ([]byte, error) {
 	u := strings.TrimRight(c.BaseURL, "/") + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequest(method, u, body)
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return nil, err
 	}
-	if c.User != "" {
+	switch {
+	case c.Token != "":
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	case c.User != "":
 		req.SetBasicAuth(c.User, c.Password)
 	}
 	if contentType != "" {

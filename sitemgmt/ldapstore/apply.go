@@ -125,6 +125,9 @@ func (s *Store) plan(cur, next *index, c model.Change) (op, error) {
 		if !ok {
 			return op{}, fmt.Errorf("ldapstore: %v: not in the new site", c)
 		}
+		if e.err != nil {
+			return op{}, e.err
+		}
 		req := ldap.NewAddRequest(dn, nil)
 		req.Attribute(aObjectClass, e.classes)
 		for _, a := range e.attrs {
@@ -146,6 +149,9 @@ func (s *Store) plan(cur, next *index, c model.Change) (op, error) {
 		e, ok := s.dn.entityEntry(next, c.Kind, c.Name)
 		if !ok {
 			return op{}, fmt.Errorf("ldapstore: %v: not in the new site", c)
+		}
+		if e.err != nil {
+			return op{}, e.err
 		}
 		req := ldap.NewModifyRequest(dn, nil)
 		for _, f := range c.Fields {

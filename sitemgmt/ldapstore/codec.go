@@ -54,6 +54,9 @@ const (
 	aTargetPool    = "otTargetPool"
 	aTargetHost    = "otTargetHost"
 	aRoleKind      = "otRoleKind"
+	aPolicy        = "otPolicy"
+	aGuest         = "otGuest"
+	aTokenHash     = "otAgentTokenHash"
 )
 
 // Object classes.
@@ -76,8 +79,12 @@ var ia5 = map[string]bool{
 	aTimezone: true, aHTTPURL: true, aNFSServer: true, aNFSRoot: true, aDHCP: true, aInterface: true,
 	aSubnet: true, aRangeFrom: true, aRangeTo: true, aRouter: true, aModeKind: true, aPinned: true,
 	aKernel: true, aInitrd: true, aKernelArgs: true, aImageKind: true, aVersion: true, aSHA256: true,
-	aPath: true, aExceptionKind: true, aRoleKind: true, aMAC: true, aIP: true,
+	aPath: true, aExceptionKind: true, aRoleKind: true, aMAC: true, aIP: true, aTokenHash: true,
 }
+
+// maxJSON bounds the JSON documents kept in one attribute value (otPolicy, otGuest), the
+// length the schema declares.
+const maxJSON = 4096
 
 // attr is one LDAP attribute of an entity and the model field it carries ("" for the
 // naming attribute). A field can map to two attributes (exception targets).
@@ -87,10 +94,12 @@ type attr struct {
 	vals  []string
 }
 
-// entry is the LDAP form of one entity.
+// entry is the LDAP form of one entity. err is set when a field could not be encoded
+// (a structured field whose JSON is too long); Apply refuses the change then.
 type entry struct {
 	classes []string
 	attrs   []attr
+	err     error
 }
 
 func opt(v string) []string {
@@ -128,14 +137,36 @@ func siteEntry(s *model.Site) entry {
 	}}
 }
 
+// jsonValue encodes a structured field (nil: no value).
+func jsonValue[T any](what string, v *T, marshal func(T) (string, error)) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	s, err := marshal(*v)
+	if err != nil {
+		return nil, model.Invalid("%s: %v", what, err)
+	}
+	if len(s) > maxJSON {
+		return nil, model.Invalid("%s too large (%d bytes of JSON, at most %d)", what, len(s), maxJSON)
+	}
+	return []string{s}, nil
+}
+
 func poolEntry(p *model.Pool) entry {
+	var policy []string
+	var err error
+	// An empty policy means the default one, like none (model.Site.Sort drops it too).
+	if p.Policy != nil && !p.Policy.IsZero() {
+		policy, err = jsonValue("pool "+p.Name+" policy", p.Policy, model.MarshalPolicy)
+	}
 	return entry{classes: []string{ocPool}, attrs: []attr{
 		{"", aCN, []string{p.Name}},
 		{"description", aDescription, opt(p.Description)},
 		{"room", aRoom, opt(p.Room)},
 		{"bootServer", aBootServer, opt(p.BootServer)},
 		{"weekly", aWeekly, p.Weekly},
-	}}
+		{"policy", aPolicy, policy},
+	}, err: err}
 }
 
 func hostEntry(h *model.Host) entry {
@@ -171,7 +202,8 @@ func bootServerEntry(b *model.BootServer) entry {
 }
 
 func modeEntry(m *model.Mode) entry {
-	return entry{classes: []string{ocMode}, attrs: []attr{
+	guest, err := jsonValue("mode "+m.Name+" guest", m.Guest, model.MarshalGuest)
+	return entry{err: err, classes: []string{ocMode}, attrs: []attr{
 		{"", aCN, []string{m.Name}},
 		{"kind", aModeKind, opt(string(m.Kind))},
 		{"description", aDescription, opt(m.Description)},
@@ -181,6 +213,7 @@ func modeEntry(m *model.Mode) entry {
 		{"kernel", aKernel, opt(m.Kernel)},
 		{"initrd", aInitrd, opt(m.Initrd)},
 		{"kernelArgs", aKernelArgs, opt(m.KernelArgs)},
+		{"guest", aGuest, guest},
 	}}
 }
 

@@ -24,6 +24,11 @@ func bigChange(cur *model.Site) *model.Site {
 	next.Images = slices.DeleteFunc(next.Images, func(im model.Image) bool { return im.Name == "compute" })
 	next.Images = append(next.Images, model.Image{Name: "desktop2", Kind: model.ImageDesktop, Versions: []model.ImageVersion{
 		{Version: "1", SHA256: sha('1'), Path: "desktop2/1", Created: created}}})
+	// The compute guest moves to a new image with the one it ran on gone.
+	next.Images = append(next.Images, model.Image{Name: "compute2", Kind: model.ImageCompute, Versions: []model.ImageVersion{
+		{Version: "2", SHA256: sha('2'), Path: "compute2/2", Created: created}}})
+	next.Mode("desktop").Guest = &model.Guest{Image: "compute2", Version: "2"}
+	next.Mode("cluster").Guest = nil
 	next.Image("desktop").Versions = next.Image("desktop").Versions[1:] // drop the oldest...
 	next.Mode("cluster").ImageVersion = ""                              // ...which cluster pinned
 	next.Mode("desktop").Image = "desktop2"
@@ -33,7 +38,9 @@ func bigChange(cur *model.Site) *model.Site {
 		model.Mode{Name: "maint2", Kind: model.KindMaintenance, Image: "desktop2"})
 	next.DefaultMode, next.UnknownMode = "local", "maint2"
 	next.Pools = slices.DeleteFunc(next.Pools, func(p model.Pool) bool { return p.Name == "lab-b" })
-	next.Pools = append(next.Pools, model.Pool{Name: "lab-c", Room: "F.001", BootServer: "rbs2", Weekly: []string{"mon-fri 07:00-19:00 desktop", "sat 00:00-00:00 maint2"}})
+	next.Pools = append(next.Pools, model.Pool{Name: "lab-c", Room: "F.001", BootServer: "rbs2", Weekly: []string{"mon-fri 07:00-19:00 desktop", "sat 00:00-00:00 maint2"},
+		Policy: &model.Policy{ThrottleCPU: 10}})
+	next.Pool("lab-a").Policy = nil
 	next.Pool("lab-a").Weekly = []string{"mon-fri 08:00-18:00 desktop", "mon-fri 18:00-08:00 local"}
 	for i := range next.Hosts {
 		h := &next.Hosts[i]

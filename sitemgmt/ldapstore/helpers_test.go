@@ -69,7 +69,7 @@ func sha(c byte) string { return strings.Repeat(string(c), 64) }
 
 // exampleSite is a small but complete site: 2 pools, 8 hosts, a boot server, the five
 // kinds of mode, images with versions, weekly rules, an exception with pool and host
-// targets, roles (including the grant Init created).
+// targets, roles (including the grant Init created), a pool policy and mode guests.
 func exampleSite() *model.Site {
 	created := time.Date(2026, 11, 21, 9, 30, 15, 123456789, time.UTC) // sub-second: must round-trip
 	s := &model.Site{
@@ -92,14 +92,18 @@ func exampleSite() *model.Site {
 		},
 		Modes: []model.Mode{
 			{Name: "local-disk", Kind: model.KindLocalDisk, Description: "boot the local disk"},
-			{Name: "desktop", Kind: model.KindDesktop, Image: "desktop", Description: "stateless desktop"},
-			{Name: "cluster", Kind: model.KindCluster, Image: "desktop", ImageVersion: "2026.11.01-1", KernelArgs: "quiet overtime.role=compute"},
+			{Name: "desktop", Kind: model.KindDesktop, Image: "desktop", Description: "stateless desktop",
+				Guest: &model.Guest{Image: "compute", MemoryMB: 4096}},
+			{Name: "cluster", Kind: model.KindCluster, Image: "desktop", ImageVersion: "2026.11.01-1", KernelArgs: "quiet overtime.role=compute",
+				Guest: &model.Guest{Image: "compute", Version: "1.0", Backend: model.BackendQEMU, Network: model.NetNAT, Ports: []string{"6818:6818"}, KernelArgs: "console=ttyS0"}},
 			{Name: "course-vm", Kind: model.KindCourseVM, Image: "desktop", VM: "stats-vm"},
 			{Name: "maintenance", Kind: model.KindMaintenance, Kernel: "maint/vmlinuz", Initrd: "maint/initrd.img"},
 		},
 		Pools: []model.Pool{
 			{Name: "lab-a", Description: "Computer lab A", Room: "E.101", BootServer: "rbs1",
-				Weekly: []string{"mon-fri 08:00-18:00 desktop", "mon-fri 18:00-08:00 cluster", "sat,sun 00:00-00:00 cluster"}},
+				Weekly: []string{"mon-fri 08:00-18:00 desktop", "mon-fri 18:00-08:00 cluster", "sat,sun 00:00-00:00 cluster"},
+				Policy: &model.Policy{Actions: map[model.OwnerState]model.GuestAction{model.StateOwnerActive: model.ActionFreeze},
+					IdleAfter: model.Duration(10 * time.Minute), FreezePressure: 12.5, ThawPressure: 2.5, RemoteActive: new(false)}},
 			{Name: "lab-b", Room: "E.102", Weekly: []string{"mon-fri 08:00-20:00 desktop"}},
 		},
 		Exceptions: []model.Exception{{

@@ -33,6 +33,7 @@ var loadAttrs = []string{
 	aModeKind, aImageName, aPinned, aVMImage, aKernel, aInitrd, aKernelArgs,
 	aImageKind, aVersion, aSHA256, aSize, aPath, aCreated,
 	aExceptionKind, aStart, aEnd, aModeName, aTargetPool, aTargetHost, aRoleKind,
+	aPolicy, aGuest,
 }
 
 // Load reads the whole site with one paged subtree search of ou=overtime and returns it
@@ -135,10 +136,18 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 				BootServer: a.one(aBootServer), Weekly: a.all(aWeekly),
 			})
 		case a.is(ocPool):
-			site.Pools = append(site.Pools, model.Pool{
+			p := model.Pool{
 				Name: a.one(aCN), Description: a.one(aDescription), Room: a.one(aRoom),
 				BootServer: a.one(aBootServer), Weekly: a.all(aWeekly),
-			})
+			}
+			if v := a.one(aPolicy); v != "" {
+				pol, err := model.UnmarshalPolicy(v)
+				if err != nil {
+					return nil, decodeErr(e.DN, "%s: %v", aPolicy, err)
+				}
+				p.Policy = &pol
+			}
+			site.Pools = append(site.Pools, p)
 		case a.is(ocBootServer):
 			site.BootServers = append(site.BootServers, model.BootServer{
 				Name: a.one(aCN), IP: a.one(aIP), HTTPURL: a.one(aHTTPURL), NFSServer: a.one(aNFSServer),
@@ -146,11 +155,19 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 				Subnet: a.one(aSubnet), RangeFrom: a.one(aRangeFrom), RangeTo: a.one(aRangeTo), Router: a.one(aRouter),
 			})
 		case a.is(ocMode):
-			site.Modes = append(site.Modes, model.Mode{
+			m := model.Mode{
 				Name: a.one(aCN), Kind: model.ModeKind(a.one(aModeKind)), Description: a.one(aDescription),
 				Image: a.one(aImageName), ImageVersion: a.one(aPinned), VM: a.one(aVMImage),
 				Kernel: a.one(aKernel), Initrd: a.one(aInitrd), KernelArgs: a.one(aKernelArgs),
-			})
+			}
+			if v := a.one(aGuest); v != "" {
+				g, err := model.UnmarshalGuest(v)
+				if err != nil {
+					return nil, decodeErr(e.DN, "%s: %v", aGuest, err)
+				}
+				m.Guest = &g
+			}
+			site.Modes = append(site.Modes, m)
 		case a.is(ocImage):
 			site.Images = append(site.Images, model.Image{
 				Name: a.one(aCN), Kind: model.ImageKind(a.one(aImageKind)), Description: a.one(aDescription),

@@ -3,10 +3,12 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // This file holds what the node agent (node-agent/) and the site manager exchange: the
@@ -203,16 +205,17 @@ func (p Policy) Validate() error {
 	if p.DesktopMemoryMB < 0 || p.DesktopMemoryMB > 1<<20 {
 		return invalid("policy: desktopMemoryMB %d out of range", p.DesktopMemoryMB)
 	}
+	// Written as !(in range) so that NaN (YAML .nan) is out of range too.
 	for _, f := range []struct {
 		name string
 		v    float64
 	}{{"freezePressure", p.FreezePressure}, {"thawPressure", p.ThawPressure}} {
-		if f.v < 0 || f.v > 100 {
+		if !(f.v >= 0 && f.v <= 100) {
 			return invalid("policy: %s %g out of range (0-100 percent)", f.name, f.v)
 		}
 	}
-	if p.DesktopLoad < 0 || p.DesktopLoad > 4096 {
-		return invalid("policy: desktopLoad %g out of range (cores)", p.DesktopLoad)
+	if !(p.DesktopLoad >= 0 && p.DesktopLoad <= 4096) {
+		return invalid("policy: desktopLoad %g out of range (0-4096 cores)", p.DesktopLoad)
 	}
 	e := p.Effective()
 	if e.ThawPressure >= e.FreezePressure {
@@ -283,6 +286,9 @@ func (g Guest) Validate() error {
 	if g.Bridge != "" && !ifaceRE.MatchString(g.Bridge) {
 		return invalid("guest: invalid bridge name %q", g.Bridge)
 	}
+	if len(g.Ports) > 64 {
+		return invalid("guest: %d port forwards (at most 64)", len(g.Ports))
+	}
 	if len(g.Ports) > 0 && g.Network != NetNAT {
 		return invalid("guest: port forwards need network nat")
 	}
@@ -326,13 +332,17 @@ type AgentConfig struct {
 	Host       string      `json:"host"`
 	MAC        string      `json:"mac"`
 	Pool       string      `json:"pool"`
-	Generated  time.Time   `json:"generated"`            // server time the document was made
-	Mode       string      `json:"mode"`                 // mode the schedule gives now
-	Kind       ModeKind    `json:"kind"`                 // its kind
-	NextChange time.Time   `json:"nextChange,omitempty"` // when the schedule changes next (zero: not within a week)
+	Generated  time.Time   `json:"generated"`           // server time the document was made
+	Mode       string      `json:"mode"`                // mode the schedule gives now
+	Kind       ModeKind    `json:"kind"`                // its kind
+	NextChange time.Time   `json:"nextChange,omitzero"` // when the schedule changes next (absent: no change ahead)
 	NextMode   string      `json:"nextMode,omitempty"`
 	Policy     Policy      `json:"policy"`          // effective: every field set
 	Guest      *AgentGuest `json:"guest,omitempty"` // nil: this mode runs no guest
+	// GuestUnavailable says why Guest is nil although the mode names a guest (its image
+	// has no published version, no boot server serves the host). The agent treats it like
+	// a mode without a guest; the text is for people (agent status, logs).
+	GuestUnavailable string `json:"guestUnavailable,omitempty"`
 }
 
 // AgentGuest is a Guest with defaults filled and its image version resolved.
@@ -393,5 +403,165 @@ func UnmarshalPolicy(s string) (Policy, error) {
 	if err := dec.Decode(&p); err != nil {
 		return Policy{}, fmt.Errorf("policy: %w", err)
 	}
+	if dec.More() {
+		return Policy{}, fmt.Errorf("policy: trailing data after the JSON object")
+	}
 	return p, p.Validate()
+}
+
+// MarshalGuest and UnmarshalGuest are the LDAP encoding of a mode's guest (compact JSON,
+// one attribute value), strict like the policy's.
+func MarshalGuest(g Guest) (string, error) {
+	b, err := json.Marshal(g)
+	return string(b), err
+}
+
+func UnmarshalGuest(s string) (Guest, error) {
+	var g Guest
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&g); err != nil {
+		return Guest{}, fmt.Errorf("guest: %w", err)
+	}
+	if dec.More() {
+		return Guest{}, fmt.Errorf("guest: trailing data after the JSON object")
+	}
+	return g, g.Validate()
+}
+
+// Clone returns a deep copy (the actions map and RemoteActive are not shared).
+func (p *Policy) Clone() *Policy {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	if p.Actions != nil {
+		c.Actions = make(map[OwnerState]GuestAction, len(p.Actions))
+		for k, v := range p.Actions {
+			c.Actions[k] = v
+		}
+	}
+	if p.RemoteActive != nil {
+		v := *p.RemoteActive
+		c.RemoteActive = &v
+	}
+	return &c
+}
+
+// IsZero reports whether the policy sets nothing (it then means DefaultPolicy).
+func (p Policy) IsZero() bool {
+	if len(p.Actions) > 0 {
+		return false
+	}
+	p.Actions = nil
+	return reflect.ValueOf(p).IsZero()
+}
+
+// SamePolicy compares two (possibly nil) policies by content; nil and an empty policy
+// are the same (both mean DefaultPolicy), as are no actions and an empty actions map.
+func SamePolicy(a, b *Policy) bool {
+	norm := func(p *Policy) *Policy {
+		if p == nil || p.IsZero() {
+			return nil
+		}
+		c := p.Clone()
+		if len(c.Actions) == 0 {
+			c.Actions = nil
+		}
+		return c
+	}
+	return reflect.DeepEqual(norm(a), norm(b))
+}
+
+// Clone returns a deep copy (Ports is not shared).
+func (g *Guest) Clone() *Guest {
+	if g == nil {
+		return nil
+	}
+	c := *g
+	c.Ports = append([]string(nil), g.Ports...)
+	if len(c.Ports) == 0 {
+		c.Ports = nil
+	}
+	return &c
+}
+
+// SameGuest compares two (possibly nil) guests by content (no ports and an empty list
+// are the same).
+func SameGuest(a, b *Guest) bool {
+	return reflect.DeepEqual(a.Clone(), b.Clone())
+}
+
+// HeartbeatInterval is how often a node agent posts a heartbeat; a host whose last
+// heartbeat is older than StaleAfter is shown stale.
+const (
+	HeartbeatInterval = 30 * time.Second
+	StaleAfter        = 3 * HeartbeatInterval
+)
+
+// ConfigFrom values of a heartbeat.
+const (
+	ConfigFromAPI   = "api"   // the configuration in force was fetched from the site manager
+	ConfigFromCache = "cache" // the site manager was unreachable; the agent uses its last copy
+)
+
+// Validate checks a heartbeat before the site manager keeps it: known states and actions,
+// bounded one-line strings, finite non-negative numbers. Empty fields are allowed (an
+// agent that does not know yet).
+func (h Heartbeat) Validate() error {
+	if h.Host != "" {
+		if err := ValidHostname(h.Host); err != nil {
+			return invalid("heartbeat: %v", err)
+		}
+	}
+	if h.Mode != "" {
+		if err := ValidName("mode", h.Mode); err != nil {
+			return invalid("heartbeat: %v", err)
+		}
+	}
+	if h.ConfigFrom != "" && h.ConfigFrom != ConfigFromAPI && h.ConfigFrom != ConfigFromCache {
+		return invalid("heartbeat: configFrom %q must be %q or %q", h.ConfigFrom, ConfigFromAPI, ConfigFromCache)
+	}
+	if h.OwnerState != "" && !oneOf(h.OwnerState, OwnerStates) {
+		return invalid("heartbeat: unknown owner state %q (one of %s)", h.OwnerState, joinStrings(OwnerStates))
+	}
+	if h.Action != "" && !oneOf(h.Action, GuestActions) {
+		return invalid("heartbeat: unknown action %q (one of %s)", h.Action, joinStrings(GuestActions))
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"guestState", h.GuestState, 64}, {"guestReason", h.GuestReason, 200}, {"backend", h.Backend, 64}, {"version", h.Version, 64}} {
+		if len(f.v) > f.max {
+			return invalid("heartbeat: %s too long (%d bytes, at most %d)", f.name, len(f.v), f.max)
+		}
+		if !utf8.ValidString(f.v) || strings.ContainsFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return invalid("heartbeat: %s %q is not one line of text", f.name, f.v)
+		}
+	}
+	if !(h.Pressure >= 0 && h.Pressure <= 100) {
+		return invalid("heartbeat: pressure %g out of range (0-100 percent)", h.Pressure)
+	}
+	if !(h.GuestCPUSeconds >= 0 && h.GuestCPUSeconds < 1e15) {
+		return invalid("heartbeat: guestCPUSeconds %g out of range", h.GuestCPUSeconds)
+	}
+	if h.Restarts < 0 {
+		return invalid("heartbeat: negative restarts")
+	}
+	return nil
+}
+
+// AgentStatus is one entry of GET /api/v1/agent/status: a host's last heartbeat as the
+// site manager received it, and whether it is stale (older than StaleAfter).
+type AgentStatus struct {
+	HostStatus
+	Stale bool `json:"stale"`
+}
+
+// HostCredential is the answer of POST /api/v1/hosts/{name}/credential: the host's new
+// bearer token, shown this once (the directory keeps only its SHA-256).
+type HostCredential struct {
+	Host    string    `json:"host"`
+	Token   string    `json:"token"`
+	Created time.Time `json:"created"`
 }

@@ -337,6 +337,7 @@ func poolFields(a, b *Pool) []string {
 		fieldCmp{"room", a.Room == b.Room},
 		fieldCmp{"bootServer", a.BootServer == b.BootServer},
 		fieldCmp{"weekly", slices.Equal(a.Weekly, b.Weekly)},
+		fieldCmp{"policy", SamePolicy(a.Policy, b.Policy)},
 	)
 }
 
@@ -375,6 +376,7 @@ func modeFields(a, b *Mode) []string {
 		fieldCmp{"kernel", a.Kernel == b.Kernel},
 		fieldCmp{"initrd", a.Initrd == b.Initrd},
 		fieldCmp{"kernelArgs", a.KernelArgs == b.KernelArgs},
+		fieldCmp{"guest", SameGuest(a.Guest, b.Guest)},
 	)
 }
 

@@ -135,6 +135,13 @@ func refsOK(s *Site, unique bool) error {
 		if m.VM != "" && s.Image(m.VM) == nil {
 			errs = append(errs, fmt.Errorf("mode %s references missing VM image %q", m.Name, m.VM))
 		}
+		if g := m.Guest; g != nil {
+			if im := s.Image(g.Image); im == nil {
+				errs = append(errs, fmt.Errorf("mode %s references missing guest image %q", m.Name, g.Image))
+			} else if g.Version != "" && im.Version(g.Version) == nil {
+				errs = append(errs, fmt.Errorf("mode %s references missing guest version %s/%s", m.Name, g.Image, g.Version))
+			}
+		}
 		if m.Image == "" {
 			continue
 		}

@@ -207,6 +207,7 @@ func (s *Site) Clone() *Site {
 	c.Pools = append([]Pool(nil), s.Pools...)
 	for i := range c.Pools {
 		c.Pools[i].Weekly = append([]string(nil), c.Pools[i].Weekly...)
+		c.Pools[i].Policy = c.Pools[i].Policy.Clone()
 	}
 	c.Hosts = append([]Host(nil), s.Hosts...)
 	for i := range c.Hosts {
@@ -214,6 +215,9 @@ func (s *Site) Clone() *Site {
 	}
 	c.BootServers = append([]BootServer(nil), s.BootServers...)
 	c.Modes = append([]Mode(nil), s.Modes...)
+	for i := range c.Modes {
+		c.Modes[i].Guest = c.Modes[i].Guest.Clone()
+	}
 	c.Images = append([]Image(nil), s.Images...)
 	for i := range c.Images {
 		c.Images[i].Versions = append([]ImageVersion(nil), c.Images[i].Versions...)
@@ -344,9 +348,22 @@ func (s *Site) canonicalEmpty() {
 	s.Modes, s.Images, s.Exceptions, s.Roles = nilIfEmpty(s.Modes), nilIfEmpty(s.Images), nilIfEmpty(s.Exceptions), nilIfEmpty(s.Roles)
 	for i := range s.Pools {
 		s.Pools[i].Weekly = nilIfEmpty(s.Pools[i].Weekly)
+		// An empty policy means the default policy, like none at all.
+		if p := s.Pools[i].Policy; p != nil {
+			if p.IsZero() {
+				s.Pools[i].Policy = nil
+			} else if len(p.Actions) == 0 {
+				p.Actions = nil
+			}
+		}
 	}
 	for i := range s.Hosts {
 		s.Hosts[i].Weekly = nilIfEmpty(s.Hosts[i].Weekly)
+	}
+	for i := range s.Modes {
+		if g := s.Modes[i].Guest; g != nil {
+			g.Ports = nilIfEmpty(g.Ports)
+		}
 	}
 	for i := range s.Images {
 		s.Images[i].Versions = nilIfEmpty(s.Images[i].Versions)

@@ -263,6 +263,24 @@ func (s *Site) Validate() error {
 		if m.Kind == KindLocalDisk && (m.Kernel != "" || m.Initrd != "" || m.KernelArgs != "") {
 			return invalid("mode %s: a local-disk mode takes no kernel, initrd or kernel arguments", m.Name)
 		}
+		if g := m.Guest; g != nil {
+			if m.Kind != KindDesktop && m.Kind != KindCluster {
+				return invalid("mode %s: only desktop and cluster modes run a compute guest, not a %s mode", m.Name, m.Kind)
+			}
+			if err := g.Validate(); err != nil {
+				return invalid("mode %s: %v", m.Name, err)
+			}
+			im := images[g.Image]
+			if im == nil {
+				return invalid("mode %s: guest: unknown image %q", m.Name, g.Image)
+			}
+			if im.Kind != ImageCompute && im.Kind != ImageCourseVM {
+				return invalid("mode %s: guest: image %s is a %s image, not a compute (or course-vm) image", m.Name, im.Name, im.Kind)
+			}
+			if g.Version != "" && im.Version(g.Version) == nil {
+				return invalid("mode %s: guest: image %s has no version %q", m.Name, g.Image, g.Version)
+			}
+		}
 	}
 	if modes[s.DefaultMode] == nil {
 		return invalid("site default mode %q is not a defined mode", s.DefaultMode)
@@ -339,6 +357,11 @@ func (s *Site) Validate() error {
 		}
 		if p.BootServer != "" && !servers[p.BootServer] {
 			return invalid("pool %s: unknown boot server %q", p.Name, p.BootServer)
+		}
+		if p.Policy != nil {
+			if err := p.Policy.Validate(); err != nil {
+				return invalid("pool %s: %v", p.Name, err)
+			}
 		}
 	}
 	hosts := map[string]bool{}

@@ -328,16 +328,38 @@ func fileURL(s *model.BootServer, own string, v *model.ImageVersion, name string
 	if v == nil {
 		return "", nil
 	}
-	if err := checkImageVersion(v); err != nil {
+	dir, err := ImageURL(s, v)
+	if err != nil {
 		return "", err
 	}
-	return base + "/images/" + v.Path + "/" + name, nil
+	return dir + "/" + name, nil
 }
 
 // NFSRootSpec is the value of overtime.root= without its "nfs:" scheme:
 // SERVER:/EXPORT/PATH/root.squashfs.
 func NFSRootSpec(s *model.BootServer, v *model.ImageVersion) string {
-	return nfsServer(s) + ":" + path.Join(nfsRootDir(s), v.Path, ImageRoot)
+	return NFSImageDir(s, v) + "/" + ImageRoot
+}
+
+// NFSImageDir is an image version's directory as NFS clients mount it:
+// SERVER:/EXPORT/PATH (the directory of NFSRootSpec's root image). The node agent gets it
+// for the compute guest's image.
+func NFSImageDir(s *model.BootServer, v *model.ImageVersion) string {
+	return nfsServer(s) + ":" + path.Join(nfsRootDir(s), v.Path)
+}
+
+// ImageURL is the HTTP base of an image version's directory on a boot server,
+// {HTTPURL}/images/{Path}: the directory KernelURL and InitrdURL take the image's kernel
+// and initrd from (without a trailing slash).
+func ImageURL(s *model.BootServer, v *model.ImageVersion) (string, error) {
+	base, err := baseURL(s.HTTPURL)
+	if err != nil {
+		return "", err
+	}
+	if err := checkImageVersion(v); err != nil {
+		return "", err
+	}
+	return base + "/images/" + v.Path, nil
 }
 
 // KernelCommandLine is the kernel command line of a network-booted mode, in the shape

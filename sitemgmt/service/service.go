@@ -24,6 +24,10 @@ type Backend interface {
 	Apply(ctx context.Context, cur, next *model.Site) ([]model.Change, error)
 	Authenticate(ctx context.Context, uid, password string) error
 	PutUser(ctx context.Context, uid, displayName, password string) error
+	// Node agent credentials (outside the site model): the stored hash of a host's token
+	// ("" = none) and setting or (with "") removing it.
+	HostCredential(ctx context.Context, host string) (string, error)
+	SetHostCredential(ctx context.Context, host, hash string) error
 }
 
 // Snapshot is an immutable view of the site. Never modify it; Update builds a new one.

@@ -66,3 +66,101 @@ func TestReadRejects(t *testing.T) {
 		}
 	}
 }
+
+const agentExample = `name: s
+timezone: Europe/Berlin
+defaultMode: desktop
+images:
+  - name: desk
+    kind: desktop
+  - name: compute
+    kind: compute
+    versions:
+      - {version: "1", sha256: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, path: compute/1, created: 2026-11-20T09:00:00Z}
+modes:
+  - name: desktop
+    kind: desktop
+    image: desk
+    guest:
+      image: compute
+      version: "1"
+      backend: qemu
+      network: nat
+      ports: ["6818:6818"]
+      memoryMB: 4096
+pools:
+  - name: lab
+    policy:
+      actions:
+        owner-active: freeze
+        no-user: run
+      idleAfter: 10m
+      throttleCPU: 30
+      freezePressure: 15.5
+      thawPressure: 3
+      evictAfter: 4m
+      remoteActive: false
+`
+
+func TestAgentFieldsRoundTrip(t *testing.T) {
+	s, err := Read(strings.NewReader(agentExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := s.Pools[0].Policy
+	if p == nil || p.Actions["owner-active"] != "freeze" || p.IdleAfter.String() != "10m0s" || p.ThrottleCPU != 30 ||
+		p.FreezePressure != 15.5 || p.RemoteActive == nil || *p.RemoteActive {
+		t.Fatalf("policy %+v", p)
+	}
+	g := s.Modes[0].Guest
+	if g == nil || g.Image != "compute" || g.Network != "nat" || len(g.Ports) != 1 || g.MemoryMB != 4096 {
+		t.Fatalf("guest %+v", g)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"idleAfter: 10m0s", "owner-active: freeze", "remoteActive: false", "guest:\n", "- 6818:6818"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("export lacks %q:\n%s", want, buf.String())
+		}
+	}
+	back, err := Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s, back) {
+		t.Fatalf("round trip differs:\n%+v\n%+v", s, back)
+	}
+}
+
+func TestAgentFieldsRejected(t *testing.T) {
+	for name, tc := range map[string]struct{ edit, msg string }{
+		"unknown policy key":    {"      idleAftr: 5m\n", "idleAftr"},
+		"unknown guest key":     {"GUEST      vcpu: 2\n", "vcpu"},
+		"duration without unit": {"      hold: 300\n", "invalid duration"},
+		"duration as words":     {"      hold: five minutes\n", "invalid duration"},
+	} {
+		in := agentExample
+		if strings.HasPrefix(tc.edit, "GUEST") {
+			in = strings.Replace(in, "      memoryMB: 4096\n", "      memoryMB: 4096\n"+strings.TrimPrefix(tc.edit, "GUEST"), 1)
+		} else {
+			in += tc.edit
+		}
+		_, err := Read(strings.NewReader(in))
+		if err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: got %v, want error containing %q", name, err, tc.msg)
+		}
+	}
+	// Values that parse but are out of range are refused by validation, with the pool named.
+	s, err := Read(strings.NewReader(agentExample + "      guestMemory: 120\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(); err == nil || err.Error() != "pool lab: policy: guestMemory 120 out of range (1-100 percent)" {
+		t.Fatalf("validate: %v", err)
+	}
+}

@@ -1,0 +1,528 @@
+package api_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/sitemgmt/api"
+	"github.com/overtime-hpc/overtime/sitemgmt/client"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+var ctx = context.Background()
+
+// hostClient is a node agent's client for a token, through the same (spec-checking)
+// transport as the test's user clients.
+func hostClient(env *testenv.Env, token string) *client.Client {
+	c := env.Client("", "")
+	c.Token = token
+	return c
+}
+
+func issue(t *testing.T, c *client.Client, host string) string {
+	t.Helper()
+	cred, err := c.CreateHostCredential(ctx, host)
+	if err != nil {
+		t.Fatalf("issue credential for %s: %v", host, err)
+	}
+	if cred.Host != host || !strings.HasPrefix(cred.Token, "ot1."+host+".") || cred.Created.IsZero() {
+		t.Fatalf("credential %+v", cred)
+	}
+	return cred.Token
+}
+
+// runAgentSuite is the node agent API, run by runAPISuite (and so through the OpenAPI
+// checker) on the example site at the test clock, Wednesday 2026-12-02 10:30 Berlin.
+func runAgentSuite(t *testing.T, env *testenv.Env) {
+	admin := env.Admin()
+	alice := env.Client("alice", "alice-secret") // pool admin lab-a
+	bob := env.Client("bob", "bob-secret")       // pool admin lab-b
+	carol := env.Client("carol", "carol-secret") // lecturer lab-a
+	dave := env.Client("dave", "dave-secret")    // viewer
+	berlin := env.Now.Location()
+
+	tokA := issue(t, admin, "pc-a01")
+	tokB := issue(t, alice, "pc-a02") // a pool admin issues for their pool's host
+	tokC := issue(t, bob, "pc-b01")
+	a, b, c := hostClient(env, tokA), hostClient(env, tokB), hostClient(env, tokC)
+
+	t.Run("credentials: who may issue and revoke", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			c    *client.Client
+			host string
+			want int
+		}{
+			{"other pool's admin", bob, "pc-a03", 403},
+			{"lecturer", carol, "pc-a03", 403},
+			{"viewer", dave, "pc-a03", 403},
+			{"a host for itself", a, "pc-a01", 403},
+			{"a host for another", a, "pc-a03", 403},
+			{"unknown host", admin, "pc-zz", 404},
+			{"host name with filter characters", admin, "pc*)(cn=*", 404},
+		} {
+			before := mustSite(t, env)
+			_, err := tc.c.CreateHostCredential(ctx, tc.host)
+			if status(err) != tc.want {
+				t.Errorf("%s: issue: %d (%v), want %d", tc.name, status(err), err, tc.want)
+			}
+			if _, err := tc.c.RevokeHostCredential(ctx, tc.host); status(err) != tc.want {
+				t.Errorf("%s: revoke: %d (%v), want %d", tc.name, status(err), err, tc.want)
+			}
+			if !reflect.DeepEqual(before, mustSite(t, env)) {
+				t.Errorf("%s: the site changed", tc.name)
+			}
+		}
+		// Issuing changes no configuration: the site (and its export) never holds a credential.
+		var site model.Site
+		raw, err := admin.Get("/api/v1/site", nil, &site)
+		if err != nil || strings.Contains(string(raw), tokA) || strings.Contains(string(raw), "sha256:") {
+			t.Fatalf("site export carries credentials: %v", err)
+		}
+	})
+
+	t.Run("host tokens: authorisation", func(t *testing.T) {
+		get := func(path string, q url.Values) func(*client.Client) error {
+			return func(c *client.Client) error { _, err := c.Get(path, q, nil); return err }
+		}
+		hb := func(host string) func(*client.Client) error {
+			return func(c *client.Client) error { return c.Heartbeat(ctx, model.Heartbeat{Host: host, Mode: "desktop"}) }
+		}
+		raw := func(tok string) *client.Client { return hostClient(env, tok) }
+		secretA := tokA[len("ot1.pc-a01."):]
+		for _, tc := range []struct {
+			name string
+			c    *client.Client
+			do   func(*client.Client) error
+			want int
+		}{
+			{"own config", a, get("/api/v1/agent/config", nil), 0},
+			{"own config by name", a, get("/api/v1/agent/config", url.Values{"host": {"pc-a01"}}), 0},
+			{"another host's config", a, get("/api/v1/agent/config", url.Values{"host": {"pc-a02"}}), 403},
+			{"another pool's host's config", b, get("/api/v1/agent/config", url.Values{"host": {"pc-b01"}}), 403},
+			{"own heartbeat, host left out", a, hb(""), 0},
+			{"own heartbeat, host given", b, hb("pc-a02"), 0},
+			{"another host's heartbeat", a, hb("pc-a02"), 403},
+			{"another pool's host's heartbeat", c, hb("pc-a01"), 403},
+			{"the site", a, get("/api/v1/site", nil), 403},
+			{"the host list", a, get("/api/v1/hosts", nil), 403},
+			{"its own host entry", a, get("/api/v1/hosts/pc-a01", nil), 403},
+			{"whoami", a, get("/api/v1/whoami", nil), 403},
+			{"agent status", a, get("/api/v1/agent/status", nil), 403},
+			{"its own status", a, get("/api/v1/agent/status/pc-a01", nil), 403},
+			{"put the site", a, func(c *client.Client) error { return c.Send("PUT", "/api/v1/site", nil, testenv.ExampleSite(t), nil) }, 403},
+			{"change itself", a, func(c *client.Client) error {
+				return c.Send("PUT", "/api/v1/hosts/pc-a01", nil, model.Host{Name: "pc-a01", MAC: "52:54:00:0a:00:01", Pool: "lab-a"}, nil)
+			}, 403},
+			{"a user posts a heartbeat", admin, hb("pc-a01"), 403},
+			{"a user without role reads a config", env.Client("eve", "eve-secret"), get("/api/v1/agent/config", url.Values{"host": {"pc-a01"}}), 403},
+			{"garbage token", raw("garbage"), get("/api/v1/agent/config", nil), 401},
+			{"empty bearer", raw(" "), get("/api/v1/agent/config", nil), 401},
+			{"other version", raw("ot2.pc-a01." + secretA), get("/api/v1/agent/config", nil), 401},
+			{"truncated secret", raw(tokA[:len(tokA)-1]), get("/api/v1/agent/config", nil), 401},
+			{"A's secret under B's name", raw("ot1.pc-a02." + secretA), get("/api/v1/agent/config", nil), 401},
+			{"A's secret for an unknown host", raw("ot1.pc-zz." + secretA), get("/api/v1/agent/config", nil), 401},
+			{"filter injection in the host name", raw("ot1.pc*)(cn=*." + secretA), get("/api/v1/agent/config", nil), 401},
+			{"DN injection in the host name", raw("ot1.cn=pc-a01,ou=hosts." + secretA), get("/api/v1/agent/config", nil), 401},
+			{"host without credential", raw("ot1.pc-a03." + secretA), get("/api/v1/agent/config", nil), 401},
+			{"bad token on a user endpoint", raw("garbage"), get("/api/v1/site", nil), 401},
+		} {
+			before := mustSite(t, env)
+			err := tc.do(tc.c)
+			if status(err) != tc.want {
+				t.Errorf("%s: status %d (%v), want %d", tc.name, status(err), err, tc.want)
+			}
+			if tc.want != 0 && !reflect.DeepEqual(before, mustSite(t, env)) {
+				t.Errorf("%s: refused, but the directory changed", tc.name)
+			}
+		}
+		// The 403 says what a host may do.
+		_, err := a.Get("/api/v1/site", nil, nil)
+		if err == nil || !strings.Contains(err.Error(), "may only fetch its agent configuration") {
+			t.Errorf("host 403 message: %v", err)
+		}
+	})
+
+	t.Run("revocation and rotation", func(t *testing.T) {
+		tok := issue(t, admin, "pc-a04")
+		h := hostClient(env, tok)
+		if _, err := h.AgentConfig(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A new credential replaces the old one at once.
+		tok2 := issue(t, alice, "pc-a04")
+		if _, err := h.AgentConfig(ctx); status(err) != 401 {
+			t.Fatalf("replaced token: %v", err)
+		}
+		h2 := hostClient(env, tok2)
+		if _, err := h2.AgentConfig(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if revoked, err := alice.RevokeHostCredential(ctx, "pc-a04"); err != nil || !revoked {
+			t.Fatalf("revoke: %v %v", revoked, err)
+		}
+		for _, do := range []func() error{
+			func() error { _, err := h2.AgentConfig(ctx); return err },
+			func() error { return h2.Heartbeat(ctx, model.Heartbeat{}) },
+		} {
+			if err := do(); status(err) != 401 {
+				t.Fatalf("revoked token: %v", err)
+			}
+		}
+		if revoked, err := admin.RevokeHostCredential(ctx, "pc-a04"); err != nil || revoked {
+			t.Fatalf("second revoke: %v %v", revoked, err)
+		}
+		// Deleting the host takes its credential along (a host added again under the
+		// same name starts without one).
+		tok3 := issue(t, admin, "pc-a04")
+		h3 := hostClient(env, tok3)
+		var host model.Host
+		if _, err := admin.Get("/api/v1/hosts/pc-a04", nil, &host); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Send("DELETE", "/api/v1/hosts/pc-a04", nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Send("PUT", "/api/v1/hosts/pc-a04", nil, host, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h3.AgentConfig(ctx); status(err) != 401 {
+			t.Fatalf("token of a deleted and re-added host: %v", err)
+		}
+	})
+
+	t.Run("config resolution", func(t *testing.T) {
+		// pc-a01 is in the Wednesday course slot: a course-vm mode runs no guest.
+		cfg, err := a.AgentConfig(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Host != "pc-a01" || cfg.MAC != "52:54:00:0a:00:01" || cfg.Pool != "lab-a" || cfg.Mode != "course-bio101" ||
+			cfg.Kind != model.KindCourseVM || cfg.Guest != nil || cfg.GuestUnavailable != "" {
+			t.Fatalf("pc-a01: %+v", cfg)
+		}
+		if !cfg.NextChange.Equal(time.Date(2026, 12, 2, 12, 0, 0, 0, berlin)) || cfg.NextMode != "desktop" || !cfg.Generated.Equal(env.Now) {
+			t.Fatalf("pc-a01 next change %v %s, generated %v", cfg.NextChange, cfg.NextMode, cfg.Generated)
+		}
+		// lab-a's policy, with the defaults filled.
+		want := model.DefaultPolicy()
+		want.Actions[model.StateOwnerActive] = model.ActionFreeze
+		want.IdleAfter, want.EvictAfter, want.DesktopMemoryMB = model.Duration(10*time.Minute), model.Duration(5*time.Minute), 2048
+		if !reflect.DeepEqual(cfg.Policy, want) {
+			t.Fatalf("pc-a01 policy:\n got %+v\nwant %+v", cfg.Policy, want)
+		}
+
+		// pc-b01 is at a desktop: the guest, newest version, located on bs1. lab-b has no
+		// policy: the default one.
+		cfg, err = c.AgentConfig(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := cfg.Guest
+		if cfg.Mode != "desktop" || cfg.Kind != model.KindDesktop || g == nil || !reflect.DeepEqual(cfg.Policy, model.DefaultPolicy()) {
+			t.Fatalf("pc-b01: %+v", cfg)
+		}
+		if g.Name != "overtime-pc-b01" || g.Image != "compute-guest" || g.Version != "" || g.Backend != model.BackendQEMU ||
+			g.Network != model.NetBridged || g.Bridge != "br0" || g.MemoryMB != 4096 || g.ImageKind != model.ImageCompute ||
+			g.Resolved.Version != "2026.11.20-1" || g.Resolved.Path != "compute-guest/2026.11.20-1" ||
+			g.ImageURL != "http://10.20.0.1:8080/images/compute-guest/2026.11.20-1" ||
+			g.NFS != "10.20.0.1:/srv/overtime/images/compute-guest/2026.11.20-1" {
+			t.Fatalf("pc-b01 guest: %+v", g)
+		}
+		if !cfg.NextChange.Equal(time.Date(2026, 12, 2, 18, 0, 0, 0, berlin)) || cfg.NextMode != "cluster" {
+			t.Fatalf("pc-b01 next change %v %s", cfg.NextChange, cfg.NextMode)
+		}
+		// The kernel URL of the boot script lives under the same directory.
+		script, err := env.Client("", "").Get("/boot/ipxe/52:54:00:0b:00:01", nil, nil)
+		if err != nil || !strings.Contains(string(script), "http://10.20.0.1:8080/images/debian-desktop/") {
+			t.Fatalf("boot script: %v\n%s", err, script)
+		}
+
+		// A newer version is picked up; a pinned one is kept.
+		newer := model.ImageVersion{Version: "2026.12.01-1", SHA256: strings.Repeat("ef", 32), Path: "compute-guest/2026.12.01-1",
+			Created: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+		if err := admin.Send("POST", "/api/v1/images/compute-guest/versions", nil, newer, nil); err != nil {
+			t.Fatal(err)
+		}
+		if cfg, err = c.AgentConfig(ctx); err != nil || cfg.Guest.Resolved.Version != "2026.12.01-1" ||
+			!strings.HasSuffix(cfg.Guest.ImageURL, "/compute-guest/2026.12.01-1") {
+			t.Fatalf("newest: %+v %v", cfg, err)
+		}
+		var mode model.Mode
+		if _, err := admin.Get("/api/v1/modes/desktop", nil, &mode); err != nil {
+			t.Fatal(err)
+		}
+		pinned := mode
+		pinned.Guest = mode.Guest.Clone()
+		pinned.Guest.Version = "2026.11.20-1"
+		if err := admin.Send("PUT", "/api/v1/modes/desktop", nil, pinned, nil); err != nil {
+			t.Fatal(err)
+		}
+		if cfg, err = c.AgentConfig(ctx); err != nil || cfg.Guest.Version != "2026.11.20-1" || cfg.Guest.Resolved.Version != "2026.11.20-1" {
+			t.Fatalf("pinned: %+v %v", cfg.Guest, err)
+		}
+		// A pin to a version that does not exist is refused.
+		bad := pinned
+		bad.Guest = pinned.Guest.Clone()
+		bad.Guest.Version = "1999.01.01-1"
+		if err := admin.Send("PUT", "/api/v1/modes/desktop", nil, bad, nil); status(err) != 400 || !strings.Contains(err.Error(), `guest: image compute-guest has no version "1999.01.01-1"`) {
+			t.Fatalf("pin to a missing version: %v", err)
+		}
+		if err := admin.Send("PUT", "/api/v1/modes/desktop", nil, mode, nil); err != nil {
+			t.Fatal(err)
+		}
+
+		// Maintenance now (a host exception): no guest, and the change back announced.
+		exc := model.Exception{Name: "fix-pc-b01", Kind: "maintenance", Mode: "maintenance",
+			Start: time.Date(2026, 12, 2, 10, 0, 0, 0, berlin), End: time.Date(2026, 12, 2, 11, 0, 0, 0, berlin),
+			Targets: []model.Target{{Host: "pc-b01"}}}
+		if err := alice.Send("PUT", "/api/v1/exceptions/fix-pc-b01", nil, exc, nil); status(err) != 403 {
+			t.Fatalf("lab-a's admin scheduled lab-b: %v", err)
+		}
+		if err := bob.Send("PUT", "/api/v1/exceptions/fix-pc-b01", nil, exc, nil); err != nil {
+			t.Fatal(err)
+		}
+		if cfg, err = c.AgentConfig(ctx); err != nil || cfg.Mode != "maintenance" || cfg.Kind != model.KindMaintenance || cfg.Guest != nil ||
+			!cfg.NextChange.Equal(exc.End) || cfg.NextMode != "desktop" {
+			t.Fatalf("maintenance: %+v %v", cfg, err)
+		}
+		if err := bob.Send("DELETE", "/api/v1/exceptions/fix-pc-b01", nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+
+		// People debugging: any role, ?host= required.
+		if cfg, err := dave.AgentConfigFor(ctx, "pc-b01"); err != nil || cfg.Host != "pc-b01" || cfg.Guest == nil {
+			t.Fatalf("viewer: %+v %v", cfg, err)
+		}
+		if _, err := admin.AgentConfig(ctx); status(err) != 400 || !strings.Contains(err.Error(), "?host=NAME") {
+			t.Fatalf("user without ?host: %v", err)
+		}
+		if _, err := admin.AgentConfigFor(ctx, "nope"); status(err) != 404 || err.Error() != `host "nope" not found` {
+			t.Fatalf("unknown host: %v", err)
+		}
+	})
+
+	t.Run("heartbeats and status", func(t *testing.T) {
+		hb := model.Heartbeat{Time: env.Now.Add(-time.Second), Mode: "course-bio101", ConfigFrom: model.ConfigFromAPI,
+			OwnerState: model.StateOwnerActive, Action: model.ActionFreeze, GuestState: "paused", Backend: "qemu",
+			Pressure: 21.5, GuestCPUSeconds: 1234.5, Restarts: 1, Version: "0.1"}
+		if err := a.Heartbeat(ctx, hb); err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []struct {
+			hb  model.Heartbeat
+			msg string
+		}{
+			{model.Heartbeat{OwnerState: "asleep"}, `unknown owner state "asleep"`},
+			{model.Heartbeat{Pressure: 500}, "pressure 500 out of range"},
+			{model.Heartbeat{GuestReason: "two\nlines"}, "not one line"},
+		} {
+			if err := a.Heartbeat(ctx, bad.hb); status(err) != 400 || !strings.Contains(err.Error(), bad.msg) {
+				t.Errorf("bad heartbeat %+v: %v", bad.hb, err)
+			}
+		}
+		if err := a.Send("POST", "/api/v1/agent/heartbeat", nil, map[string]any{"mode": "desktop", "cpu": 1}, nil); status(err) != 400 || !strings.Contains(err.Error(), "unknown field") {
+			t.Errorf("unknown field: %v", err)
+		}
+		list, err := dave.AgentStatus(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *model.AgentStatus
+		for i := range list {
+			if list[i].Host == "pc-a01" {
+				got = &list[i]
+			}
+		}
+		if got == nil || got.Stale || !got.Received.Equal(env.Now) || got.Remote != "127.0.0.1" ||
+			got.OwnerState != model.StateOwnerActive || got.Pressure != 21.5 || got.GuestState != "paused" || !got.Time.Equal(hb.Time) {
+			t.Fatalf("status list %+v", list)
+		}
+		for i := 1; i < len(list); i++ {
+			if list[i-1].Host >= list[i].Host {
+				t.Fatalf("status list not in host order: %+v", list)
+			}
+		}
+		if l, err := admin.AgentStatus(ctx, "lab-b"); err != nil || len(l) != 0 {
+			t.Fatalf("lab-b has not posted: %+v %v", l, err)
+		}
+		if l, err := admin.AgentStatus(ctx, "lab-a"); err != nil || len(l) != 2 {
+			t.Fatalf("lab-a status: %+v %v", l, err)
+		}
+		one, err := carol.AgentStatusOf(ctx, "pc-a01")
+		if err != nil || one.Host != "pc-a01" || one.Mode != "course-bio101" {
+			t.Fatalf("status of pc-a01: %+v %v", one, err)
+		}
+		if _, err := admin.AgentStatusOf(ctx, "pc-b03"); status(err) != 404 || !strings.Contains(err.Error(), "no heartbeat from host pc-b03") {
+			t.Fatalf("status of a silent host: %v", err)
+		}
+		if _, err := admin.AgentStatusOf(ctx, "nope"); status(err) != 404 || err.Error() != `host "nope" not found` {
+			t.Fatalf("status of an unknown host: %v", err)
+		}
+		// The heartbeat is kept in memory only: the directory did not change.
+		before := mustSite(t, env)
+		if err := a.Heartbeat(ctx, hb); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(before, mustSite(t, env)) {
+			t.Fatal("a heartbeat changed the directory")
+		}
+	})
+
+	// Clean up: the later checks see the example site without credentials.
+	for _, h := range []string{"pc-a01", "pc-a02", "pc-b01"} {
+		if _, err := admin.RevokeHostCredential(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.AgentConfig(ctx); status(err) != 401 {
+		t.Fatalf("revoked: %v", err)
+	}
+}
+
+// clock is a settable clock for a server of the test's own.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// A host is stale when its last heartbeat is older than three intervals (90 s), on the
+// server's clock (the one --now moves).
+func TestAgentStatusStale(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	clk := &clock{t: env.Now}
+	srv := httptest.NewServer(api.New(env.Svc, api.Options{Now: clk.now}))
+	t.Cleanup(srv.Close)
+	admin := &client.Client{BaseURL: srv.URL, User: "admin", Password: testenv.AdminPassword}
+	tok := issue(t, admin, "pc-b02")
+	host := client.NewWithToken(srv.URL, tok)
+	if err := host.Heartbeat(ctx, model.Heartbeat{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		after time.Duration
+		stale bool
+	}{{0, false}, {model.HeartbeatInterval, false}, {90 * time.Second, false}, {91 * time.Second, true}, {time.Hour, true}} {
+		clk.set(env.Now.Add(tc.after))
+		st, err := admin.AgentStatusOf(ctx, "pc-b02")
+		if err != nil || st.Stale != tc.stale || !st.Received.Equal(env.Now) {
+			t.Errorf("after %v: %+v %v, want stale %v", tc.after, st, err, tc.stale)
+		}
+		list, err := admin.AgentStatus(ctx, "")
+		if err != nil || len(list) != 1 || list[0].Stale != tc.stale {
+			t.Errorf("list after %v: %+v %v", tc.after, list, err)
+		}
+	}
+	// A new heartbeat makes it fresh again.
+	if err := host.Heartbeat(ctx, model.Heartbeat{Host: "pc-b02"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := admin.AgentStatusOf(ctx, "pc-b02"); err != nil || st.Stale {
+		t.Fatalf("after a new heartbeat: %+v %v", st, err)
+	}
+	// The schedule follows the same clock: Saturday night pc-b02 is in the cluster.
+	clk.set(time.Date(2026, 12, 5, 23, 0, 0, 0, env.Now.Location()))
+	cfg, err := host.AgentConfig(ctx)
+	if err != nil || cfg.Mode != "cluster" || cfg.Guest == nil || cfg.Guest.Network != model.NetBridged {
+		t.Fatalf("Saturday night: %+v %v", cfg, err)
+	}
+}
+
+// AgentConfigFor directly: guests that cannot run say why, a pool without a boot server
+// uses the site's, a site without a guest runs none.
+func TestAgentConfigResolution(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	admin := env.Admin()
+	wed := env.Now
+	at := func(host string, tm time.Time) *model.AgentConfig {
+		t.Helper()
+		cfg, err := env.API.AgentConfigFor(env.Svc.Snapshot(), host, tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	// An image without versions: the mode names a guest, but there is nothing to run.
+	if err := admin.Send("PUT", "/api/v1/images/compute-next", nil, model.Image{Name: "compute-next", Kind: model.ImageCompute}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var mode model.Mode
+	if _, err := admin.Get("/api/v1/modes/desktop", nil, &mode); err != nil {
+		t.Fatal(err)
+	}
+	mode.Guest = &model.Guest{Image: "compute-next", Network: model.NetNAT, Ports: []string{"6818:6818"}}
+	if err := admin.Send("PUT", "/api/v1/modes/desktop", nil, mode, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := at("pc-b01", wed)
+	if cfg.Guest != nil || cfg.GuestUnavailable != "image compute-next has no published version" {
+		t.Fatalf("unpublished guest image: %+v", cfg)
+	}
+	// Cluster time: the cluster mode's guest, from the same boot server.
+	sat := time.Date(2026, 12, 5, 23, 0, 0, 0, wed.Location())
+	cfg = at("pc-b01", sat)
+	if cfg.Mode != "cluster" || cfg.Guest == nil || cfg.Guest.Resolved.Version != "2026.11.20-1" || cfg.NextMode != "desktop" ||
+		!cfg.NextChange.Equal(time.Date(2026, 12, 7, 8, 0, 0, 0, wed.Location())) {
+		t.Fatalf("Saturday night: %+v", cfg)
+	}
+	// A pool without a boot server: the site's (first) boot server serves the image.
+	var pool model.Pool
+	if _, err := admin.Get("/api/v1/pools/lab-b", nil, &pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.BootServer = ""
+	if err := admin.Send("PUT", "/api/v1/pools/lab-b", nil, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg = at("pc-b01", sat); cfg.Guest == nil || !strings.HasPrefix(cfg.Guest.ImageURL, "http://10.20.0.1:8080/images/") {
+		t.Fatalf("pool without boot server: %+v", cfg)
+	}
+	// No guest in the mode: none in the configuration, and no excuse either.
+	mode.Guest = nil
+	if err := admin.Send("PUT", "/api/v1/modes/desktop", nil, mode, nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg = at("pc-b01", wed); cfg.Guest != nil || cfg.GuestUnavailable != "" || cfg.Kind != model.KindDesktop {
+		t.Fatalf("mode without guest: %+v", cfg)
+	}
+	// The local-disk mode (site unknown-host default) never has a guest; a guest cannot
+	// be given to it.
+	if err := admin.Send("PUT", "/api/v1/modes/local-disk", nil, model.Mode{Name: "local-disk", Kind: model.KindLocalDisk,
+		Guest: &model.Guest{Image: "compute-guest"}}, nil); status(err) != 400 || !strings.Contains(err.Error(), "only desktop and cluster modes run a compute guest") {
+		t.Fatalf("guest on local-disk: %v", err)
+	}
+	if _, err := env.API.AgentConfigFor(env.Svc.Snapshot(), "nope", wed); err == nil || err.Error() != `host "nope" not found` {
+		t.Fatalf("unknown host: %v", err)
+	}
+	// Policies through the API: a bad one is refused with the reason.
+	pool.Policy = &model.Policy{ThrottleCPU: 150}
+	if err := admin.Send("PUT", "/api/v1/pools/lab-b", nil, pool, nil); status(err) != 400 || err.Error() != "pool lab-b: policy: throttleCPU 150 out of range (1-100 percent)" {
+		t.Fatalf("bad policy: %v", err)
+	}
+	if err := admin.Send("PUT", "/api/v1/pools/lab-b", nil, map[string]any{"name": "lab-b", "policy": map[string]any{"idleAftr": "5m"}}, nil); status(err) != 400 || !strings.Contains(err.Error(), `unknown field "idleAftr"`) {
+		t.Fatalf("policy with a typo: %v", err)
+	}
+	pool.Policy = &model.Policy{ThrottleCPU: 50}
+	if err := admin.Send("PUT", "/api/v1/pools/lab-b", nil, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg = at("pc-b01", wed); cfg.Policy.ThrottleCPU != 50 || cfg.Policy.IdleAfter != model.DefaultPolicy().IdleAfter {
+		t.Fatalf("policy after PUT: %+v", cfg.Policy)
+	}
+}

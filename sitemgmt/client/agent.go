@@ -1,0 +1,135 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// Node agent endpoints (docs/agent-api.md). The agent's own calls, AgentConfig and
+// Heartbeat, need a client made with NewWithToken; the others are for people.
+
+// TokenFromFile reads a host credential file (one line, as `overtime host credential
+// --out` writes it). It refuses a file that other users may read: the token is the host's
+// only proof of identity.
+func TokenFromFile(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("host credential: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("host credential %s is readable by others (mode %#o): chmod 600 it", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("host credential: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("host credential %s: expected one line holding the token", path)
+	}
+	return tok, nil
+}
+
+func (c *Client) getCtx(ctx context.Context, path string, query url.Values, out any) error {
+	data, err := c.doCtx(ctx, http.MethodGet, path, query, "", nil)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+func (c *Client) sendCtx(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	ct := ""
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body, ct = bytes.NewReader(b), "application/json"
+	}
+	data, err := c.doCtx(ctx, method, path, nil, ct, body)
+	if err != nil || out == nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+// AgentConfig fetches the configuration of the client's own host (token clients).
+func (c *Client) AgentConfig(ctx context.Context) (*model.AgentConfig, error) {
+	var cfg model.AgentConfig
+	if err := c.getCtx(ctx, "/api/v1/agent/config", nil, &cfg); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// AgentConfigFor fetches the configuration the site manager would give host's agent now
+// (users, for debugging; a token client may name only its own host).
+func (c *Client) AgentConfigFor(ctx context.Context, host string) (*model.AgentConfig, error) {
+	var cfg model.AgentConfig
+	if err := c.getCtx(ctx, "/api/v1/agent/config", url.Values{"host": {host}}, &cfg); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// Heartbeat posts the agent's state (token clients). An empty hb.Host is filled in by the
+// server with the token's host.
+func (c *Client) Heartbeat(ctx context.Context, hb model.Heartbeat) error {
+	return c.sendCtx(ctx, http.MethodPost, "/api/v1/agent/heartbeat", hb, nil)
+}
+
+// AgentStatus lists the last heartbeat of every host that sent one (pool "" = all).
+func (c *Client) AgentStatus(ctx context.Context, pool string) ([]model.AgentStatus, error) {
+	var q url.Values
+	if pool != "" {
+		q = url.Values{"pool": {pool}}
+	}
+	var out []model.AgentStatus
+	if err := c.getCtx(ctx, "/api/v1/agent/status", q, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AgentStatusOf is one host's last heartbeat (an APIError with Status 404 when it has
+// sent none since the site manager started).
+func (c *Client) AgentStatusOf(ctx context.Context, host string) (*model.AgentStatus, error) {
+	var st model.AgentStatus
+	if err := c.getCtx(ctx, "/api/v1/agent/status/"+url.PathEscape(host), nil, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// CreateHostCredential issues a new bearer token for host, replacing its previous one.
+// The token is in the answer only: the site manager keeps just its hash.
+func (c *Client) CreateHostCredential(ctx context.Context, host string) (*model.HostCredential, error) {
+	var cred model.HostCredential
+	if err := c.sendCtx(ctx, http.MethodPost, "/api/v1/hosts/"+url.PathEscape(host)+"/credential", nil, &cred); err != nil {
+		return nil, err
+	}
+	return &cred, nil
+}
+
+// RevokeHostCredential removes host's credential; revoked is false when it had none.
+func (c *Client) RevokeHostCredential(ctx context.Context, host string) (revoked bool, err error) {
+	var out struct {
+		Host    string `json:"host"`
+		Revoked bool   `json:"revoked"`
+	}
+	if err := c.sendCtx(ctx, http.MethodDelete, "/api/v1/hosts/"+url.PathEscape(host)+"/credential", nil, &out); err != nil {
+		return false, err
+	}
+	return out.Revoked, nil
+}
