@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/overtime-hpc/overtime/node-agent/guest/container"
 	"os"
 	"strings"
 
@@ -15,6 +16,9 @@ import (
 
 // Every failure prints one line on stderr and exits 1.
 func main() {
+	// The container backend starts a guest's init by running this binary again; in that
+	// process MaybeInit takes over and never returns.
+	container.MaybeInit()
 	if err := newRoot().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "overtime: "+strings.ReplaceAll(err.Error(), "\n", " "))
 		os.Exit(1)
@@ -52,6 +56,7 @@ func newRoot() *cobra.Command {
 		newWhoamiCmd(g),
 		newUserCmd(g),
 		newScheduleCmd(g),
+		newAgentCmd(g),
 	)
 	for _, c := range entityCmds(g) {
 		if c.Name() == "bootserver" {

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overtime-hpc/overtime/internal/kvmprobe"
+	"github.com/overtime-hpc/overtime/node-agent/agent"
+	"github.com/overtime-hpc/overtime/node-agent/cgroup"
+	"github.com/overtime-hpc/overtime/node-agent/guest"
+	"github.com/overtime-hpc/overtime/node-agent/guest/container"
+	"github.com/overtime-hpc/overtime/node-agent/guest/libvirt"
+	"github.com/overtime-hpc/overtime/node-agent/guest/vmware"
+	"github.com/overtime-hpc/overtime/node-agent/sensor"
+	"github.com/overtime-hpc/overtime/sitemgmt/client"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// newAgentCmd is `overtime agent`: running the node agent, and looking at agents.
+func newAgentCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "agent",
+		Short: "Node agent: run the compute guest on a desktop; agents' status and configuration",
+	}
+	c.AddCommand(newAgentRunCmd(g), newAgentStatusCmd(g), newAgentConfigCmd(g))
+	return c
+}
+
+func newAgentRunCmd(g *globals) *cobra.Command {
+	var (
+		tokenFile, mac, stateDir, imageRoot, listen, libvirtURI string
+		inputDir, utmpPath, pressureGroup                       string
+		refresh, heartbeat, checkEvery                          time.Duration
+		backoff                                                 time.Duration
+		logJSON                                                 bool
+	)
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Run the node agent (systemd unit overtime-agent.service)",
+		Long: `Run the node agent on this desktop: fetch the host's configuration from the site
+manager with the host credential, watch the person at the desk (input devices, sessions,
+desktop load and pressure) and run, throttle, freeze or evict the compute guest by the
+pool's policy. The last good configuration is cached in --state-dir (tmpfs) and used
+while the site manager is unreachable. Metrics on --listen /metrics.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+			if logJSON {
+				h = slog.NewJSONHandler(os.Stderr, nil)
+			}
+			log := slog.New(h)
+			token, err := client.TokenFromFile(tokenFile)
+			if err != nil {
+				return err
+			}
+			if mac == "" {
+				if mac, err = agent.DefaultMAC(); err != nil {
+					return err
+				}
+			}
+			if mac, err = model.NormalizeMAC(mac); err != nil {
+				return err
+			}
+			cg, err := cgroup.Detect()
+			if err != nil {
+				log.Warn("cgroups not usable: guests run without cgroup limits the backend does not set itself", "err", err)
+			}
+			backends := map[model.GuestBackend]guest.Backend{
+				model.BackendQEMU: libvirt.New(libvirt.Options{URI: libvirtURI, Log: log,
+					ProbeKVM: probeKVM, SetIdle: setIdleFunc(cg)}),
+				model.BackendXen:       libvirt.New(libvirt.Options{Kind: model.BackendXen, Log: log}),
+				model.BackendVMware:    vmware.New(vmware.Config{}),
+				model.BackendContainer: container.New(container.Options{Hierarchy: cg, Logf: func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) }}),
+			}
+			a, err := agent.New(agent.Options{
+				Site: client.NewWithToken(g.server, token), MAC: mac,
+				StateDir: stateDir, ImageRoot: imageRoot, Backends: backends,
+				Sensors: agentSensors(inputDir, utmpPath, pressureGroup, cg, log),
+				Refresh: refresh, Heartbeat: heartbeat, CheckEvery: checkEvery,
+				RestartBackoff: backoff, Log: log, Version: version,
+			})
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			if listen != "" {
+				ln, err := net.Listen("tcp", listen)
+				if err != nil {
+					return fmt.Errorf("metrics listener: %w", err)
+				}
+				mux := http.NewServeMux()
+				mux.Handle("GET /metrics", a.MetricsHandler())
+				mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+				go srv.Serve(ln)
+				defer srv.Close()
+				log.Info("metrics", "listen", ln.Addr().String())
+			}
+			log.Info("node agent starting", "server", g.server, "mac", mac, "stateDir", stateDir, "imageRoot", imageRoot)
+			return a.Run(ctx)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&tokenFile, "token-file", "/run/overtime/agent.token", "host credential (overtime host credential HOST --out FILE)")
+	f.StringVar(&mac, "mac", "", "this PC's MAC (default: the interface with the default route)")
+	f.StringVar(&stateDir, "state-dir", "/run/overtime/agent", "tmpfs directory: cached configuration, guest overlays")
+	f.StringVar(&imageRoot, "image-root", "/run/overtime/images", "where the image export is mounted read-only (version paths below it)")
+	f.StringVar(&listen, "listen", ":9101", "Prometheus /metrics address (empty: off)")
+	f.StringVar(&libvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection for the qemu backend")
+	f.StringVar(&inputDir, "input-dir", "/dev/input", "input devices to watch (timestamps only)")
+	f.StringVar(&utmpPath, "utmp", sensor.DefaultUtmp, "utmp file: sessions and terminal activity")
+	f.StringVar(&pressureGroup, "pressure-cgroup", "", "cgroup v2 group whose pressure is the desktop's (e.g. /sys/fs/cgroup/user.slice); default system-wide /proc/pressure")
+	f.DurationVar(&refresh, "refresh", 60*time.Second, "re-fetch the configuration at least this often")
+	f.DurationVar(&heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")
+	f.DurationVar(&checkEvery, "check", 30*time.Second, "guest status check interval (crashes are also reported by events)")
+	f.DurationVar(&backoff, "restart-backoff", 5*time.Second, "first delay before a crashed guest is restarted (doubles to 5 min)")
+	f.BoolVar(&logJSON, "log-json", false, "structured JSON logs (journald keeps them as they are)")
+	return c
+}
+
+// version is set by the build (-ldflags -X main.version=...).
+var version = "dev"
+
+func setIdleFunc(h *cgroup.Hierarchy) func(pid int) error {
+	if h == nil {
+		return nil
+	}
+	return func(pid int) error {
+		g, err := h.FindByPID(pid)
+		if err != nil {
+			return err
+		}
+		// libvirt puts QEMU in <domain>/emulator; the domain's group is the parent.
+		return g.Parent().SetIdle(true)
+	}
+}
+
+// probeKVM: KVM only when a probe guest really ran under it (/dev/kvm can be present on
+// machines where KVM guests die at once).
+func probeKVM() (bool, string) {
+	name, why := kvmprobe.Accel()
+	return name == "kvm", why
+}
+
+// agentSensors: input devices, sessions (logind, or utmp where there is no logind) with
+// terminal activity, pressure and desktop load.
+func agentSensors(inputDir, utmpPath, pressureGroup string, cg *cgroup.Hierarchy, log *slog.Logger) []sensor.Sensor {
+	return []sensor.Sensor{
+		&sensor.Input{Dir: inputDir, Opened: func(path, name string, err error) {
+			if err != nil {
+				log.Warn("input device", "path", path, "err", err)
+			} else {
+				log.Info("input device", "path", path, "name", name)
+			}
+		}},
+		&sessionsSensor{utmp: &sensor.Utmp{Path: utmpPath}, logind: &sensor.Logind{}, log: log},
+	}
+}
+
+// sessionsSensor takes sessions from logind where it runs (it knows graphical sessions
+// and idle hints) and from utmp otherwise; utmp always provides terminal activity.
+type sessionsSensor struct {
+	utmp   *sensor.Utmp
+	logind *sensor.Logind
+	log    *slog.Logger
+}
+
+func (s *sessionsSensor) Run(ctx context.Context, out chan<- sensor.Event) error {
+	filtered := make(chan sensor.Event, 16)
+	logindErr := make(chan error, 1)
+	go func() { logindErr <- s.logind.Run(ctx, out) }()
+	utmpDone := make(chan error, 1)
+	go func() { utmpDone <- s.utmp.Run(ctx, filtered) }()
+	useUtmpSessions := false
+	var lastSessions *sensor.Event // utmp's, held back while logind may still answer
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-logindErr:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				s.log.Info("logind unavailable: sessions from utmp", "err", err)
+				useUtmpSessions = true
+				if lastSessions != nil {
+					select {
+					case out <- *lastSessions:
+					case <-ctx.Done():
+						return nil
+					}
+				}
+			}
+		case err := <-utmpDone:
+			return err
+		case ev := <-filtered:
+			if ev.Kind == sensor.KindSessions && !useUtmpSessions {
+				lastSessions = &ev
+				continue
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}

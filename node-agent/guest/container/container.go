@@ -1,0 +1,1036 @@
+// Package container is the OS-level container backend of the node agent
+// (model.BackendContainer): the compute guest runs on the desktop's own kernel in its own
+// namespaces and cgroup, the Linux-VServer idea with mainline kernel features.
+//
+// # Why a launcher of our own
+//
+// libvirt-lxc was tried first and fails on hybrid cgroup layouts (v1 controllers with a
+// controller-less cgroup2 next to them, as on the development machines): it places and
+// limits its containers through its own idea of the layout. systemd-nspawn needs systemd
+// as PID 1 (and its own cgroup delegation), which not every host has. runc/LXC would add
+// a runtime, its configuration format and its state to every desktop for a small need:
+// one read-only image, a throwaway writable layer, a handful of namespaces and limits in
+// a cgroup the agent already manages for the VM backends. So this package launches the
+// container directly, the way runc does it at its core, and works on cgroup v1 (legacy
+// and hybrid) and v2, with or without systemd.
+//
+// # What a guest gets
+//
+//   - The base image read-only: a squashfs file on a loop device (read-only, autoclear)
+//     or a directory bound read-only. An overlayfs on top whose upper layer is a tmpfs
+//     mounted in StateDir/rt: everything the guest writes lives in its memory cgroup and
+//     disappears with it.
+//   - New mount, PID, UTS, IPC, network and cgroup namespaces; pivot_root into the
+//     overlay and the old root detached, so the desktop's /home, /run/user, /tmp and
+//     the agent's own files are not reachable at all. A fresh /proc (kernel tunables
+//     read-only, kcore and friends masked as Docker does), /sys read-only, a tmpfs /dev
+//     with null zero full random urandom tty, a private devpts, /dev/shm and /dev/mqueue.
+//   - Capabilities cut to a conservative bounding set (Docker's default without
+//     CAP_MKNOD, with CAP_NET_ADMIN for its own DHCP client; see keptCaps) and
+//     no_new_privs. No seccomp filter and no user namespace: the guest's root is root
+//     with those capabilities, as in a default Docker container without seccomp.
+//   - Its init is the image's /sbin/init, or Spec.Cmdline split into argv like a shell
+//     would ("/bin/sh -c 'echo hi'"), run with nice 19 and SCHED_IDLE (inherited by
+//     every process it starts) when Spec.CPUIdle.
+//   - Limits in its cgroup: idle class (Spec.CPUIdle), memory.max = Spec.MemoryMB and no
+//     swap (the overlay's tmpfs is charged to it too), cpu.max = Spec.CPULimit, a low I/O
+//     weight (Options.IOWeight). Spec.VCPUs is not enforced (the guest sees every CPU;
+//     CPULimit caps its bandwidth); Kernel and Initrd do not apply (the host's kernel).
+//   - Networking: NetNone (only lo) or NetBridged (a veth pair, the host end enslaved to
+//     Spec.Bridge, the guest end eth0 with Spec.MAC, brought up by the guest's own DHCP
+//     client). NetNAT is not supported yet: it needs nftables or iptables on the host.
+//
+// # Process model and adoption
+//
+// Start re-executes the agent binary (/proc/self/exe) in the new namespaces; that
+// process is the container's PID 1 until it has built the root, and then execs the
+// guest's init (MaybeInit, which the agent's main calls first, is its entry point). It
+// is started in a session of its own without a parent-death signal: the guest survives
+// the agent. The cgroup is the source of truth: each guest's group has a fixed path
+// (direct placement: OPTIONS-PARENT/guest-NAME; on systemd hosts the delegated scope
+// overtime.slice/overtime-guest-NAME.scope, group "guest" below it), and a small record
+// in RunDir (NAME.json: init's PID and start time, StateDir, veth) says the rest. A new
+// Backend (a restarted agent) finds the running guest through Status, refuses to start a
+// second one, and Stop kills the cgroup's processes (the mount namespace, overlay, tmpfs
+// and loop device go with the last of them), removes the veth, the cgroup, StateDir and
+// the record. Nothing is ever mounted in the host's mount namespace.
+package container
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/overtime-hpc/overtime/node-agent/cgroup"
+	"github.com/overtime-hpc/overtime/node-agent/guest"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// SystemdMode says whether guests go into systemd scopes.
+type SystemdMode int
+
+const (
+	// SystemdAuto uses a scope when the hierarchy is v2 and PID 1 is systemd.
+	SystemdAuto SystemdMode = iota
+	// SystemdOff always places the guest's group directly in the cgroup file system.
+	SystemdOff
+	// SystemdOn always uses a systemd scope.
+	SystemdOn
+)
+
+// Options configure a Backend. The zero value is the production setting.
+type Options struct {
+	// Hierarchy is the cgroup layout (nil: cgroup.Detect()).
+	Hierarchy *cgroup.Hierarchy
+	// Parent is the group below which guests' groups are made with direct placement
+	// (nil: /overtime). Not used with systemd scopes.
+	Parent *cgroup.Group
+	// RunDir keeps the per-guest records and locks (default /run/overtime/container).
+	RunDir string
+	// Systemd: see SystemdMode.
+	Systemd SystemdMode
+	// Slice is the systemd slice of the guests' scopes (default overtime.slice).
+	Slice string
+	// HostNetNS is the named network namespace (ip netns) that holds the bridges: the host
+	// end of a bridged guest's veth is made there. "" is the agent's own (production).
+	HostNetNS string
+	// IOWeight is the guests' I/O weight on the io.weight scale (default 10: low).
+	IOWeight int
+	// Exe is the binary re-executed as the container's first process; it must call
+	// MaybeInit first thing (default /proc/self/exe).
+	Exe string
+	// Logf receives notes (I/O weight not applicable, cleanup details); nil: dropped.
+	Logf func(format string, a ...any)
+}
+
+// Backend runs containers. It keeps no state in memory that matters: any number of
+// Backends (an agent restarted, a test's fresh instance) see the same guests.
+type Backend struct {
+	o       Options
+	h       *cgroup.Hierarchy
+	err     error // detection error, reported by Available and Start
+	systemd bool
+
+	// scopeRoot is where systemd's tree starts: the root (tests move it below a
+	// throwaway group, with a stand-in for busctl).
+	scopeRoot *cgroup.Group
+
+	mu       sync.Mutex
+	children map[int]*child // inits this Backend started and waits for
+}
+
+// child is an init this Backend started: done closes when it has been reaped.
+type child struct {
+	start uint64
+	done  chan struct{}
+	exit  exitRecord
+}
+
+var _ guest.Backend = (*Backend)(nil)
+
+// New returns a backend; problems with the host show up in Available and Start.
+func New(o Options) *Backend {
+	b := &Backend{o: o, h: o.Hierarchy, children: map[int]*child{}}
+	if b.o.RunDir == "" {
+		b.o.RunDir = "/run/overtime/container"
+	}
+	if b.o.Slice == "" {
+		b.o.Slice = "overtime.slice"
+	}
+	if b.o.IOWeight == 0 {
+		b.o.IOWeight = 10
+	}
+	if b.o.Exe == "" {
+		b.o.Exe = "/proc/self/exe"
+	}
+	if b.h == nil {
+		b.h, b.err = cgroup.Detect()
+	}
+	if b.h != nil {
+		if b.o.Parent == nil {
+			b.o.Parent = b.h.Group("overtime")
+		}
+		b.scopeRoot = b.h.Group("/")
+		switch b.o.Systemd {
+		case SystemdOn:
+			b.systemd = true
+		case SystemdAuto:
+			b.systemd = b.h.Version() == cgroup.V2 && systemdRunning()
+		}
+	}
+	return b
+}
+
+func (b *Backend) logf(format string, a ...any) {
+	if b.o.Logf != nil {
+		b.o.Logf(format, a...)
+	}
+}
+
+// Kind is model.BackendContainer.
+func (b *Backend) Kind() model.GuestBackend { return model.BackendContainer }
+
+// Available checks root, the cgroup controllers, namespaces and overlayfs.
+func (b *Backend) Available(ctx context.Context) error {
+	un := func(format string, a ...any) error { return guest.Unavailable(model.BackendContainer, format, a...) }
+	if b.err != nil {
+		return un("cgroups: %v", b.err)
+	}
+	if os.Geteuid() != 0 {
+		return un("needs root (namespaces, mounts, cgroups)")
+	}
+	ctrls, err := b.h.Controllers()
+	if err != nil {
+		return un("cgroups: %v", err)
+	}
+	need := []string{"cpu", "memory"}
+	if b.h.Version() == cgroup.V1 {
+		need = append(need, "cpuacct", "freezer")
+	}
+	for _, c := range need {
+		if !slices.Contains(ctrls, c) {
+			return un("cgroup controller %s not available (%s)", c, b.h)
+		}
+	}
+	for _, ns := range []string{"mnt", "pid", "uts", "ipc", "net", "cgroup"} {
+		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
+			return un("kernel without %s namespaces", ns)
+		}
+	}
+	if !overlayAvailable() {
+		return un("overlayfs not available (module overlay)")
+	}
+	if b.systemd {
+		if _, err := exec.LookPath("busctl"); err != nil {
+			return un("systemd scopes need busctl: %v", err)
+		}
+	}
+	if _, err := os.Stat(b.o.Exe); err != nil {
+		return un("agent binary: %v", err)
+	}
+	return nil
+}
+
+func overlayAvailable() bool {
+	if b, err := os.ReadFile("/proc/filesystems"); err == nil && strings.Contains(string(b), "\toverlay\n") {
+		return true
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	_, err := os.Stat(filepath.Join("/lib/modules", rel, "kernel/fs/overlayfs"))
+	return err == nil
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// group is the guest's cgroup: a fixed path, so that it is found without any record.
+func (b *Backend) group(name string) *cgroup.Group {
+	if b.systemd {
+		return b.scopeRoot.Child(scopeCgroup(b.o.Slice, scopeUnit(name)))
+	}
+	return b.o.Parent.Child("guest-" + name)
+}
+
+// record is what RunDir/NAME.json keeps about a started guest.
+type record struct {
+	Name      string             `json:"name"`
+	PID       int                `json:"pid"`
+	PIDStart  uint64             `json:"pidStart"` // /proc/PID/stat starttime: a reused PID does not match
+	StateDir  string             `json:"stateDir"`
+	Cgroup    string             `json:"cgroup"`
+	Network   model.GuestNetwork `json:"network"`
+	HostVeth  string             `json:"hostVeth,omitempty"`
+	HostNetNS string             `json:"hostNetNS,omitempty"`
+	Unit      string             `json:"unit,omitempty"`
+	Started   time.Time          `json:"started"`
+}
+
+// exitRecord is RunDir/NAME.exit: how init ended, written by the agent that started it.
+type exitRecord struct {
+	PID      int    `json:"pid"`
+	PIDStart uint64 `json:"pidStart"`
+	Code     int    `json:"code"`   // -1 when killed by a signal
+	Signal   string `json:"signal"` // "" unless killed
+}
+
+func (b *Backend) recordPath(name string) string { return filepath.Join(b.o.RunDir, name+".json") }
+func (b *Backend) exitPath(name string) string   { return filepath.Join(b.o.RunDir, name+".exit") }
+
+func (b *Backend) readRecord(name string) (*record, error) {
+	data, err := os.ReadFile(b.recordPath(name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("container: record %s: %w", b.recordPath(name), err)
+	}
+	return &r, nil
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// lock takes the guest's lock file (flock, so that two agents or Backends serialise
+// Start and Stop) and returns its release.
+func (b *Backend) lock(ctx context.Context, name string) (func(), error) {
+	if err := os.MkdirAll(b.o.RunDir, 0o700); err != nil {
+		return nil, fmt.Errorf("container: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(b.o.RunDir, name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("container: %w", err)
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			f.Close()
+			return nil, fmt.Errorf("container: lock %s: %w", f.Name(), err)
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			f.Close()
+			return nil, fmt.Errorf("container: waiting for the lock of %s: %w", name, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// launch is a validated Spec.
+type launch struct {
+	spec guest.Spec
+	cfg  initConfig
+}
+
+func (b *Backend) validate(s guest.Spec) (*launch, error) {
+	if !nameRE.MatchString(s.Name) {
+		return nil, fmt.Errorf("container: invalid name %q: [a-z0-9-], at most 63", s.Name)
+	}
+	if s.MemoryMB < 16 {
+		return nil, fmt.Errorf("container %s: memoryMB %d: at least 16", s.Name, s.MemoryMB)
+	}
+	if s.BaseImage == "" {
+		return nil, fmt.Errorf("container %s: no base image", s.Name)
+	}
+	st, err := os.Stat(s.BaseImage)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: base image: %w", s.Name, err)
+	}
+	format := s.BaseFormat
+	if format == "" {
+		format = "squashfs"
+		if st.IsDir() {
+			format = "dir"
+		}
+	}
+	switch format {
+	case "dir":
+		if !st.IsDir() {
+			return nil, fmt.Errorf("container %s: base image %s is not a directory", s.Name, s.BaseImage)
+		}
+	case "squashfs":
+		if !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("container %s: base image %s is not a file", s.Name, s.BaseImage)
+		}
+	default:
+		return nil, fmt.Errorf("container %s: base format %q: the container backend takes squashfs or dir", s.Name, format)
+	}
+	for _, p := range []struct{ what, path string }{{"state directory", s.StateDir}, {"base image", s.BaseImage}} {
+		if !filepath.IsAbs(p.path) || strings.ContainsAny(p.path, ",:\\\n") {
+			return nil, fmt.Errorf("container %s: %s %q: want an absolute path without , : or \\ (overlayfs options)", s.Name, p.what, p.path)
+		}
+	}
+	switch s.Network {
+	case "", model.NetNone:
+		s.Network = model.NetNone
+	case model.NetBridged:
+		if s.Bridge == "" {
+			return nil, fmt.Errorf("container %s: bridged network without a bridge", s.Name)
+		}
+	case model.NetNAT:
+		return nil, fmt.Errorf("container %s: network nat is not supported by the container backend yet (use bridged or none)", s.Name)
+	default:
+		return nil, fmt.Errorf("container %s: unknown network %q", s.Name, s.Network)
+	}
+	argv := []string{"/sbin/init"}
+	if strings.TrimSpace(s.Cmdline) != "" {
+		if argv, err = splitArgs(s.Cmdline); err != nil {
+			return nil, fmt.Errorf("container %s: %w", s.Name, err)
+		}
+	}
+	return &launch{spec: s, cfg: initConfig{
+		Hostname:  s.Name,
+		Base:      filepath.Clean(s.BaseImage),
+		Format:    format,
+		Runtime:   filepath.Join(s.StateDir, "rt"),
+		TmpfsSize: int64(s.MemoryMB) << 20,
+		Argv:      argv,
+		Env: []string{
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"HOME=/root",
+			"TERM=linux",
+			"container=overtime",
+		},
+		Idle: s.CPUIdle,
+	}}, nil
+}
+
+// Start creates and starts the guest. It fails if the guest is running (or frozen); the
+// remains of one that ended (record, cgroup, state directory) are cleaned up first.
+func (b *Backend) Start(ctx context.Context, s guest.Spec) (err error) {
+	if b.err != nil {
+		return fmt.Errorf("container: cgroups: %w", b.err)
+	}
+	l, err := b.validate(s)
+	if err != nil {
+		return err
+	}
+	unlock, err := b.lock(ctx, s.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := b.status(s.Name)
+	if err != nil {
+		return err
+	}
+	switch st.State {
+	case guest.StateRunning, guest.StatePaused:
+		return fmt.Errorf("container %s is already running (pid %d, cgroup %s)", s.Name, st.PID, st.Cgroup)
+	case guest.StateAbsent:
+	default:
+		if err := b.stop(ctx, s.Name); err != nil {
+			return fmt.Errorf("container %s: cleaning up the previous run: %w", s.Name, err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			if serr := b.stop(context.Background(), s.Name); serr != nil {
+				err = fmt.Errorf("%w (cleanup: %v)", err, serr)
+			}
+		}
+	}()
+	return b.start(ctx, l)
+}
+
+func (b *Backend) start(ctx context.Context, l *launch) error {
+	s := l.spec
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+	}
+	// Stop removes the state directory: it must be ours (new, or what a run left).
+	if ents, err := os.ReadDir(s.StateDir); err == nil {
+		for _, e := range ents {
+			if e.Name() != "console.log" && e.Name() != "rt" {
+				return fmt.Errorf("container %s: state directory %s holds %s, which is not the guest's: refusing to use (and later remove) it", s.Name, s.StateDir, e.Name())
+			}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("container %s: state directory: %w", s.Name, err)
+	}
+	rec := &record{Name: s.Name, StateDir: s.StateDir, Network: s.Network, Started: time.Now().UTC()}
+	if s.Network == model.NetBridged {
+		rec.HostVeth, rec.HostNetNS = hostVeth(s.Name), b.o.HostNetNS
+	}
+	if b.systemd {
+		rec.Unit = scopeUnit(s.Name)
+	}
+	g := b.group(s.Name)
+	rec.Cgroup = g.Path()
+	// The record comes first: whatever fails below, Stop finds what to clean up.
+	_ = os.Remove(b.exitPath(s.Name))
+	if err := writeJSON(b.recordPath(s.Name), rec); err != nil {
+		return fmt.Errorf("container %s: %w", s.Name, err)
+	}
+	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
+		return fmt.Errorf("container %s: %w", s.Name, err)
+	}
+	console, err := os.OpenFile(filepath.Join(s.StateDir, "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("container %s: %w", s.Name, err)
+	}
+	defer console.Close()
+	if !b.systemd {
+		if err := g.Create(); err != nil {
+			return fmt.Errorf("container %s: %w", s.Name, err)
+		}
+		if err := b.applyLimits(g, s); err != nil {
+			return fmt.Errorf("container %s: %w", s.Name, err)
+		}
+	}
+
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("container %s: socketpair: %w", s.Name, err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return err
+	}
+	parentEnd := os.NewFile(uintptr(fds[0]), "container-sync")
+	childEnd := os.NewFile(uintptr(fds[1]), "container-sync-child")
+	defer parentEnd.Close()
+	cmd := &exec.Cmd{
+		Path:       b.o.Exe,
+		Args:       []string{initArg0, s.Name},
+		Env:        []string{initEnv + "=1"},
+		Stdout:     console,
+		Stderr:     console,
+		ExtraFiles: []*os.File{childEnd},
+		SysProcAttr: &syscall.SysProcAttr{
+			// No Pdeathsig: the guest outlives the agent. Its own session: no signal
+			// for the agent's process group or terminal reaches it.
+			Setsid:     true,
+			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET,
+		},
+	}
+	err = cmd.Start()
+	childEnd.Close()
+	if err != nil {
+		return fmt.Errorf("container %s: starting %s: %w", s.Name, b.o.Exe, err)
+	}
+	pid := cmd.Process.Pid
+	ok := false
+	defer func() {
+		if !ok {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	if err := b.place(ctx, g, s, pid); err != nil {
+		return fmt.Errorf("container %s: %w", s.Name, err)
+	}
+	rec.PID = pid
+	rec.PIDStart, err = procStart(pid)
+	if err != nil {
+		return fmt.Errorf("container %s: %w", s.Name, err)
+	}
+	if err := writeJSON(b.recordPath(s.Name), rec); err != nil {
+		return fmt.Errorf("container %s: %w", s.Name, err)
+	}
+	if s.Network == model.NetBridged {
+		if err := setupBridged(ctx, b.o.HostNetNS, rec.HostVeth, s.Bridge, s.MAC, pid); err != nil {
+			return fmt.Errorf("container %s: network: %w", s.Name, err)
+		}
+	}
+	if err := handshake(ctx, parentEnd, l.cfg); err != nil {
+		return fmt.Errorf("container %s: %w%s", s.Name, err, consoleTail(s.StateDir))
+	}
+	ok = true
+	c := &child{start: rec.PIDStart, done: make(chan struct{})}
+	b.mu.Lock()
+	b.children[pid] = c
+	b.mu.Unlock()
+	go b.reap(cmd, s.Name, pid, c)
+	return nil
+}
+
+// place puts pid into the guest's group: directly, or into a new delegated systemd scope
+// and its "guest" sub-group.
+func (b *Backend) place(ctx context.Context, g *cgroup.Group, s guest.Spec, pid int) error {
+	if !b.systemd {
+		return g.AddProc(pid)
+	}
+	unit := scopeUnit(s.Name)
+	if err := run(ctx, startScopeCommand(unit, b.o.Slice, s.Name, pid)); err != nil {
+		return fmt.Errorf("systemd scope: %w", err)
+	}
+	scope := g.Parent().Path()
+	for {
+		if cur, err := b.h.FindByPID(pid); err == nil && cur.Path() == scope {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("systemd scope %s: process %d not moved into %s: %w", unit, pid, scope, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	// The scope holds the process: make the sub-group, move it down, then let the scope
+	// pass its controllers on (v2 allows that only in a group without processes).
+	if err := g.Mkdir(); err != nil {
+		return err
+	}
+	if err := g.AddProc(pid); err != nil {
+		return err
+	}
+	if err := g.Create(); err != nil {
+		return err
+	}
+	return b.applyLimits(g, s)
+}
+
+func (b *Backend) applyLimits(g *cgroup.Group, s guest.Spec) error {
+	if s.CPUIdle {
+		if err := g.SetIdle(true); err != nil {
+			return err
+		}
+	}
+	if err := g.SetMemoryMax(int64(s.MemoryMB) << 20); err != nil {
+		return err
+	}
+	// The memory limit is the guest's: it must not spill into the desktop's swap.
+	if err := g.SetSwapMax(0); err != nil && !errors.Is(err, cgroup.ErrNotSupported) {
+		return err
+	}
+	if err := g.SetCPUMax(s.CPULimit); err != nil {
+		return err
+	}
+	note, err := g.SetIOWeight(b.o.IOWeight)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		b.logf("container %s: %s", s.Name, note)
+	}
+	return nil
+}
+
+// handshake sends the configuration to the waiting re-exec and reads its reports until
+// the socket closes: "exec" then EOF means the guest's init runs; "error MSG" is a
+// failure.
+func handshake(ctx context.Context, conn *os.File, cfg initConfig) error {
+	dl, _ := ctx.Deadline()
+	_ = conn.SetDeadline(dl)
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Write(append(data, '\n')); err != nil {
+		return fmt.Errorf("sending the configuration to the container's init: %w", err)
+	}
+	r := bufio.NewReader(conn)
+	execd := false
+	for {
+		line, err := r.ReadString('\n')
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "exec":
+			execd = true
+		case strings.HasPrefix(line, "error "):
+			return errors.New(strings.TrimPrefix(line, "error "))
+		case line != "":
+			return fmt.Errorf("container init said %q", line)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("waiting for the container's init: %w", err)
+		}
+	}
+	if !execd {
+		return errors.New("the container's init ended before starting the guest's init")
+	}
+	return nil
+}
+
+func consoleTail(stateDir string) string {
+	b, err := os.ReadFile(filepath.Join(stateDir, "console.log"))
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 1000 {
+		b = b[len(b)-1000:]
+	}
+	return "; console: " + strings.TrimSpace(string(b))
+}
+
+// reap waits for the init this agent started and records how it ended (unless the guest
+// was stopped or replaced meanwhile): at once in memory for this Backend's Status, then
+// in RunDir for any other.
+func (b *Backend) reap(cmd *exec.Cmd, name string, pid int, c *child) {
+	_ = cmd.Wait()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	c.exit = exitRecord{PID: pid, PIDStart: c.start, Code: ws.ExitStatus()}
+	if ws.Signaled() {
+		c.exit.Signal = ws.Signal().String()
+	}
+	close(c.done)
+	defer func() {
+		b.mu.Lock()
+		if b.children[pid] == c {
+			delete(b.children, pid)
+		}
+		b.mu.Unlock()
+	}()
+	unlock, err := b.lock(context.Background(), name)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	rec, err := b.readRecord(name)
+	if err != nil || rec == nil || rec.PID != pid || rec.PIDStart != c.start {
+		return
+	}
+	if err := writeJSON(b.exitPath(name), c.exit); err != nil {
+		b.logf("container %s: recording the exit of init: %v", name, err)
+	}
+}
+
+// procStart is field 22 of /proc/PID/stat (start time in clock ticks since boot).
+func procStart(pid int) (uint64, error) {
+	st, err := procStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return st.start, nil
+}
+
+type pstat struct {
+	state byte
+	start uint64
+}
+
+func procStat(pid int) (pstat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return pstat{}, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return pstat{}, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
+	if len(f) < 20 {
+		return pstat{}, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return pstat{}, fmt.Errorf("/proc/%d/stat: %v", pid, err)
+	}
+	return pstat{state: f[0][0], start: start}, nil
+}
+
+// nsInit reports whether pid is the init of a PID namespace one level below ours.
+func nsInit(pid int) bool {
+	own, err := nsPids(os.Getpid())
+	if err != nil {
+		return false
+	}
+	p, err := nsPids(pid)
+	return err == nil && len(p) == len(own)+1 && p[len(p)-1] == "1"
+}
+
+func nsPids(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			return strings.Fields(v), nil
+		}
+	}
+	return nil, fmt.Errorf("/proc/%d/status: no NSpid", pid)
+}
+
+// Status reports the guest from its cgroup: running or paused (frozen) while the group
+// has processes, with init's PID (from the record, checked against the process's start
+// time, or found as the PID-namespace init among the group's processes), CPU time and
+// cap; shutoff or crashed when the group is empty but a record is left; absent otherwise.
+func (b *Backend) Status(ctx context.Context, name string) (guest.Status, error) {
+	if b.err != nil {
+		return guest.Status{}, fmt.Errorf("container: cgroups: %w", b.err)
+	}
+	if !nameRE.MatchString(name) {
+		return guest.Status{}, fmt.Errorf("container: invalid name %q", name)
+	}
+	return b.status(name)
+}
+
+func (b *Backend) status(name string) (guest.Status, error) {
+	rec, rerr := b.readRecord(name)
+	g := b.group(name)
+	exists := g.Exists()
+	var procs []int
+	if exists {
+		var err error
+		if procs, err = g.AllProcs(); err != nil {
+			return guest.Status{}, err
+		}
+	}
+	st := guest.Status{State: guest.StateAbsent}
+	if exists {
+		st.Cgroup = g.Path()
+	}
+	if len(procs) == 0 {
+		switch {
+		case rerr != nil:
+			st.State, st.Reason = guest.StateCrashed, rerr.Error()
+		case rec == nil && !exists:
+		case rec == nil:
+			st.State, st.Reason = guest.StateShutoff, "empty cgroup left behind"
+		default:
+			st.State, st.Reason = b.ended(name, rec)
+		}
+		return st, nil
+	}
+	st.State = guest.StateRunning
+	st.PID = findInit(rec, procs)
+	if st.PID == 0 {
+		st.State, st.Reason = guest.StateCrashed, fmt.Sprintf("container init gone, %d processes left in the cgroup", len(procs))
+	}
+	var err error
+	if st.CPUTime, err = g.CPUUsage(); err != nil {
+		return st, err
+	}
+	if st.CPULimit, err = g.CPUMax(); err != nil {
+		return st, err
+	}
+	frozen, err := g.Frozen()
+	if err != nil {
+		return st, err
+	}
+	if frozen && st.State == guest.StateRunning {
+		st.State, st.Reason = guest.StatePaused, "frozen (cgroup freezer)"
+	}
+	return st, nil
+}
+
+func (b *Backend) ended(name string, rec *record) (guest.State, string) {
+	if rec.PID == 0 {
+		return guest.StateCrashed, "start did not complete"
+	}
+	var ex exitRecord
+	b.mu.Lock()
+	c := b.children[rec.PID]
+	b.mu.Unlock()
+	known := false
+	if c != nil && c.start == rec.PIDStart {
+		// Ours: its group is empty, so it has exited; Wait returns at once.
+		select {
+		case <-c.done:
+			ex, known = c.exit, true
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if !known {
+		data, err := os.ReadFile(b.exitPath(name))
+		if err != nil || json.Unmarshal(data, &ex) != nil || ex.PID != rec.PID || ex.PIDStart != rec.PIDStart {
+			return guest.StateCrashed, "container init ended (exit status unknown: no agent was watching)"
+		}
+	}
+	switch {
+	case ex.Signal != "":
+		return guest.StateCrashed, "container init killed by signal " + ex.Signal
+	case ex.Code != 0:
+		return guest.StateCrashed, fmt.Sprintf("container init exited with status %d", ex.Code)
+	}
+	return guest.StateShutoff, "container init exited"
+}
+
+func findInit(rec *record, procs []int) int {
+	if rec != nil && rec.PID != 0 && slices.Contains(procs, rec.PID) {
+		if st, err := procStat(rec.PID); err == nil && st.start == rec.PIDStart && st.state != 'Z' {
+			return rec.PID
+		}
+	}
+	for _, p := range procs {
+		if nsInit(p) {
+			return p
+		}
+	}
+	return 0
+}
+
+// running returns the guest's group, or guest.ErrNotFound when it has no processes.
+func (b *Backend) running(name string) (*cgroup.Group, error) {
+	if b.err != nil {
+		return nil, fmt.Errorf("container: cgroups: %w", b.err)
+	}
+	if !nameRE.MatchString(name) {
+		return nil, fmt.Errorf("container %q: %w", name, guest.ErrNotFound)
+	}
+	g := b.group(name)
+	if !g.Exists() {
+		return nil, fmt.Errorf("container %s: %w", name, guest.ErrNotFound)
+	}
+	procs, err := g.AllProcs()
+	if err != nil {
+		return nil, err
+	}
+	if len(procs) == 0 {
+		return nil, fmt.Errorf("container %s: %w", name, guest.ErrNotFound)
+	}
+	return g, nil
+}
+
+// Freeze freezes the guest's cgroup and waits until it is frozen.
+func (b *Backend) Freeze(ctx context.Context, name string) error {
+	g, err := b.running(name)
+	if err != nil {
+		return err
+	}
+	return g.Freeze(ctx)
+}
+
+// Thaw thaws the guest's cgroup.
+func (b *Backend) Thaw(ctx context.Context, name string) error {
+	g, err := b.running(name)
+	if err != nil {
+		return err
+	}
+	return g.Thaw(ctx)
+}
+
+// SetCPULimit sets the cgroup's CPU cap (cpus <= 0: none).
+func (b *Backend) SetCPULimit(ctx context.Context, name string, cpus float64) error {
+	g, err := b.running(name)
+	if err != nil {
+		return err
+	}
+	return g.SetCPUMax(cpus)
+}
+
+// Stop kills the guest, whoever started it, and removes everything it had: the
+// processes (and with them its mounts and loop device), the veth, the cgroup (and the
+// systemd scope), the state directory and the record. Stop of an absent guest is nil.
+func (b *Backend) Stop(ctx context.Context, name string) error {
+	if b.err != nil {
+		return fmt.Errorf("container: cgroups: %w", b.err)
+	}
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("container: invalid name %q", name)
+	}
+	unlock, err := b.lock(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return b.stop(ctx, name)
+}
+
+func (b *Backend) stop(ctx context.Context, name string) error {
+	rec, rerr := b.readRecord(name)
+	g := b.group(name)
+	var errs []error
+	if rerr != nil {
+		errs = append(errs, rerr)
+	}
+	if g.Exists() {
+		if err := g.Kill(ctx); err != nil {
+			errs = append(errs, err)
+		} else if err := g.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if rec != nil && rec.HostVeth != "" {
+		if err := removeVeth(ctx, rec.HostNetNS, rec.HostVeth); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if b.systemd {
+		// The scope is empty now and systemd collects it; stopping it says so at once.
+		_ = run(ctx, stopScopeCommand(scopeUnit(name)))
+	}
+	if rec != nil && rec.StateDir != "" {
+		if err := removeStateDir(rec.StateDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("container %s: stop: %w", name, errors.Join(errs...))
+	}
+	for _, p := range []string{b.recordPath(name), b.exitPath(name)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeStateDir deletes the guest's state directory, unless something is mounted in it
+// in our mount namespace (never by this package: then RemoveAll could reach through a
+// mount into data that is not ours).
+func removeStateDir(dir string) error {
+	dir = filepath.Clean(dir)
+	mounts, err := mountPointsUnder(dir)
+	if err != nil {
+		return err
+	}
+	if len(mounts) > 0 {
+		return fmt.Errorf("not removing %s: mounted in it: %s", dir, strings.Join(mounts, ", "))
+	}
+	return os.RemoveAll(dir)
+}
+
+// mountPointsUnder lists the mount points at or below dir in this process's mount
+// namespace.
+func mountPointsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescape(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	return out, sc.Err()
+}
+
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
