@@ -42,7 +42,7 @@ func newAgentRunCmd(g *globals) *cobra.Command {
 		inputDir, utmpPath, pressureGroup                       string
 		refresh, heartbeat, checkEvery                          time.Duration
 		backoff                                                 time.Duration
-		logJSON                                                 bool
+		logJSON, debug                                          bool
 	)
 	c := &cobra.Command{
 		Use:   "run",
@@ -54,10 +54,17 @@ pool's policy. The last good configuration is cached in --state-dir (tmpfs) and 
 while the site manager is unreachable. Metrics on --listen /metrics.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
-			if logJSON {
-				h = slog.NewJSONHandler(os.Stderr, nil)
+			hopt := &slog.HandlerOptions{}
+			if debug {
+				hopt.Level = slog.LevelDebug
 			}
+			var h slog.Handler = slog.NewTextHandler(os.Stderr, hopt)
+			if logJSON {
+				h = slog.NewJSONHandler(os.Stderr, hopt)
+			}
+			// Decide KVM or TCG in the background: the probe boots a tiny guest (up to 5 s),
+			// which should not delay the first decision.
+			go kvmprobe.Accel()
 			log := slog.New(h)
 			token, err := client.TokenFromFile(tokenFile)
 			if err != nil {
@@ -126,6 +133,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 	f.DurationVar(&checkEvery, "check", 30*time.Second, "guest status check interval (crashes are also reported by events)")
 	f.DurationVar(&backoff, "restart-backoff", 5*time.Second, "first delay before a crashed guest is restarted (doubles to 5 min)")
 	f.BoolVar(&logJSON, "log-json", false, "structured JSON logs (journald keeps them as they are)")
+	f.BoolVar(&debug, "debug", false, "log every sensor signal")
 	return c
 }
 

@@ -75,18 +75,19 @@ type Agent struct {
 	configs chan configUpdate
 
 	// Loop state (owned by Run's goroutine).
-	cfg        *model.AgentConfig
-	cfgFrom    string
-	engine     *policy.Engine
-	obs        policy.Observation
-	dec        policy.Decision
-	applied    applied
-	backoff    time.Duration
-	retryAt    time.Time
-	startedAt  time.Time
-	restarts   int
-	lastStatus guest.Status
-	lastAcct   time.Time
+	cfg         *model.AgentConfig
+	cfgFrom     string
+	engine      *policy.Engine
+	obs         policy.Observation
+	dec         policy.Decision
+	applied     applied
+	backoff     time.Duration
+	retryAt     time.Time
+	startedAt   time.Time
+	restarts    int
+	lastStatus  guest.Status
+	lastAcct    time.Time
+	sawSessions bool
 
 	hbMu sync.Mutex
 	hb   model.Heartbeat
@@ -259,16 +260,18 @@ func (a *Agent) armTimer(t *time.Timer) {
 // signal folds a sensor event into the observation.
 func (a *Agent) signal(ev sensor.Event) {
 	a.m.signals.WithLabelValues(string(ev.Kind)).Inc()
+	a.log.Debug("signal", "kind", ev.Kind, "source", ev.Source, "time", ev.Time, "value", ev.Value)
 	switch ev.Kind {
 	case sensor.KindInput:
 		if ev.Time.After(a.obs.LastInput) {
 			a.obs.LastInput = ev.Time
 		}
 	case sensor.KindSessions:
-		// Logging in is activity.
-		if ev.Sessions.Total() > a.obs.LocalSessions+a.obs.RemoteSessions && ev.Time.After(a.obs.LastInput) {
+		// Logging in is activity; sessions that exist when the agent starts are not news.
+		if a.sawSessions && ev.Sessions.Total() > a.obs.LocalSessions+a.obs.RemoteSessions && ev.Time.After(a.obs.LastInput) {
 			a.obs.LastInput = ev.Time
 		}
+		a.sawSessions = true
 		a.obs.LocalSessions, a.obs.RemoteSessions = ev.Sessions.Local, ev.Sessions.Remote
 	case sensor.KindPressure:
 		a.obs.Pressure = ev.Value
@@ -318,6 +321,12 @@ func (a *Agent) adopt(ctx context.Context) {
 		frozen: st.State == guest.StatePaused, limit: st.CPULimit}
 	if spec, err := a.spec(a.cfg); err == nil {
 		a.applied.spec = specKey(spec)
+		// The previous agent may have died between starting the guest and limiting it.
+		if r, ok := b.(guest.Reasserter); ok {
+			if err := r.Reassert(ctx, spec); err != nil {
+				a.log.Warn("re-applying the adopted guest's limits", "guest", a.cfg.Guest.Name, "err", err)
+			}
+		}
 	}
 	a.startedAt = a.o.Now()
 	a.log.Info("adopted running guest", "guest", a.cfg.Guest.Name, "state", st.State, "pid", st.PID, "cpuLimit", st.CPULimit)

@@ -141,3 +141,10 @@ type Watcher interface {
 	// Watch sends events until ctx is done; it closes the channel when it returns.
 	Watch(ctx context.Context) (<-chan Event, error)
 }
+
+// Reasserter is implemented by backends with limits that are set after the guest started
+// (libvirt: cpu.idle on the domain's cgroup, the memory cap). An agent that adopts a guest
+// calls it, in case its predecessor died between starting the guest and setting them.
+type Reasserter interface {
+	Reassert(ctx context.Context, s Spec) error
+}

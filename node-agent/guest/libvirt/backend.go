@@ -225,19 +225,31 @@ func (b *Backend) Start(ctx context.Context, s guest.Spec) error {
 		os.RemoveAll(s.StateDir)
 		return fmt.Errorf("libvirt: start %s: %w", s.Name, err)
 	}
-	if b.o.Kind == model.BackendQEMU {
-		limit := strconv.Itoa((s.MemoryMB + overheadMiB(s.MemoryMB)) << 10) // KiB
-		if _, err := b.virsh(ctx, "memtune", s.Name, "--live", "--hard-limit", limit); err != nil {
-			b.virsh(ctx, "destroy", s.Name)
-			os.RemoveAll(s.StateDir)
-			return fmt.Errorf("libvirt: memory limit for %s: %w", s.Name, err)
-		}
+	if err := b.Reassert(ctx, s); err != nil {
+		b.virsh(ctx, "destroy", s.Name)
+		os.RemoveAll(s.StateDir)
+		return err
 	}
-	if b.o.SetIdle != nil && b.o.Kind == model.BackendQEMU {
-		if pid := qemuPID(s.Name); pid > 0 {
-			if err := b.o.SetIdle(pid); err != nil {
-				b.o.Log.Warn("cpu.idle on the guest's cgroup", "guest", s.Name, "err", err)
-			}
+	return nil
+}
+
+// Reassert sets the limits libvirt cannot take from the domain XML at start: the memory
+// cap (live memtune) and cpu.idle on the domain's cgroup. Idempotent.
+func (b *Backend) Reassert(ctx context.Context, s guest.Spec) error {
+	if b.o.Kind != model.BackendQEMU {
+		return nil
+	}
+	limit := strconv.Itoa((s.MemoryMB + overheadMiB(s.MemoryMB)) << 10) // KiB
+	if _, err := b.virsh(ctx, "memtune", s.Name, "--live", "--hard-limit", limit); err != nil {
+		return fmt.Errorf("libvirt: memory limit for %s: %w", s.Name, err)
+	}
+	if b.o.SetIdle != nil && s.CPUIdle {
+		pid := qemuPID(s.Name)
+		if pid == 0 {
+			return fmt.Errorf("libvirt: %s: no QEMU process for cpu.idle", s.Name)
+		}
+		if err := b.o.SetIdle(pid); err != nil {
+			b.o.Log.Warn("cpu.idle on the guest's cgroup", "guest", s.Name, "err", err)
 		}
 	}
 	return nil

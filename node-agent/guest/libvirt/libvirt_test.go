@@ -15,6 +15,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/images/testimage"
 	"github.com/overtime-hpc/overtime/internal/libvirtenv"
+	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -84,7 +85,19 @@ func TestGuestLifecycle(t *testing.T) {
 	img := testimage.Get(t)
 	env := libvirtenv.Start(t, nil)
 	ctx := context.Background()
-	b := New(Options{URI: env.URI, DomainType: "qemu"})
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	idled := 0
+	b := New(Options{URI: env.URI, DomainType: "qemu", SetIdle: func(pid int) error {
+		g, err := h.FindByPID(pid)
+		if err != nil {
+			return err
+		}
+		idled++
+		return g.Parent().SetIdle(true)
+	}})
 	if err := b.Available(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +128,13 @@ func TestGuestLifecycle(t *testing.T) {
 	if err != nil || st.State != guest.StateRunning || st.PID == 0 || st.Cgroup == "" || st.CPUTime <= 0 {
 		t.Fatalf("status: %+v %v", st, err)
 	}
-	// Idle class: shares 2 on the domain, SCHED_IDLE (5) on every QEMU thread.
-	if v := readInt(t, filepath.Join(cpuCgroupDir(t, st.Cgroup, "cpu"), "cpu.shares")); v != 2 {
-		t.Errorf("cpu.shares %d, want 2", v)
+	// Idle class: cpu.idle on the domain's group (the weight of SCHED_IDLE, which reads as
+	// cpu.shares 3), SCHED_IDLE (5) on QEMU's threads.
+	if v := readInt(t, filepath.Join(cpuCgroupDir(t, st.Cgroup, "cpu"), "cpu.idle")); v != 1 || idled != 1 {
+		t.Errorf("cpu.idle %d (SetIdle called %d times), want 1", v, idled)
+	}
+	if v := readInt(t, filepath.Join(cpuCgroupDir(t, st.Cgroup, "cpu"), "cpu.shares")); v > 3 {
+		t.Errorf("cpu.shares %d, want <= 3", v)
 	}
 	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(st.PID) + "/task")
 	idle := 0
