@@ -27,7 +27,7 @@ die() {
 
 [ $# -eq 1 ] || die "usage: $0 OUTDIR | --key"
 
-for tool in apt-cache apt-get dpkg-deb dpkg-query depmod mkinitramfs lsinitramfs mksquashfs unshare flock sha256sum; do
+for tool in apt-cache apt-get dpkg-deb dpkg-query depmod modprobe mkinitramfs lsinitramfs mksquashfs unshare flock sha256sum; do
 	command -v "${tool}" >/dev/null 2>&1 ||
 		die "${tool} not found (Debian packages: apt, dpkg, kmod, initramfs-tools-core, squashfs-tools, util-linux, coreutils)"
 done
@@ -40,9 +40,15 @@ kpkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null |
 [ -n "${kpkg}" ] || die "apt-cache cannot resolve linux-image-cloud-amd64 (run apt-get update)"
 kver=${kpkg#linux-image-}
 
+# Kernel modules of the root (not of the initrd), for tests that boot the image: evdev for
+# the node agent's input sensor (the AT keyboard's /dev/input/event*; the cloud kernel has
+# INPUT_EVDEV=m and no uinput), overlay for the guest backends. The init loads them.
+ROOT_MODULES="evdev overlay"
+
 # The inputs, one line each, for the cache key.
 inputs() {
 	echo "kernel ${kver}"
+	echo "root modules ${ROOT_MODULES}"
 	dpkg-query -W -f '${Package} ${Version}\n' initramfs-tools-core klibc-utils busybox-static nfs-common udev kmod squashfs-tools 2>/dev/null || true
 	for f in "${here}/build.sh" "${here}/init"; do
 		echo "file ${f#"${repo}"/} $(stat -c %a "${f}") $(sha256sum <"${f}" | cut -d' ' -f1)"
@@ -138,6 +144,25 @@ done
 echo "root:x:0:0:root:/root:/bin/sh" >"${r}/etc/passwd"
 echo "root:x:0:" >"${r}/etc/group"
 echo "overtime-test-image ${key}" >"${r}/etc/overtime-test-image"
+# The root's kernel modules with their dependencies (modprobe resolves them in the
+# extracted package), in load order in lib/modules/VERSION/overtime.load for the init's
+# insmod, plus depmod's files so that modprobe works in the image too.
+mods=${kdir}/lib/modules/${kver}
+: >"${tmp}/load"
+for m in ${ROOT_MODULES}; do
+	modprobe -d "${kdir}" -S "${kver}" --show-depends "${m}" >"${tmp}/deps" ||
+		die "module ${m} is not in ${kpkg}"
+	sed -n "s|^insmod ${mods}/\([^ ]*\).*|\1|p" "${tmp}/deps" >>"${tmp}/load"
+done
+[ -s "${tmp}/load" ] || die "no module files for ${ROOT_MODULES}"
+mkdir -p "${r}/lib/modules/${kver}"
+awk '!seen[$0]++' "${tmp}/load" >"${r}/lib/modules/${kver}/overtime.load"
+while read -r f; do
+	mkdir -p "$(dirname "${r}/lib/modules/${kver}/${f}")"
+	cp "${mods}/${f}" "${r}/lib/modules/${kver}/${f}"
+done <"${r}/lib/modules/${kver}/overtime.load"
+cp "${mods}/modules.builtin" "${mods}/modules.order" "${r}/lib/modules/${kver}/"
+depmod -b "${r}" "${kver}"
 # Fixed times: the same inputs give the same image and checksum.
 mksquashfs "${r}" "${tmp}/out/root.squashfs" -noappend -all-root -comp xz -no-progress \
 	-mkfs-time 0 -all-time 0 >/dev/null
@@ -148,6 +173,7 @@ mksquashfs "${r}" "${tmp}/out/root.squashfs" -noappend -all-root -comp xz -no-pr
 	echo "KERNEL_PACKAGE=${kpkg}"
 	echo "KERNEL_PACKAGE_VERSION=${kpkgver}"
 	echo "KERNEL_VERSION=${kver}"
+	echo "ROOT_MODULES=${ROOT_MODULES}"
 	echo "ROOT_SHA256=$(sha256sum <"${tmp}/out/root.squashfs" | cut -d' ' -f1)"
 	echo "ROOT_SIZE=$(stat -c %s "${tmp}/out/root.squashfs")"
 	echo "INITRD_SIZE=$(stat -c %s "${tmp}/out/initrd.img")"

@@ -1,6 +1,6 @@
 // Package testimage gives tests the Overtime test image (build.sh in this directory): a
 // Debian cloud kernel, an initrd made by mkinitramfs from boot/initramfs, and a busybox
-// root.squashfs. Dir builds it once per machine and input state: build.sh caches by a key
+// root.squashfs with a few kernel modules its init loads (Image.RootModules). Dir builds it once per machine and input state: build.sh caches by a key
 // over its inputs and serialises concurrent builds (test binaries of several packages run
 // in parallel) with flock.
 package testimage
@@ -35,6 +35,9 @@ type Image struct {
 	KernelPackage string // Debian package and version it came from
 	RootSHA256    string
 	RootSize      int64
+	// RootModules are the kernel modules the root carries (with their dependencies) and
+	// its init loads at boot, e.g. evdev.
+	RootModules []string
 }
 
 // Path is the path of one of the image's files (Kernel, Initrd, Root).
@@ -147,7 +150,7 @@ func Load(dir string) (*Image, error) {
 	}
 	im := &Image{Dir: dir, Key: kv["KEY"], KernelVersion: kv["KERNEL_VERSION"],
 		KernelPackage: kv["KERNEL_PACKAGE"] + " " + kv["KERNEL_PACKAGE_VERSION"],
-		RootSHA256:    kv["ROOT_SHA256"], RootSize: size}
+		RootSHA256:    kv["ROOT_SHA256"], RootSize: size, RootModules: strings.Fields(kv["ROOT_MODULES"])}
 	if im.Key == "" || im.KernelVersion == "" || len(im.RootSHA256) != 64 {
 		return nil, fmt.Errorf("testimage: %s: incomplete manifest %v", dir, kv)
 	}

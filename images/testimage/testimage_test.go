@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -61,6 +62,40 @@ func TestBuild(t *testing.T) {
 
 	if out, err := exec.Command("unsquashfs", "-cat", im.Path(Root), "sbin/init").CombinedOutput(); err != nil || !strings.Contains(string(out), "overtime-test: up") {
 		t.Errorf("root.squashfs has no test init: %v: %s", err, out)
+	}
+
+	// The root's kernel modules, with the load order the init reads.
+	ls, err := exec.Command("unsquashfs", "-l", im.Path(Root)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("unsquashfs -l: %v: %s", err, ls)
+	}
+	mdir := "/lib/modules/" + im.KernelVersion + "/"
+	load, err := exec.Command("unsquashfs", "-cat", im.Path(Root), mdir+"overtime.load").Output()
+	if err != nil {
+		t.Fatalf("root.squashfs has no %sovertime.load: %v", mdir, err)
+	}
+	for _, want := range []string{"evdev", "overlay"} {
+		found := false
+		for _, m := range im.RootModules {
+			found = found || m == want
+		}
+		if !found {
+			t.Errorf("manifest ROOT_MODULES %v lacks %s", im.RootModules, want)
+		}
+		if !regexp.MustCompile(`(?m)/` + want + `\.ko$`).Match(load) {
+			t.Errorf("overtime.load lacks %s.ko:\n%s", want, load)
+		}
+	}
+	for _, f := range strings.Fields(string(load)) {
+		if !strings.Contains(string(ls), mdir+f+"\n") {
+			t.Errorf("root.squashfs lacks %s%s", mdir, f)
+		}
+	}
+	if !strings.Contains(string(ls), mdir+"modules.dep\n") {
+		t.Errorf("root.squashfs lacks %smodules.dep", mdir)
+	}
+	if init, err := exec.Command("unsquashfs", "-cat", im.Path(Root), "sbin/init").Output(); err != nil || !strings.Contains(string(init), "overtime.load") {
+		t.Errorf("the test init does not load the root's modules (%v)", err)
 	}
 
 	again, err := Build()

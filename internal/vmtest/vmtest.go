@@ -89,6 +89,7 @@ type VM struct {
 	stopOnce sync.Once
 	stderr   *bytes.Buffer
 	stderrMu *sync.Mutex
+	mon      *Monitor
 }
 
 // Start starts QEMU. The console log is Dir/console.log; QEMU's own messages go to
@@ -117,6 +118,13 @@ func Start(cfg Config) (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
+	monL, monPath, monCleanup, err := listenMonitor(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	// QEMU connects to the harness's socket (a client chardev): the connection is there
+	// as soon as QEMU runs.
+	args = append(args, "-chardev", "socket,id=qmp0,path="+monPath, "-mon", "chardev=qmp0,mode=control")
 
 	var cmd *exec.Cmd
 	if cfg.NS != nil {
@@ -128,6 +136,7 @@ func Start(cfg Config) (*VM, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
+		monCleanup()
 		return nil, err
 	}
 	// An os.Pipe of our own rather than StdoutPipe: Wait closes a StdoutPipe's read end,
@@ -135,20 +144,24 @@ func Start(cfg Config) (*VM, error) {
 	// exits quickly. This read end is the console's; it sees EOF once QEMU is gone.
 	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
+		monCleanup()
 		return nil, err
 	}
 	cmd.Stdout = stdoutW
 	qlog, err := os.Create(filepath.Join(cfg.Dir, "qemu.log"))
 	if err != nil {
+		monCleanup()
 		return nil, err
 	}
 	fmt.Fprintf(qlog, "# accel %s\n# %s %s\n", accel, QEMU, strings.Join(args, " "))
 	vm := &VM{Accel: accel, MAC: cfg.MAC, cfg: cfg, cmd: cmd, done: make(chan struct{}),
 		stderr: &bytes.Buffer{}, stderrMu: &sync.Mutex{}}
+	vm.mon = newMonitor(monL, vm.done)
 	cmd.Stderr = io.MultiWriter(qlog, lockedWriter{vm.stderrMu, vm.stderr})
 	con, err := newConsole(stdout, stdin, filepath.Join(cfg.Dir, "console.log"))
 	if err != nil {
 		qlog.Close()
+		monCleanup()
 		return nil, err
 	}
 	vm.Console = con
@@ -169,12 +182,15 @@ func Start(cfg Config) (*VM, error) {
 	if err != nil {
 		qlog.Close()
 		stdout.Close()
+		monCleanup()
 		return nil, fmt.Errorf("vmtest: start QEMU: %w", err)
 	}
 	go func() {
 		vm.waitErr = cmd.Wait()
 		qlog.Close()
+		monCleanup()
 		close(vm.done)
+		vm.mon.close()
 	}()
 	return vm, nil
 }

@@ -1,0 +1,68 @@
+package vmtest
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/images/testimage"
+)
+
+// TestMonitor: every VM has a QMP monitor. Without a NIC, a direct boot into the initrd's
+// shell: QMP commands and human-monitor commands answer, and keys sent with SendKey reach
+// the guest through the emulated PS/2 keyboard (atkbd) — read here from the first
+// virtual terminal, which the kernel's keyboard handler feeds, so no evdev is needed.
+func TestMonitor(t *testing.T) {
+	t.Parallel()
+	im := testimage.Get(t)
+	vm := StartT(t, Config{Name: "monitor", Kernel: im.Path(testimage.Kernel), Initrd: im.Path(testimage.Initrd),
+		Append: "console=ttyS0 loglevel=1 rdinit=/bin/sh"})
+
+	// The monitor answers while the guest boots.
+	ret, err := vm.Monitor().Command("query-status", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Running bool   `json:"running"`
+		Status  string `json:"status"`
+	}
+	if err := json.Unmarshal(ret, &st); err != nil || !st.Running {
+		t.Fatalf("query-status: %s (%v)", ret, err)
+	}
+	out, err := vm.Monitor().HMP("info status")
+	if err != nil || !strings.Contains(out, "running") {
+		t.Fatalf("HMP info status: %q, %v", out, err)
+	}
+	if _, err := vm.Monitor().Command("no-such-command", nil); err == nil || !strings.Contains(err.Error(), "CommandNotFound") {
+		t.Errorf("unknown command: %v (want QEMU's CommandNotFound)", err)
+	}
+
+	if _, err := vm.Console.Expect(regexp.MustCompile(`built-in shell \(ash\)`), 120*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// A reader on tty1 (canonical mode: a line arrives with the return key), its output in
+	// a file; the marker tells that it runs before any key is sent.
+	if _, err := vm.Console.Run("mkdir -p /dev /tmp && mount -t devtmpfs devtmpfs /dev && ((echo reading; head -n 1 /dev/tty1) >/tmp/keys 2>&1 &)", 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vm.Console.Run("until grep -q reading /tmp/keys; do sleep 0.1; done", 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"o", "t", "ret"} {
+		if err := vm.Monitor().SendKey(0, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := vm.Console.Run("until grep -q ot /tmp/keys; do sleep 0.1; done; cat /tmp/keys", 60*time.Second); err != nil {
+		t.Fatalf("the keys did not reach tty1: %v", err)
+	} else {
+		t.Logf("tty1 read: %q", out)
+	}
+	vm.Stop()
+	if _, err := vm.Monitor().Command("query-status", nil); err == nil {
+		t.Error("a command after Stop succeeded")
+	}
+}
