@@ -89,10 +89,18 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 				model.BackendVMware:    vmware.New(vmware.Config{}),
 				model.BackendContainer: container.New(container.Options{Hierarchy: cg, Logf: func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) }}),
 			}
-			a, err := agent.New(agent.Options{
+			// The load sensor counts CPU outside the guest; the agent knows the guest.
+			var a *agent.Agent
+			guestCPU := func() time.Duration {
+				if a == nil {
+					return 0
+				}
+				return a.GuestCPU()
+			}
+			a, err = agent.New(agent.Options{
 				Site: client.NewWithToken(g.server, token), MAC: mac,
 				StateDir: stateDir, ImageRoot: imageRoot, Backends: backends,
-				Sensors: agentSensors(inputDir, utmpPath, pressureGroup, cg, log),
+				Sensors: agentSensors(inputDir, utmpPath, pressureGroup, guestCPU, log),
 				Refresh: refresh, Heartbeat: heartbeat, CheckEvery: checkEvery,
 				RestartBackoff: backoff, Log: log, Version: version,
 			})
@@ -163,8 +171,14 @@ func probeKVM() (bool, string) {
 
 // agentSensors: input devices, sessions (logind, or utmp where there is no logind) with
 // terminal activity, pressure and desktop load.
-func agentSensors(inputDir, utmpPath, pressureGroup string, cg *cgroup.Hierarchy, log *slog.Logger) []sensor.Sensor {
+func agentSensors(inputDir, utmpPath, pressureGroup string, guestCPU func() time.Duration, log *slog.Logger) []sensor.Sensor {
+	pressure := &sensor.Pressure{Sources: []string{sensor.DefaultPressure}}
+	if pressureGroup != "" {
+		pressure.Sources = []string{pressureGroup}
+	}
 	return []sensor.Sensor{
+		pressure,
+		&sensor.Load{Guest: guestCPU},
 		&sensor.Input{Dir: inputDir, Opened: func(path, name string, err error) {
 			if err != nil {
 				log.Warn("input device", "path", path, "err", err)

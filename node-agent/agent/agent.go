@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -91,6 +92,8 @@ type Agent struct {
 
 	hbMu sync.Mutex
 	hb   model.Heartbeat
+
+	guestPID atomic.Int64 // main process of the running guest (0: none), for GuestCPU
 }
 
 // applied is what the agent last did to the guest (to skip redundant backend calls).
@@ -319,6 +322,8 @@ func (a *Agent) adopt(ctx context.Context) {
 	}
 	a.applied = applied{running: st.State == guest.StateRunning || st.State == guest.StatePaused,
 		frozen: st.State == guest.StatePaused, limit: st.CPULimit}
+	a.lastStatus = st
+	a.guestPID.Store(int64(st.PID))
 	if spec, err := a.spec(a.cfg); err == nil {
 		a.applied.spec = specKey(spec)
 		// The previous agent may have died between starting the guest and limiting it.
@@ -441,6 +446,10 @@ func (a *Agent) act(ctx context.Context) bool {
 			}
 			a.applied = applied{running: true, limit: limit, spec: specKey(spec)}
 			a.startedAt = a.o.Now()
+			if st, err := b.Status(ctx, name); err == nil {
+				a.lastStatus = st
+				a.guestPID.Store(int64(st.PID))
+			}
 			a.log.Info("guest started", "guest", name, "backend", b.Kind(), "cpuLimit", limit)
 			return true
 		}
@@ -470,6 +479,7 @@ func (a *Agent) stopGuest(ctx context.Context, b guest.Backend, name string) {
 	}
 	a.log.Info("guest stopped", "guest", name, "action", a.dec.Action)
 	a.applied = applied{}
+	a.guestPID.Store(0)
 }
 
 func (a *Agent) scheduleRetry() {
@@ -532,6 +542,7 @@ func (a *Agent) tick(ctx context.Context) {
 			st, err := b.Status(ctx, a.cfg.Guest.Name)
 			if err == nil {
 				a.lastStatus = st
+				a.guestPID.Store(int64(st.PID))
 				switch st.State {
 				case guest.StateAbsent, guest.StateCrashed, guest.StateShutoff:
 					if a.applied.running {
@@ -548,6 +559,32 @@ func (a *Agent) tick(ctx context.Context) {
 	a.decideAndAct(ctx, time.Time{})
 	a.account()
 	a.updateHeartbeat()
+}
+
+// GuestCPU is the CPU time of the running guest's process and its threads (QEMU; a
+// container's init), for the desktop-load sensor, which counts everything else. Safe
+// from any goroutine.
+func (a *Agent) GuestCPU() time.Duration {
+	pid := a.guestPID.Load()
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.FormatInt(pid, 10) + "/stat")
+	if err != nil {
+		return 0
+	}
+	st := string(b)
+	f := strings.Fields(st[strings.LastIndexByte(st, ')')+2:])
+	if len(f) < 15 {
+		return 0
+	}
+	// utime, stime, cutime, cstime (fields 14-17) in clock ticks (USER_HZ 100 on Linux).
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += v
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // account adds the time since the last call to the throttled/frozen counters.
