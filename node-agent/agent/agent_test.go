@@ -1,0 +1,185 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// fakeSite stands in for the site manager's agent API: the tests here are about what the
+// agent does with what it gets (bad documents, none at all); the real API and the agent
+// meet in test/agent_test.go.
+type fakeSite struct {
+	mu    sync.Mutex
+	calls int
+	cfg   *model.AgentConfig
+	err   error
+	hbs   []model.Heartbeat
+}
+
+func (f *fakeSite) AgentConfig(context.Context) (*model.AgentConfig, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	b, _ := json.Marshal(f.cfg) // a fresh copy, as from the wire
+	var c model.AgentConfig
+	json.Unmarshal(b, &c)
+	return &c, nil
+}
+
+func (f *fakeSite) Heartbeat(_ context.Context, hb model.Heartbeat) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hbs = append(f.hbs, hb)
+	return nil
+}
+
+func (f *fakeSite) set(c *model.AgentConfig, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cfg, f.err = c, err
+}
+
+const testMAC = "52:54:00:0c:00:01"
+
+func goodConfig() *model.AgentConfig {
+	return &model.AgentConfig{Host: "pc1", MAC: testMAC, Pool: "lab", Generated: time.Now(),
+		Mode: "maintenance", Kind: model.KindMaintenance, Policy: model.DefaultPolicy()}
+}
+
+func metricValue(t *testing.T, a *Agent, name string) string {
+	rec := httptest.NewRecorder()
+	a.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(rec.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A document the agent must not act on is refused with a reason, and the previous one
+// (and its cache) stays in force.
+func TestBadConfigRejected(t *testing.T) {
+	site := &fakeSite{cfg: goodConfig()}
+	dir := t.TempDir()
+	a, err := New(Options{Site: site, MAC: testMAC, StateDir: dir, Refresh: 20 * time.Millisecond, Heartbeat: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "config from the API", func() bool {
+		return metricValue(t, a, `overtime_agent_config_source{source="api"}`) == "1"
+	})
+	cached, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+
+	bad := []struct {
+		name string
+		mod  func(c *model.AgentConfig)
+	}{
+		{"another PC's document", func(c *model.AgentConfig) { c.MAC = "52:54:00:0c:00:99"; c.Host = "pc99" }},
+		{"invalid policy", func(c *model.AgentConfig) { c.Policy.ThrottleCPU = 500 }},
+		{"hysteresis upside down", func(c *model.AgentConfig) { c.Policy.ThawPressure = 50; c.Policy.FreezePressure = 10 }},
+		{"guest name outside the agent's namespace", func(c *model.AgentConfig) {
+			c.Kind, c.Mode = model.KindDesktop, "desktop"
+			c.Guest = &model.AgentGuest{Guest: model.Guest{Image: "compute"}, Name: "desktop-session",
+				Resolved: model.ImageVersion{Version: "v1", Path: "compute/v1"}}
+		}},
+		{"image path escaping the image root", func(c *model.AgentConfig) {
+			c.Kind, c.Mode = model.KindDesktop, "desktop"
+			c.Guest = &model.AgentGuest{Guest: model.Guest{Image: "compute"}, Name: "overtime-pc1",
+				Resolved: model.ImageVersion{Version: "v1", Path: "../../etc"}}
+		}},
+		{"unknown mode kind", func(c *model.AgentConfig) { c.Kind = "party" }},
+	}
+	for i, tc := range bad {
+		c := goodConfig()
+		tc.mod(c)
+		site.set(c, nil)
+		waitFor(t, tc.name+" refused", func() bool {
+			return metricValue(t, a, "overtime_agent_config_rejected_total") == strconv.Itoa(i+1)
+		})
+		if now, _ := os.ReadFile(filepath.Join(dir, "config.json")); string(now) != string(cached) {
+			t.Fatalf("%s: the cached configuration changed", tc.name)
+		}
+	}
+	// The site manager goes away: the configuration in force stays.
+	site.set(nil, errors.New("connection refused"))
+	site.mu.Lock()
+	before := site.calls
+	site.mu.Unlock()
+	waitFor(t, "three failed fetches", func() bool {
+		site.mu.Lock()
+		defer site.mu.Unlock()
+		return site.calls >= before+3
+	})
+	if v := metricValue(t, a, `overtime_agent_config_source{source="api"}`); v != "1" {
+		t.Fatalf("config source after the site manager went away: %q", v)
+	}
+}
+
+// A restarted agent without the site manager takes the cached configuration.
+func TestCacheUsedWhenSiteManagerDown(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := json.Marshal(goodConfig())
+	if err := writeAtomic(filepath.Join(dir, "config.json"), b); err != nil {
+		t.Fatal(err)
+	}
+	site := &fakeSite{err: errors.New("connection refused")}
+	a, err := New(Options{Site: site, MAC: testMAC, StateDir: dir, Refresh: 20 * time.Millisecond, Heartbeat: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "cached config in force", func() bool {
+		return metricValue(t, a, `overtime_agent_config_source{source="cache"}`) == "1" &&
+			metricValue(t, a, `overtime_agent_owner_state{state="maintenance"}`) == "1"
+	})
+}
+
+func TestGuestMAC(t *testing.T) {
+	for in, want := range map[string]string{
+		"00:1b:21:0a:0b:0c": "02:1b:21:0a:0b:0c",
+		"52:54:00:0b:00:01": "56:54:00:0b:00:01", // already locally administered: another bit
+	} {
+		got, err := GuestMAC(in)
+		if err != nil || got != want {
+			t.Errorf("GuestMAC(%s) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	if _, err := GuestMAC("nonsense"); err == nil {
+		t.Error("bad MAC accepted")
+	}
+}
