@@ -11,3 +11,6 @@ go test -run='^$' -bench=. -benchmem -count=5 ./sitemgmt/schedule ./sitemgmt/ren
 go run ./test/bench/bootstorm -overtime bin/overtime -out docs/benchmarks
 # Real PXE boots of QEMU VMs through the whole chain, power-on to root mounted.
 go test -count=1 -timeout 60m -run '^$' -bench PXEBoot -benchtime 1x ./test/bench/pxeboot -args -out "$PWD/docs/benchmarks"
+# The node agent: key press -> guest throttled, 200 presses per backend (container, QEMU
+# via libvirt), and the agent's idle CPU and memory. About 10 minutes.
+go test -count=1 -timeout 60m -run '^$' -bench AgentReaction -benchtime 1x ./test/bench/agentreact -args -out "$PWD/docs/benchmarks"

@@ -10,6 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 D=${OVERTIME_DEMO_DIR:-/tmp/overtime-demo}
+# The site manager's clock: a Wednesday afternoon, so that pc-a01 boots the desktop
+# and its node agent harvests (OVERTIME_DEMO_NOW=now for the real clock).
+OVERTIME_DEMO_NOW=${OVERTIME_DEMO_NOW:-2026-12-02T14:30:00+01:00}
+[ "$OVERTIME_DEMO_NOW" != now ] || OVERTIME_DEMO_NOW=
 NS=overtime-demo
 HTTP_PORT=${OVERTIME_DEMO_PORT:-8080}
 BIN=$ROOT/bin/overtime
@@ -75,13 +79,18 @@ start() {
 	export OVERTIME_LDAP_PASSWORD=$ROOTPW OVERTIME_ADMIN_PASSWORD=admin-secret
 	inns "$BIN" ldap init --site example --timezone Europe/Berlin --admin admin
 
-	mkdir -p "$D/images/debian-desktop/demo-1" && chmod -R 755 "$D/images"
+	mkdir -p "$D/images/debian-desktop/demo-1" "$D/images/compute-guest/demo-1" "$D/files" && chmod -R 755 "$D/images"
+	# The compute guest: the same busybox image, run by the node agent as a container.
+	cp "$IMG/root.squashfs" "$D/images/compute-guest/demo-1/"
+	chmod 644 "$D/images/compute-guest/demo-1/"*
+	# The node agent's binary for pc-a01 (a real desktop image ships it).
+	cp "$BIN" "$D/files/overtime"
 	cp "$IMG/vmlinuz" "$IMG/initrd.img" "$IMG/root.squashfs" "$D/images/debian-desktop/demo-1/"
 	chmod 644 "$D/images/debian-desktop/demo-1/"*
 	NOW_ARGS=()
 	[ -z "${OVERTIME_DEMO_NOW:-}" ] || NOW_ARGS=(--now "$OVERTIME_DEMO_NOW")
 	inns "$BIN" serve --listen "$SERVER_IP:8080" --boot-server bs1 --reload 5s --menu-timeout 2s \
-		--images-dir "$D/images" --syslinux-dir /usr/lib/syslinux/modules/bios "${NOW_ARGS[@]}" > "$D/serve.log" 2>&1 &
+		--images-dir "$D/images" --files-dir "$D/files" --syslinux-dir /usr/lib/syslinux/modules/bios "${NOW_ARGS[@]}" > "$D/serve.log" 2>&1 &
 	echo $! > "$D/serve.pid"
 	"$BIN" dev forward --netns "$NS" --listen "127.0.0.1:$HTTP_PORT" --to "$SERVER_IP:8080" > "$D/forward.log" 2>&1 &
 	echo $! > "$D/forward.pid"
@@ -129,7 +138,7 @@ start() {
 		-netdev tap,id=net0,ifname=tap0,script=no,downscript=no \
 		-device virtio-net-pci,netdev=net0,mac=52:54:00:0a:00:01,bootindex=1 \
 		-chardev socket,id=con0,path="$D/pc-a01.console",server=on,wait=off,logfile="$D/pc-a01.log" \
-		-serial chardev:con0 > "$D/qemu.log" 2>&1 &
+		-serial chardev:con0 -monitor unix:"$D/pc-a01.monitor",server=on,wait=off > "$D/qemu.log" 2>&1 &
 	echo $! > "$D/vm.pid"
 	t0=$SECONDS
 	if ! wait_for "pc-a01 to boot" 600 grep -q "overtime-test: up" "$D/pc-a01.log"; then
@@ -141,6 +150,12 @@ start() {
 		echo "demo: pc-a01 did not land in the scheduled mode $MODE"; exit 1
 	fi
 	echo "   pc-a01 landed in mode $MODE, as the schedule says."
+
+	if [ "$MODE" = desktop ]; then
+		agent_demo
+	else
+		echo "   (the node agent part of the demo needs desktop mode: set OVERTIME_DEMO_NOW to a lecture slot)"
+	fi
 
 	cat <<EOT
 
@@ -173,6 +188,47 @@ EOT
 		wait "$(cat "$D/serve.pid")" || true
 		stop
 	fi
+}
+
+# vm: type a command on pc-a01's serial console.
+vm() { printf '%s\n' "$*" | socat - UNIX-CONNECT:"$D/pc-a01.console" >/dev/null; }
+
+# agent_demo: the node agent on pc-a01 runs the compute guest as a container (cgroup v2
+# inside the VM) and throttles it when keys are pressed on pc-a01's keyboard (QEMU's
+# emulated PS/2 keyboard, through the monitor: the agent reads /dev/input/event*).
+agent_demo() {
+	echo
+	echo "== node agent: desktop mode runs compute-guest as a container; lab-a throttles it on input"
+	"$BIN" image publish compute-guest demo-1 --path compute-guest/demo-1 --file "$IMG/root.squashfs" >/dev/null
+	printf '%s\n' "image: compute-guest" "version: demo-1" "backend: container" "network: none" \
+		"vcpus: 1" "memoryMB: 128" "kernelArgs: /bin/busybox md5sum /dev/zero" > "$D/guest.yaml"
+	"$BIN" mode set desktop --guest-file "$D/guest.yaml" >/dev/null
+	printf '%s\n' "idleAfter: 20s" "hold: 5s" "throttleCPU: 25" "desktopLoad: 100" "freezePressure: 95" > "$D/policy.yaml"
+	"$BIN" pool set lab-a --policy-file "$D/policy.yaml" >/dev/null
+	sed 's/^/   | /' "$D/policy.yaml"
+	"$BIN" host credential pc-a01 --out "$D/pc-a01.token" >/dev/null
+	echo "   host credential for pc-a01 issued; starting overtime agent run on pc-a01 (binary from $API/files/; /run is noexec, so it runs from /tmp)"
+	vm "grep -q cgroup2 /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup"
+	vm "mkdir -p /run/overtime/images/compute-guest/demo-1 && wget -q -O /run/overtime/images/compute-guest/demo-1/root.squashfs $API/images/compute-guest/demo-1/root.squashfs && wget -q -O /tmp/overtime $API/files/overtime && chmod 755 /tmp/overtime && echo demo-fetched"
+	wait_for "pc-a01 to fetch the agent" 300 grep -q "^demo-fetched" "$D/pc-a01.log"
+	vm "echo $(cat "$D/pc-a01.token") > /run/overtime/agent.token; chmod 600 /run/overtime/agent.token"
+	vm "/tmp/overtime agent run --server $API --token-file /run/overtime/agent.token --mac 52:54:00:0a:00:01 --image-root /run/overtime/images --listen :9101 --refresh 5s --check 5s > /run/overtime/agent.log 2>&1 &"
+	G=/sys/fs/cgroup/overtime/guest-overtime-pc-a01
+	vm "while ! grep -q 'guest started' /run/overtime/agent.log; do sleep 1; done; echo demo-started; grep -E 'input device|guest started' /run/overtime/agent.log | sed 's/^/agent: /'; echo \"demo-cpumax \$(cat $G/cpu.max) idle=\$(cat $G/cpu.idle)\""
+	if ! wait_for "the guest to start" 300 grep -q "^demo-cpumax" "$D/pc-a01.log"; then
+		vm "tail -20 /run/overtime/agent.log"; sleep 2; tail -20 "$D/pc-a01.log"; exit 1
+	fi
+	tr -d '\r' < "$D/pc-a01.log" | grep -aE "^agent: |^demo-cpumax" | sed 's/^/   | /'
+	echo "   guest running at full speed in its idle cgroup (cpu.max \"max\"). Pressing keys on pc-a01's keyboard..."
+	for k in h e l l o; do echo "sendkey $k" | socat - UNIX-CONNECT:"$D/pc-a01.monitor" >/dev/null; done
+	vm "sleep 1; grep decision /run/overtime/agent.log | tail -n 2 | sed 's/^/agent: /'; echo \"demo-throttled \$(cat $G/cpu.max)\""
+	wait_for "the throttle" 120 grep -q "^demo-throttled" "$D/pc-a01.log"
+	tr -d '\r' < "$D/pc-a01.log" | grep -aE "^agent: .*decision|^demo-throttled" | tail -n 3 | sed 's/^/   | /'
+	if ! tr -d '\r' < "$D/pc-a01.log" | grep -aq "^demo-throttled 25000 100000"; then
+		echo "demo: the guest was not throttled"; exit 1
+	fi
+	echo "   throttled to 25% of pc-a01's CPU on the key press; back to full speed 20 s + 5 s after the last key."
+	echo "   metrics: socat - UNIX-CONNECT:$D/pc-a01.console, then: wget -qO- localhost:9101/metrics | grep overtime_agent"
 }
 
 case "${1:-start}" in
