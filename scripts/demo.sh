@@ -152,7 +152,9 @@ start() {
 	echo "   pc-a01 landed in mode $MODE, as the schedule says."
 
 	if [ "$MODE" = desktop ]; then
-		agent_demo
+		# Known gap (issue 4 still open): inside the PXE-booted VM the agent has not been
+		# seen to start its container guest yet; report it and keep the rest of the demo.
+		agent_demo || echo "demo: the node agent part did not complete (known gap, see docs/node-agent.md); the rest of the demo runs"
 	else
 		echo "   (the node agent part of the demo needs desktop mode: set OVERTIME_DEMO_NOW to a lecture slot)"
 	fi
@@ -210,22 +212,24 @@ agent_demo() {
 	echo "   host credential for pc-a01 issued; starting overtime agent run on pc-a01 (binary from $API/files/; /run is noexec, so it runs from /tmp)"
 	vm "grep -q cgroup2 /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup"
 	vm "mkdir -p /run/overtime/images/compute-guest/demo-1 && wget -q -O /run/overtime/images/compute-guest/demo-1/root.squashfs $API/images/compute-guest/demo-1/root.squashfs && wget -q -O /tmp/overtime $API/files/overtime && chmod 755 /tmp/overtime && echo demo-fetched"
-	wait_for "pc-a01 to fetch the agent" 300 grep -q "^demo-fetched" "$D/pc-a01.log"
+	wait_for "pc-a01 to fetch the agent" 300 grep -q "^demo-fetched" "$D/pc-a01.log" || return 1
 	vm "echo $(cat "$D/pc-a01.token") > /run/overtime/agent.token; chmod 600 /run/overtime/agent.token"
 	vm "/tmp/overtime agent run --server $API --token-file /run/overtime/agent.token --mac 52:54:00:0a:00:01 --image-root /run/overtime/images --listen :9101 --refresh 5s --check 5s > /run/overtime/agent.log 2>&1 &"
 	G=/sys/fs/cgroup/overtime/guest-overtime-pc-a01
-	vm "while ! grep -q 'guest started' /run/overtime/agent.log; do sleep 1; done; echo demo-started; grep -E 'input device|guest started' /run/overtime/agent.log | sed 's/^/agent: /'; echo \"demo-cpumax \$(cat $G/cpu.max) idle=\$(cat $G/cpu.idle)\""
-	if ! wait_for "the guest to start" 300 grep -q "^demo-cpumax" "$D/pc-a01.log"; then
-		vm "tail -20 /run/overtime/agent.log"; sleep 2; tail -20 "$D/pc-a01.log"; exit 1
+	vm "i=0; while ! grep -q 'guest started' /run/overtime/agent.log && [ \$i -lt 240 ]; do sleep 1; i=\$((i+1)); done; grep -E 'input device|guest started|ERROR|WARN' /run/overtime/agent.log | cut -c1-240 | sed 's/^/agent: /'; echo \"demo-cpumax \$(cat $G/cpu.max) idle=\$(cat $G/cpu.idle)\""
+	if ! wait_for "the guest to start" 300 grep -q "^demo-cpumax" "$D/pc-a01.log" ||
+		! tr -d '\r' < "$D/pc-a01.log" | grep -aq "^agent: .*guest started"; then
+		tr -d '\r' < "$D/pc-a01.log" | grep -aE "^agent: |^demo-cpumax" | sed 's/^/   | /'
+		echo "demo: the node agent did not start the guest"; return 1
 	fi
 	tr -d '\r' < "$D/pc-a01.log" | grep -aE "^agent: |^demo-cpumax" | sed 's/^/   | /'
 	echo "   guest running at full speed in its idle cgroup (cpu.max \"max\"). Pressing keys on pc-a01's keyboard..."
 	for k in h e l l o; do echo "sendkey $k" | socat - UNIX-CONNECT:"$D/pc-a01.monitor" >/dev/null; done
 	vm "sleep 1; grep decision /run/overtime/agent.log | tail -n 2 | sed 's/^/agent: /'; echo \"demo-throttled \$(cat $G/cpu.max)\""
-	wait_for "the throttle" 120 grep -q "^demo-throttled" "$D/pc-a01.log"
+	wait_for "the throttle" 120 grep -q "^demo-throttled" "$D/pc-a01.log" || return 1
 	tr -d '\r' < "$D/pc-a01.log" | grep -aE "^agent: .*decision|^demo-throttled" | tail -n 3 | sed 's/^/   | /'
 	if ! tr -d '\r' < "$D/pc-a01.log" | grep -aq "^demo-throttled 25000 100000"; then
-		echo "demo: the guest was not throttled"; exit 1
+		echo "demo: the guest was not throttled"; return 1
 	fi
 	echo "   throttled to 25% of pc-a01's CPU on the key press; back to full speed 20 s + 5 s after the last key."
 	echo "   metrics: socat - UNIX-CONNECT:$D/pc-a01.console, then: wget -qO- localhost:9101/metrics | grep overtime_agent"
