@@ -22,7 +22,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +32,7 @@ import (
 	"github.com/overtime-hpc/overtime/images/testimage"
 	"github.com/overtime-hpc/overtime/internal/bootlab"
 	"github.com/overtime-hpc/overtime/internal/libvirtenv"
+	"github.com/overtime-hpc/overtime/internal/syncbuf"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -218,32 +218,15 @@ func (s *Session) Key() (time.Time, error) {
 // Agent is `overtime agent run` as a separate process.
 type Agent struct {
 	Cmd  *exec.Cmd
-	out  *lockedBuf
+	out  *syncbuf.Buffer
 	done chan struct{}
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // StartAgent runs the agent with the lab's flags; it is killed at cleanup.
 func (l *Lab) StartAgent() *Agent {
 	t := l.T
 	t.Helper()
-	a := &Agent{Cmd: exec.Command(l.Bin, append([]string{"agent", "run"}, l.Args...)...), out: &lockedBuf{}, done: make(chan struct{})}
+	a := &Agent{Cmd: exec.Command(l.Bin, append([]string{"agent", "run"}, l.Args...)...), out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	a.Cmd.Stdout, a.Cmd.Stderr = a.out, a.out
 	a.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := a.Cmd.Start(); err != nil {

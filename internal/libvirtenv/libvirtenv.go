@@ -18,12 +18,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/netns"
+	"github.com/overtime-hpc/overtime/internal/syncbuf"
 )
 
 // Env is one running libvirtd.
@@ -33,25 +33,8 @@ type Env struct {
 	NS  *netns.NS
 
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.String()
 }
 
 // Start runs libvirtd for t (in ns when not nil) and stops it, with every domain it runs,
@@ -97,7 +80,7 @@ exec /usr/sbin/libvirtd`
 	} else {
 		e.cmd = exec.Command(args[0], args[1:]...)
 	}
-	e.out = &lockedBuffer{}
+	e.out = &syncbuf.Buffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := e.cmd.Start(); err != nil {

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/netns"
+	"github.com/overtime-hpc/overtime/internal/syncbuf"
 )
 
 // Ports ganesha serves on. Fixed rather than picked: a namespace is private to one test,
@@ -80,26 +81,8 @@ type proc struct {
 	err  error
 }
 
-// lockedBuffer: exec.Cmd writes the daemon's output from a goroutine of its own.
-type lockedBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.String()
-}
-
-func startProc(cmd *exec.Cmd) (*proc, *lockedBuffer, error) {
-	var out lockedBuffer
+func startProc(cmd *exec.Cmd) (*proc, *syncbuf.Buffer, error) {
+	var out syncbuf.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	// SIGKILL when the test binary dies (e.g. killed by -timeout): no daemon may outlive it.
@@ -283,7 +266,7 @@ func (s *Server) Start() error {
 }
 
 // poll calls ready until it succeeds, the daemon exits, or the deadline passes.
-func (s *Server) poll(deadline time.Time, p *proc, out *lockedBuffer, name string, ready func() error) error {
+func (s *Server) poll(deadline time.Time, p *proc, out *syncbuf.Buffer, name string, ready func() error) error {
 	var last error
 	for {
 		if p.exited() {

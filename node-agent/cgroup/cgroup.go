@@ -115,7 +115,7 @@ func ParseMountinfo(r io.Reader) (*Hierarchy, error) {
 			continue
 		}
 		fstype := fields[sep+1]
-		m := mount{dir: unescapeMountinfo(fields[4]), root: unescapeMountinfo(fields[3])}
+		m := mount{dir: UnescapeMountinfo(fields[4]), root: UnescapeMountinfo(fields[3])}
 		switch fstype {
 		case "cgroup2":
 			if h.unified == nil {
@@ -162,7 +162,9 @@ func NewUnified(dir string) (*Hierarchy, error) {
 	return &Hierarchy{version: V2, unified: &mount{dir: dir, root: "/"}}, nil
 }
 
-func unescapeMountinfo(s string) string {
+// UnescapeMountinfo decodes the octal escapes (\040 for a space) of a path field of
+// /proc/PID/mountinfo.
+func UnescapeMountinfo(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

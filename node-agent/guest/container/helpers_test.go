@@ -328,7 +328,7 @@ func containerMounts(t *testing.T, pid int) map[string]string {
 				break
 			}
 		}
-		out[unescape(f[4])] = f[sep+1] + " " + f[5] + " " + f[sep+3]
+		out[cgroup.UnescapeMountinfo(f[4])] = f[sep+1] + " " + f[5] + " " + f[sep+3]
 	}
 	return out
 }

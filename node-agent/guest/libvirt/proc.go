@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 )
 
 func durationNS(ns int64) time.Duration { return time.Duration(ns) }
@@ -33,34 +35,23 @@ func qemuPID(name string) int {
 }
 
 // domainCgroup is the domain's cgroup (the parent of QEMU's "emulator" group, where
-// libvirt puts its limits), read from /proc/PID/cgroup: the cpu controller's path on
-// cgroup v1, the unified path on v2.
+// libvirt puts its limits): the cpu controller's path on cgroup v1, the unified path on v2.
 func domainCgroup(pid int) string {
 	if pid <= 0 {
 		return ""
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return ""
 	}
-	var unified, cpu string
-	for _, line := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			unified = parts[2]
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			if c == "cpu" {
-				cpu = parts[2]
-			}
-		}
+	defer f.Close()
+	paths, err := cgroup.ParseProcCgroup(f)
+	if err != nil {
+		return ""
 	}
-	p := cpu
-	if p == "" {
-		p = unified
+	p, ok := paths["cpu"]
+	if !ok {
+		p = paths[""] // cgroup2
 	}
 	return strings.TrimSuffix(p, "/emulator")
 }
