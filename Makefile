@@ -12,8 +12,10 @@ all: build
 deps:
 	@scripts/deps.sh
 
+# Static: the same binary runs on the boot server and, as the node agent, on desktops
+# whose root may not carry the build host's C library.
 build: deps
-	$(GO) build -o $(BIN) ./cmd/overtime
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/overtime
 
 # Unit tests and integration tests against real servers (slapd, dnsmasq, slurmctld,
 # nfs-ganesha), plus static checks. -p 2: these machines have 2 cores.

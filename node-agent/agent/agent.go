@@ -690,6 +690,12 @@ func (a *Agent) watch(ctx context.Context) <-chan guest.Event {
 			continue
 		}
 		ch, err := w.Watch(ctx)
+		if guest.IsUnavailable(err) {
+			// Normal on a desktop that only has some backends installed; a guest of this
+			// kind would fail at start with the same reason.
+			a.log.Info("backend unavailable on this desktop", "backend", b.Kind(), "err", err)
+			continue
+		}
 		if err != nil {
 			a.log.Warn("guest events unavailable; status checks only", "backend", b.Kind(), "err", err)
 			continue

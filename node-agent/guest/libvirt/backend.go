@@ -371,6 +371,9 @@ func (b *Backend) Stop(ctx context.Context, name string) error {
 
 // Watch follows libvirt's lifecycle events with one `virsh event --loop`.
 func (b *Backend) Watch(ctx context.Context) (<-chan guest.Event, error) {
+	if _, err := exec.LookPath(b.o.Virsh); err != nil {
+		return nil, guest.Unavailable(b.o.Kind, "virsh not found (Debian package libvirt-clients)")
+	}
 	cmd := exec.CommandContext(ctx, b.o.Virsh, "-q", "-c", b.o.URI, "event", "--all", "--loop")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
