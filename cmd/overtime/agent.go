@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"os/signal"
 	"syscall"
 	"time"
@@ -103,6 +104,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 				Sensors: agentSensors(inputDir, utmpPath, pressureGroup, guestCPU, log),
 				Refresh: refresh, Heartbeat: heartbeat, CheckEvery: checkEvery,
 				RestartBackoff: backoff, Log: log, Version: version,
+				DesktopCPUPressure: desktopCPUPressure(pressureGroup),
 			})
 			if err != nil {
 				return err
@@ -117,6 +119,8 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 				mux := http.NewServeMux()
 				mux.Handle("GET /metrics", a.MetricsHandler())
 				mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+				// The SPANK plugin in the guest reports job start and end here.
+				a.JobHandler(mux)
 				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 				go srv.Serve(ln)
 				defer srv.Close()
@@ -131,7 +135,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 	f.StringVar(&mac, "mac", "", "this PC's MAC (default: the interface with the default route)")
 	f.StringVar(&stateDir, "state-dir", "/run/overtime/agent", "tmpfs directory: cached configuration, guest overlays")
 	f.StringVar(&imageRoot, "image-root", "/run/overtime/images", "where the image export is mounted read-only (version paths below it)")
-	f.StringVar(&listen, "listen", ":9101", "Prometheus /metrics address (empty: off)")
+	f.StringVar(&listen, "listen", ":9101", "HTTP address for /metrics and the guest's job calls /v1/jobs (empty: off)")
 	f.StringVar(&libvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection for the qemu backend")
 	f.StringVar(&inputDir, "input-dir", "/dev/input", "input devices to watch (timestamps only)")
 	f.StringVar(&utmpPath, "utmp", sensor.DefaultUtmp, "utmp file: sessions and terminal activity")
@@ -236,4 +240,13 @@ func (s *sessionsSensor) Run(ctx context.Context, out chan<- sensor.Event) error
 			}
 		}
 	}
+}
+
+// desktopCPUPressure is the PSI file for job reports' desktop slowdown: the desktop's
+// cgroup when given, else system-wide.
+func desktopCPUPressure(group string) string {
+	if group != "" {
+		return filepath.Join(group, "cpu.pressure")
+	}
+	return "/proc/pressure/cpu"
 }

@@ -57,6 +57,8 @@ func newRoot() *cobra.Command {
 		newUserCmd(g),
 		newScheduleCmd(g),
 		newAgentCmd(g),
+		newJobReportCmd(g),
+		newSlurmCmd(g),
 	)
 	for _, c := range entityCmds(g) {
 		if c.Name() == "bootserver" {

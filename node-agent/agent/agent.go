@@ -39,6 +39,7 @@ import (
 type SiteManager interface {
 	AgentConfig(ctx context.Context) (*model.AgentConfig, error)
 	Heartbeat(ctx context.Context, hb model.Heartbeat) error
+	PostJobReport(ctx context.Context, r model.JobReport) (*model.JobReport, error)
 }
 
 // Options configure an Agent.
@@ -58,6 +59,10 @@ type Options struct {
 	// RestartBackoff is the first delay before a crashed guest is started again; it
 	// doubles up to MaxBackoff and resets after the guest ran for 10 minutes.
 	RestartBackoff, MaxBackoff time.Duration
+
+	// DesktopCPUPressure is the PSI file whose "some" total measures the desktop's CPU
+	// stalls for job reports (default /proc/pressure/cpu).
+	DesktopCPUPressure string
 
 	HostCPUs  int // default runtime.NumCPU()
 	HostMemMB int // default from /proc/meminfo
@@ -94,6 +99,10 @@ type Agent struct {
 	hb   model.Heartbeat
 
 	guestPID atomic.Int64 // main process of the running guest (0: none), for GuestCPU
+
+	cnt      counters            // totals for job reports (jobs.go)
+	jobsMu   sync.Mutex          // guards jobStart
+	jobStart map[string]Counters // job id -> counters at its start
 }
 
 // applied is what the agent last did to the guest (to skip redundant backend calls).
@@ -140,6 +149,9 @@ func New(o Options) (*Agent, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.DesktopCPUPressure == "" {
+		o.DesktopCPUPressure = "/proc/pressure/cpu"
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -356,11 +368,12 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 		return
 	}
 	a.obs.Now = a.o.Now()
+	a.foldCounters()
 	d := a.engine.Decide(a.obs)
 	if d.Changed || d.State != a.dec.State {
 		a.log.Info("decision", "state", d.State, "action", d.Action, "reason", d.Reason)
 	}
-	prevAction := a.dec.Action
+	prevAction, prevState := a.dec.Action, a.dec.State
 	a.dec = d
 	setOne(a.m.ownerState, ownerStates, string(d.State))
 	setOne(a.m.action, guestActions, string(d.Action))
@@ -369,9 +382,32 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 		a.m.reaction.WithLabelValues(string(d.Action)).Observe(a.o.Now().Sub(since).Seconds())
 	}
 	if d.Action != prevAction {
+		a.cnt.mu.Lock()
+		if a.cnt.actions == nil {
+			a.cnt.actions = map[model.GuestAction]int{}
+		}
+		a.cnt.actions[d.Action]++
+		a.cnt.mu.Unlock()
+	}
+	a.foldCounters()
+	// The owner state matters to Slurm too (node features desk-empty / owner-active).
+	if d.Action != prevAction || d.State != prevState {
 		a.updateHeartbeat()
 		go a.sendHeartbeat(context.WithoutCancel(ctx))
 	}
+}
+
+// foldCounters accounts the time since the last decision under what was in force.
+func (a *Agent) foldCounters() {
+	running := a.applied.running
+	a.cnt.fold(a.o.Now(), running && !a.applied.frozen && a.applied.limit > 0, running && a.applied.frozen,
+		a.dec.State == model.StateOwnerActive)
+	a.cnt.mu.Lock()
+	a.cnt.state, a.cnt.action = a.dec.State, a.dec.Action
+	if a.cfg != nil {
+		a.cnt.host, a.cnt.mode = a.cfg.Host, a.cfg.Mode
+	}
+	a.cnt.mu.Unlock()
 }
 
 var (
@@ -558,6 +594,7 @@ func (a *Agent) tick(ctx context.Context) {
 	}
 	a.decideAndAct(ctx, time.Time{})
 	a.account()
+	a.foldCounters()
 	a.updateHeartbeat()
 }
 

@@ -21,6 +21,7 @@ import (
 // agent does with what it gets (bad documents, none at all); the real API and the agent
 // meet in test/agent_test.go.
 type fakeSite struct {
+	reports []model.JobReport
 	mu    sync.Mutex
 	calls int
 	cfg   *model.AgentConfig
@@ -46,6 +47,13 @@ func (f *fakeSite) Heartbeat(_ context.Context, hb model.Heartbeat) error {
 	defer f.mu.Unlock()
 	f.hbs = append(f.hbs, hb)
 	return nil
+}
+
+func (f *fakeSite) PostJobReport(_ context.Context, r model.JobReport) (*model.JobReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reports = append(f.reports, r)
+	return &r, nil
 }
 
 func (f *fakeSite) set(c *model.AgentConfig, err error) {

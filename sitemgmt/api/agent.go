@@ -328,18 +328,49 @@ func (s *Server) agentServer(site *model.Site, h *model.Host) *model.BootServer 
 // agentStatus holds the last heartbeat of every host, in memory: it is state, not
 // configuration, and writing it to LDAP every 30 s per host would cost a directory write
 // per heartbeat for nothing a restart could not rebuild within one interval.
+//
+// Every change bumps a revision and wakes the long polls of GET /api/v1/slurm/nodes, so
+// that an owner's key press reaches Slurm in one round trip, not at the next poll.
 type agentStatus struct {
-	mu   sync.Mutex
-	last map[string]model.HostStatus
+	mu      sync.Mutex
+	last    map[string]model.HostStatus
+	rev     uint64
+	changed chan struct{} // closed and replaced at every change
+	reports jobReports
 }
 
-func (a *agentStatus) put(st model.HostStatus) {
+// put stores a heartbeat unless it is older than the one already stored: the agent posts
+// heartbeats from concurrent goroutines, and a late "run" must not overwrite "freeze".
+func (a *agentStatus) put(st model.HostStatus) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.last == nil {
 		a.last = map[string]model.HostStatus{}
 	}
+	if prev, ok := a.last[st.Host]; ok && st.Time.Before(prev.Time) {
+		return false
+	}
 	a.last[st.Host] = st
+	a.bumpLocked()
+	return true
+}
+
+func (a *agentStatus) bumpLocked() {
+	a.rev++
+	if a.changed != nil {
+		close(a.changed)
+	}
+	a.changed = make(chan struct{})
+}
+
+// since returns the revision and a channel closed at the next change.
+func (a *agentStatus) since() (uint64, <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.changed == nil {
+		a.changed = make(chan struct{})
+	}
+	return a.rev, a.changed
 }
 
 func (a *agentStatus) get(host string) (model.HostStatus, bool) {
@@ -391,7 +422,10 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := model.HostStatus{Heartbeat: hb, Received: s.opt.Now().UTC(), Remote: remoteIP(r)}
-	s.status.put(st)
+	if !s.status.put(st) {
+		// Out of order (an older heartbeat overtaken by a newer one): accepted, not stored.
+		st, _ = s.status.get(host)
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 

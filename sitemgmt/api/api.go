@@ -116,6 +116,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/users", s.write(s.putUser))
 	registerCollections(s)
 	s.agentRoutes()
+	s.slurmRoutes()
 	s.fileRoutes()
 }
 
@@ -282,6 +283,11 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 	return authz.For(s.svc.Snapshot().Site, uid), true
 }
 
+// hostOnlyAgent is the refusal for a host credential outside the agent's endpoints.
+func hostOnlyAgent(host string) string {
+	return "host " + host + ": a host credential may only fetch its agent configuration (GET /api/v1/agent/config), post heartbeats (POST /api/v1/agent/heartbeat) and job reports (POST /api/v1/agent/jobs)"
+}
+
 // read wraps a handler that needs any role.
 func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -290,7 +296,7 @@ func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if p.IsHost() {
-			writeError(w, http.StatusForbidden, "host "+p.Host+": a host credential may only fetch its agent configuration (GET /api/v1/agent/config) and post heartbeats (POST /api/v1/agent/heartbeat)")
+			writeError(w, http.StatusForbidden, hostOnlyAgent(p.Host))
 			return
 		}
 		if !p.CanRead() {

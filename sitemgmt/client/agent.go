@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -132,4 +134,49 @@ func (c *Client) RevokeHostCredential(ctx context.Context, host string) (revoked
 		return false, err
 	}
 	return out.Revoked, nil
+}
+
+// PostJobReport sends a job's interference report (node agent: host token).
+func (c *Client) PostJobReport(ctx context.Context, r model.JobReport) (*model.JobReport, error) {
+	var out model.JobReport
+	if err := c.sendCtx(ctx, http.MethodPost, "/api/v1/agent/jobs", r, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// JobReport fetches one job's interference report.
+func (c *Client) JobReport(ctx context.Context, job string) (*model.JobReport, error) {
+	var out model.JobReport
+	if err := c.getCtx(ctx, "/api/v1/jobs/"+url.PathEscape(job), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// JobReports lists recent reports (host "" = all).
+func (c *Client) JobReports(ctx context.Context, host string) ([]model.JobReport, error) {
+	var q url.Values
+	if host != "" {
+		q = url.Values{"host": {host}}
+	}
+	var out []model.JobReport
+	if err := c.getCtx(ctx, "/api/v1/jobs", q, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SlurmNodes fetches the desired Slurm node states; with wait > 0 it long-polls until the
+// revision passes since.
+func (c *Client) SlurmNodes(ctx context.Context, since uint64, wait time.Duration) (*model.SlurmFeed, error) {
+	q := url.Values{"since": {strconv.FormatUint(since, 10)}}
+	if wait > 0 {
+		q.Set("wait", strconv.FormatFloat(wait.Seconds(), 'f', -1, 64))
+	}
+	var out model.SlurmFeed
+	if err := c.getCtx(ctx, "/api/v1/slurm/nodes", q, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

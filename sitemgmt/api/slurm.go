@@ -1,0 +1,216 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/slurmnode"
+)
+
+// The Slurm side of the API (docs/slurm.md):
+//
+//	GET  /api/v1/slurm/nodes?since=REV&wait=S  desired Slurm node states + new job reports
+//	                                           (long poll: answers at once when the
+//	                                           revision is past REV, else after S seconds)
+//	POST /api/v1/agent/jobs                    a node agent's job interference report
+//	GET  /api/v1/jobs/{id}                     one job's report (any directory user)
+//	GET  /api/v1/jobs?host=NAME                recent reports (any role)
+func (s *Server) slurmRoutes() {
+	m := s.mux
+	m.HandleFunc("GET /api/v1/slurm/nodes", s.read(s.slurmNodes))
+	m.HandleFunc("POST /api/v1/agent/jobs", s.agent(s.postJobReport))
+	m.HandleFunc("GET /api/v1/jobs/{id}", s.anyUser(s.getJobReport))
+	m.HandleFunc("GET /api/v1/jobs", s.read(s.listJobReports))
+}
+
+// anyUser wraps a handler any authenticated directory user may call, with or without a
+// role in the site: HPC users read their own jobs' reports.
+func (s *Server) anyUser(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, ok := s.authenticate(w, r)
+		if !ok {
+			return
+		}
+		if p.IsHost() {
+			writeError(w, http.StatusForbidden, hostOnlyAgent(p.Host))
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
+	}
+}
+
+// maxSlurmWait bounds a long poll; the sync daemon asks again at once.
+const maxSlurmWait = 60 * time.Second
+
+func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var since uint64
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.httpError(w, model.Invalid("since: %q is not a revision number", v))
+			return
+		}
+		since = n
+	}
+	var wait time.Duration
+	if v := q.Get("wait"); v != "" {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n < 0 {
+			s.httpError(w, model.Invalid("wait: %q is not a number of seconds", v))
+			return
+		}
+		wait = min(time.Duration(n*float64(time.Second)), maxSlurmWait)
+	}
+	rev, changed := s.status.since()
+	if rev <= since && wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+		t.Stop()
+		rev, _ = s.status.since()
+	}
+	site := s.svc.Snapshot().Site
+	now := s.opt.Now()
+	feed := model.SlurmFeed{Revision: rev, Nodes: []model.SlurmNode{}, Reports: []model.JobReportLine{}}
+	for i := range site.Hosts {
+		h := &site.Hosts[i]
+		var st *model.AgentStatus
+		if hs, ok := s.status.get(h.Name); ok {
+			x := s.withStale(hs, now)
+			st = &x
+		}
+		feed.Nodes = append(feed.Nodes, slurmnode.Desired(site, h, st, now))
+	}
+	sort.Slice(feed.Nodes, func(i, j int) bool { return feed.Nodes[i].Name < feed.Nodes[j].Name })
+	for _, jr := range s.status.reportsSince(since) {
+		feed.Reports = append(feed.Reports, model.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
+	}
+	writeJSON(w, http.StatusOK, feed)
+}
+
+// maxJobReport bounds a report body; a real one is under a kilobyte.
+const maxJobReport = 16 << 10
+
+func (s *Server) postJobReport(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	if !p.IsHost() {
+		writeError(w, http.StatusForbidden, "user "+p.UID+" may not post job reports: only a host's node agent may")
+		return
+	}
+	var jr model.JobReport
+	r.Body = http.MaxBytesReader(w, r.Body, maxJobReport)
+	if err := decodeJSON(r, &jr); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	host, err := p.AgentHost(jr.Host, true)
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	jr.Host = host
+	if jr.Summary == "" {
+		jr.Summary = model.ReportSummary(jr)
+	}
+	if err := jr.Validate(); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	jr.Received = s.opt.Now().UTC()
+	s.status.putReport(jr)
+	writeJSON(w, http.StatusOK, jr)
+}
+
+func (s *Server) getJobReport(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := model.ValidJobID(id); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	jr, ok := s.status.report(id)
+	if !ok {
+		writeError(w, http.StatusNotFound, "no interference report for job "+id+" (it has not ended on an Overtime node since the site manager started)")
+		return
+	}
+	writeJSON(w, http.StatusOK, jr)
+}
+
+func (s *Server) listJobReports(w http.ResponseWriter, r *http.Request) {
+	host := r.URL.Query().Get("host")
+	out := []model.JobReport{}
+	for _, jr := range s.status.reportsSince(0) {
+		if host == "" || jr.Host == host {
+			out = append(out, jr)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// jobReports keeps the most recent reports in memory, in arrival order. Slurm keeps the
+// durable copy: the sync daemon writes each summary into the job's AdminComment.
+type jobReports struct {
+	byJob map[string]int // index into list
+	list  []revReport
+}
+
+type revReport struct {
+	rev uint64
+	r   model.JobReport
+}
+
+// maxReports bounds the reports kept (about 1 KiB each).
+const maxReports = 20000
+
+func (a *agentStatus) putReport(r model.JobReport) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.bumpLocked()
+	jr := &a.reports
+	if jr.byJob == nil {
+		jr.byJob = map[string]int{}
+	}
+	if i, ok := jr.byJob[r.Job]; ok {
+		// A requeued job runs again and reports again: the latest run replaces it.
+		jr.list = append(jr.list[:i], jr.list[i+1:]...)
+	}
+	jr.list = append(jr.list, revReport{rev: a.rev, r: r})
+	if len(jr.list) > maxReports {
+		jr.list = jr.list[len(jr.list)-maxReports:]
+	}
+	clear(jr.byJob)
+	for i, x := range jr.list {
+		jr.byJob[x.r.Job] = i
+	}
+}
+
+func (a *agentStatus) report(job string) (model.JobReport, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i, ok := a.reports.byJob[job]
+	if !ok {
+		return model.JobReport{}, false
+	}
+	return a.reports.list[i].r, true
+}
+
+func (a *agentStatus) reportsSince(rev uint64) []model.JobReport {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []model.JobReport
+	for _, x := range a.reports.list {
+		if x.rev > rev {
+			out = append(out, x.r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,144 @@
+package model
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Slurm node states as the site manager wants them (GET /api/v1/slurm/nodes). The sync
+// daemon (scheduler-plugin/sync) applies them through libslurm.
+type SlurmNodeState string
+
+const (
+	// SlurmUp: the guest runs (full speed or throttled); jobs may run. Nodes that
+	// Overtime itself drained or downed are resumed, jobs it suspended are resumed.
+	SlurmUp SlurmNodeState = "up"
+	// SlurmFrozen: the guest is frozen; its jobs are suspended (not failed) and the node
+	// is drained so that no new work lands on it.
+	SlurmFrozen SlurmNodeState = "frozen"
+	// SlurmEvicted: the guest was stopped by the policy; its jobs are requeued.
+	SlurmEvicted SlurmNodeState = "evicted"
+	// SlurmDown: no guest (desktop off, agent silent, a mode without a guest, guest
+	// crashed); jobs left on it are requeued and the node is down with a reason.
+	SlurmDown SlurmNodeState = "down"
+)
+
+// Node features Overtime manages. Jobs select with constraints (the SPANK option
+// --desktop turns into them through job_submit.lua).
+const (
+	FeatureOvertime    = "overtime"     // every Overtime node (the sync daemon's own marker)
+	FeatureDedicated   = "dedicated"    // the host is in a cluster mode: the guest owns the machine
+	FeatureDesktop     = "desktop"      // the host is a desktop: the guest harvests around its owner
+	FeatureDeskEmpty   = "desk-empty"   // desktop with nobody active at it
+	FeatureOwnerActive = "owner-active" // desktop whose owner is working now
+)
+
+// Node weights: Slurm allocates the lowest weight first, so jobs fill dedicated hosts,
+// then empty desktops, and only then desktops whose owner is working.
+const (
+	WeightDedicated   = 1
+	WeightDeskEmpty   = 10
+	WeightOwnerActive = 100
+)
+
+// SlurmNode is the desired Slurm state of one host's compute guest.
+type SlurmNode struct {
+	Name     string         `json:"name"` // Slurm NodeName = site manager host name
+	State    SlurmNodeState `json:"state"`
+	Features string         `json:"features"` // comma-separated, Slurm's syntax
+	Weight   int            `json:"weight"`
+	Reason   string         `json:"reason,omitempty"`  // for frozen, evicted, down; starts with "overtime:"
+	Comment  string         `json:"comment,omitempty"` // the agent state behind it, for `scontrol show node`
+}
+
+// SlurmFeed is the answer of GET /api/v1/slurm/nodes: every host's desired node state
+// and the job reports received since the caller's revision.
+type SlurmFeed struct {
+	Revision uint64          `json:"revision"`
+	Nodes    []SlurmNode     `json:"nodes"`
+	Reports  []JobReportLine `json:"reports"`
+}
+
+// JobReportLine is a job report as the sync daemon writes it to the job's AdminComment.
+type JobReportLine struct {
+	Job     string `json:"job"`
+	Host    string `json:"host"`
+	Summary string `json:"summary"`
+}
+
+// JobReport is the per-job interference record: what the desktop and the guest did to
+// each other while one Slurm job ran on the guest. The node agent computes it from its
+// own counters between the SPANK plugin's job start and end calls.
+type JobReport struct {
+	Job     string    `json:"job"` // Slurm job id
+	Host    string    `json:"host"`
+	Mode    string    `json:"mode,omitempty"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Seconds float64   `json:"seconds"` // wall time between start and end
+	// ThrottledSeconds and FrozenSeconds: time the guest spent capped / frozen.
+	ThrottledSeconds float64 `json:"throttledSeconds"`
+	FrozenSeconds    float64 `json:"frozenSeconds"`
+	// OwnerActiveFraction: share of the job's time the desk's owner was active.
+	OwnerActiveFraction float64 `json:"ownerActiveFraction"`
+	// GuestCPUSeconds: CPU the guest used (all its processes).
+	GuestCPUSeconds float64 `json:"guestCPUSeconds"`
+	// StealSeconds: time the guest's threads were runnable but waited for a CPU (the
+	// desktop had it): what the job lost to the desktop, as a guest sees steal time.
+	StealSeconds float64 `json:"stealSeconds"`
+	// DesktopSlowdown: estimated share of the desktop's time lost to the guest, from the
+	// desktop's CPU pressure (PSI "some") during the job. A later calibration refines it.
+	DesktopSlowdown float64 `json:"desktopSlowdown"`
+	// Actions counts the policy's transitions into throttle, freeze and evict.
+	Actions map[GuestAction]int `json:"actions,omitempty"`
+	Summary string              `json:"summary"`
+	// Received is set by the site manager.
+	Received time.Time `json:"received,omitzero"`
+}
+
+var jobIDRe = regexp.MustCompile(`^[0-9]{1,10}(_[0-9]{1,10})?$`)
+
+// ValidJobID accepts Slurm job ids (and array task ids like 123_4).
+func ValidJobID(id string) error {
+	if !jobIDRe.MatchString(id) {
+		return invalid("job id %q: must be a Slurm job id (digits, optionally _N)", id)
+	}
+	return nil
+}
+
+// Validate checks a report posted by an agent.
+func (r JobReport) Validate() error {
+	if err := ValidJobID(r.Job); err != nil {
+		return err
+	}
+	if r.Host != "" {
+		if err := ValidHostname(r.Host); err != nil {
+			return invalid("job report: %v", err)
+		}
+	}
+	if r.End.Before(r.Start) {
+		return invalid("job report: end %s before start %s", r.End, r.Start)
+	}
+	for name, v := range map[string]float64{"seconds": r.Seconds, "throttledSeconds": r.ThrottledSeconds,
+		"frozenSeconds": r.FrozenSeconds, "guestCPUSeconds": r.GuestCPUSeconds, "stealSeconds": r.StealSeconds} {
+		if v < 0 || v != v {
+			return invalid("job report: %s %v must be a non-negative number", name, v)
+		}
+	}
+	if r.OwnerActiveFraction < 0 || r.OwnerActiveFraction > 1 || r.DesktopSlowdown < 0 || r.DesktopSlowdown > 1 {
+		return invalid("job report: fractions must be within 0..1")
+	}
+	if len(r.Summary) > 400 || strings.ContainsAny(r.Summary, "\n\r") {
+		return invalid("job report: summary must be one line of at most 400 bytes")
+	}
+	return nil
+}
+
+// ReportSummary is the one-line text of a report (AdminComment, logs).
+func ReportSummary(r JobReport) string {
+	return fmt.Sprintf("overtime: job %s on %s %.0f s: throttled %.0f s, frozen %.0f s, owner active %.0f%%, guest CPU %.0f s, steal %.1f s, desktop slowdown ~%.0f%%",
+		r.Job, r.Host, r.Seconds, r.ThrottledSeconds, r.FrozenSeconds, 100*r.OwnerActiveFraction,
+		r.GuestCPUSeconds, r.StealSeconds, 100*r.DesktopSlowdown)
+}
