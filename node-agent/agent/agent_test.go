@@ -22,11 +22,11 @@ import (
 // meet in test/agent_test.go.
 type fakeSite struct {
 	reports []model.JobReport
-	mu    sync.Mutex
-	calls int
-	cfg   *model.AgentConfig
-	err   error
-	hbs   []model.Heartbeat
+	mu      sync.Mutex
+	calls   int
+	cfg     *model.AgentConfig
+	err     error
+	hbs     []model.Heartbeat
 }
 
 func (f *fakeSite) AgentConfig(context.Context) (*model.AgentConfig, error) {
