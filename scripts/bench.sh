@@ -14,3 +14,6 @@ go test -count=1 -timeout 60m -run '^$' -bench PXEBoot -benchtime 1x ./test/benc
 # The node agent: key press -> guest throttled, 200 presses per backend (container, QEMU
 # via libvirt), and the agent's idle CPU and memory. About 10 minutes.
 go test -count=1 -timeout 60m -run '^$' -bench AgentReaction -benchtime 1x ./test/bench/agentreact -args -out "$PWD/docs/benchmarks"
+# Harvest simulation: a synthetic week of a 200-host pool replayed through the real policy
+# engine and three reference policies (seconds).
+go test -count=1 -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out "$PWD/docs/benchmarks"

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// metric is one column of the tables.
+type metric struct {
+	Key, Head string
+	get       func(Result) float64
+	format    string
+}
+
+var metrics = []metric{
+	{"cpuHours", "CPU-hours delivered", func(r Result) float64 { return r.CPUHours }, "%.0f"},
+	{"share", "share of max", func(r Result) float64 { return 100 * r.Share }, "%.1f %%"},
+	{"usefulCpuHours", "useful CPU-hours", func(r Result) float64 { return r.UsefulCPUHours }, "%.0f"},
+	{"jobsCompleted", "jobs completed", func(r Result) float64 { return float64(r.JobsCompleted) }, "%.0f"},
+	{"jobsRequeued", "jobs requeued", func(r Result) float64 { return float64(r.JobsRequeued) }, "%.0f"},
+	{"wastedCpuHours", "wasted CPU-hours", func(r Result) float64 { return r.WastedCPUHours }, "%.0f"},
+	{"ownerActiveUnthrottledHours", "owner-active h, guest unthrottled", func(r Result) float64 { return r.ActiveUnthrottledHours }, "%.1f"},
+	{"ownerActiveThrottledHours", "owner-active h, guest throttled", func(r Result) float64 { return r.ActiveThrottledHours }, "%.1f"},
+}
+
+func tableHead() string {
+	var b strings.Builder
+	b.WriteString("| policy |")
+	for _, m := range metrics {
+		b.WriteString(" " + m.Head + " |")
+	}
+	b.WriteString("\n|---|")
+	for range metrics {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// resultTable is one trace's results as a Markdown table.
+func resultTable(rep *Report) string {
+	var b strings.Builder
+	b.WriteString(tableHead())
+	for _, r := range rep.Results {
+		fmt.Fprintf(&b, "| %s |", r.Policy)
+		for _, m := range metrics {
+			fmt.Fprintf(&b, " "+m.format+" |", m.get(r))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Spread is a metric's median and range over seeds.
+type Spread struct {
+	Median, Min, Max float64
+}
+
+func spread(v []float64) Spread {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	med := s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return Spread{Median: med, Min: s[0], Max: s[n-1]}
+}
+
+// summary is, per policy (in the reports' order), each metric's spread over the reports.
+func summary(reps []*Report) []map[string]Spread {
+	out := make([]map[string]Spread, len(reps[0].Results))
+	for i := range out {
+		out[i] = map[string]Spread{}
+		for _, m := range metrics {
+			var v []float64
+			for _, rep := range reps {
+				v = append(v, m.get(rep.Results[i]))
+			}
+			out[i][m.Key] = spread(v)
+		}
+	}
+	return out
+}
+
+func summaryTable(reps []*Report) string {
+	var b strings.Builder
+	b.WriteString(tableHead())
+	for i, s := range summary(reps) {
+		fmt.Fprintf(&b, "| %s |", reps[0].Results[i].Policy)
+		for _, m := range metrics {
+			sp := s[m.Key]
+			fmt.Fprintf(&b, " "+m.format+" ("+m.format+"–"+m.format+") |", sp.Median, sp.Min, sp.Max)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Bench is what the benchmark publishes.
+type Bench struct {
+	Params  Params       `json:"params"`
+	Options SimOptions   `json:"options"`
+	Reports []*Report    `json:"reports"` // one per seed; hourly series only for the first
+	Summary []policySumm `json:"summary"` // per policy: median, min and max over the seeds
+}
+
+type policySumm struct {
+	Policy  string            `json:"policy"`
+	About   string            `json:"about"`
+	Metrics map[string]Spread `json:"metrics"`
+}
+
+func newBench(p Params, opt SimOptions, specs []PolicySpec, reps []*Report) *Bench {
+	b := &Bench{Params: p, Options: opt, Reports: reps}
+	for i, s := range summary(reps) {
+		b.Summary = append(b.Summary, policySumm{Policy: specs[i].Name, About: specs[i].About, Metrics: s})
+	}
+	return b
+}
+
+func seedList(reps []*Report) string {
+	var s []string
+	for _, r := range reps {
+		s = append(s, fmt.Sprint(r.Seed))
+	}
+	return strings.Join(s, ", ")
+}
+
+// write puts harvest.json, harvest.md and harvest.png into dir.
+func (b *Bench) write(dir string, specs []PolicySpec) error {
+	// Hourly series only for the first seed: the plot's, and enough to check by hand.
+	js := *b
+	js.Reports = nil
+	for i, r := range b.Reports {
+		c := *r
+		if i > 0 {
+			c.Trace.HourlyOwnerActive = nil
+			c.Results = slices.Clone(r.Results)
+			for j := range c.Results {
+				c.Results[j].HourlyCores = nil
+			}
+		}
+		js.Reports = append(js.Reports, &c)
+	}
+	j, err := json.MarshalIndent(map[string]any{
+		"what": "harvest simulation: a synthetic pool week replayed through four sharing policies (test/bench/harvest)",
+		"unit": "CPU-hours are core-hours; owner-active hours are summed over hosts",
+		"data": js,
+	}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "harvest.json"), append(j, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "harvest.md"), []byte(b.markdown(specs)), 0o644); err != nil {
+		return err
+	}
+	return b.plot(filepath.Join(dir, "harvest.png"))
+}
+
+func (b *Bench) markdown(specs []PolicySpec) string {
+	first := b.Reports[0]
+	st := first.Trace
+	p := b.Params
+	var md strings.Builder
+	md.WriteString("# Harvest: CPU from the pool, and what the desks feel\n\n")
+	fmt.Fprintf(&md, "A simulation, not a measurement: a synthetic week of use of a pool of %d PCs (%d cores each, rooms of %d)\n"+
+		"replayed through four policies for the compute guest. Generated by `test/bench/harvest`; the model and its\n"+
+		"parameters are documented in `test/bench/harvest/poolweek.go`, the simulator in `sim.go`.\n\n",
+		p.Hosts, p.Cores, p.RoomSize)
+	md.WriteString("**The week.** Per room, Monday to Friday, five lecture slots (08:15, 10:15, 12:15, 14:15, 16:15; 1 h 45 min\n" +
+		"each) are booked with probability 0.6; in a booked slot each PC is used by a student with probability 0.85 for\n" +
+		"most of the slot, with input bursts (mean 4 min) and short pauses (mean 1 min). Outside lectures students walk\n" +
+		"in (a Poisson process per room: 6/h 10:00-16:00, 3/h 08:00-10:00 and 16:00-19:00, 1/h 19:00-23:00, 0.5/h\n" +
+		"07:00-08:00, 0.05/h 23:00-07:00; weekends x0.3) for lognormal sessions (median 45 min) of input bursts (mean\n" +
+		"3 min) and idle gaps (mean 2 min; one in ten a long one of 10+ min). Rare ssh logins (0.2 per PC and day).\n" +
+		"A fifth (lectures) to a third (walk-ins, ssh) of the sessions run a desktop load episode (median 5 min,\n" +
+		"1-2 cores). The schedule: cluster mode 22:00-07:00 on weekdays and all weekend, desktop mode otherwise\n" +
+		"(lecture slots always desktop).\n\n")
+	md.WriteString("**The guest.** It runs in the idle class, so the desktop comes first: at full speed it gets the cores the\n" +
+		"desktop does not use, throttled at most the policy's share of the cores, frozen or stopped nothing. Each PC's\n" +
+		"guest runs jobs back to back (lognormal, median 2 h on the whole PC, at most 24 h; the same job sequence under\n" +
+		"every policy). Freezing delays a job; stopping the guest requeues it and its work so far is wasted.\n" +
+		"*Owner-active* is the disturbance proxy, the same for all policies: someone logged in (locally or by ssh) gave\n" +
+		"input in the last 5 minutes or runs a load episode.\n\n")
+	md.WriteString("**The policies.**\n\n")
+	for _, s := range specs {
+		fmt.Fprintf(&md, "- **%s**: %s.\n", s.Name, s.About)
+	}
+	fmt.Fprintf(&md, "\n## Seed %d\n\n", first.Seed)
+	fmt.Fprintf(&md, "The week of seed %d: %d lecture slots booked, %d lecture, %d walk-in and %d ssh sessions; %.0f owner-active\n"+
+		"host-hours, %.0f core-hours of desktop load. The theoretical maximum (every core, all week) is %.0f CPU-hours.\n\n",
+		first.Seed, st.Lectures, st.Sessions[string(SessionLecture)], st.Sessions[string(SessionWalkIn)], st.Sessions[string(SessionSSH)],
+		st.OwnerActiveHours, st.DesktopCPUHours, first.Results[0].MaxCPUHours)
+	md.WriteString(resultTable(first))
+	fmt.Fprintf(&md, "\n## Seeds %s: median (min–max)\n\n", seedList(b.Reports))
+	md.WriteString("Each seed is a different week from the same model; the range is the spread between weeks, not a\n" +
+		"measurement error.\n\n")
+	md.WriteString(summaryTable(b.Reports))
+	md.WriteString("\n![Delivered cores per hour under each policy, and hosts with an active owner (seed " + fmt.Sprint(first.Seed) + ")](harvest.png)\n\n")
+	md.WriteString("Columns: *CPU-hours delivered* are core-hours the guests got (including work later wasted); *share of max*\n" +
+		"divides by every core all week; *useful* subtracts the wasted work of requeued jobs; *jobs requeued* counts jobs\n" +
+		"stopped by the policy (eviction, preemption, end of the cluster window); the owner-active columns are host-hours\n" +
+		"during which an active owner shared the PC with a guest at full speed, or with a throttled guest.\n\n")
+	md.WriteString("Reading it: nice19 is the upper bound of harvest and of disturbance (the guest never yields except through\n" +
+		"the CPU scheduler). after-hours-only leaves the day unused and loses the job running at each window's end.\n" +
+		"HTCondor gives the desk back completely, up to its 5 s poll, but waits 15 idle minutes to start and preempts a\n" +
+		"job suspended for 10 minutes: every lecture session reaches that (its pauses are shorter than 5 minutes), and\n" +
+		"so does any walk-in with 10 minutes of work without a 5-minute pause. overtime-default\n" +
+		"throttles at the input event itself and keeps the job, trading a throttled guest while the owner works for\n" +
+		"harvest and no lost jobs. Both overtime-default and after-hours-only run the guest at full speed in cluster mode\n" +
+		"whoever sits at the PC: that is their unthrottled owner-active time (nights and weekends; overtime-default's is\n" +
+		"slightly lower because a throttle still holds for 30 s when cluster mode begins).\n\n" +
+		"Simplifications: guest start and stop are instantaneous; a job finishing starts the next at once (HTCondor's\n" +
+		"START is not re-checked at claim reuse); the desktop's CPU use outside load episodes is zero; pressure arises\n" +
+		"only when the desktop alone wants more than the host's cores, which this model never produces (episodes use at\n" +
+		"most 2 of 4 cores), so overtime-default never freezes here.\n\n")
+	md.WriteString("Reproduce (a few seconds; the simulation is event-driven):\n\n" +
+		"    go test -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out docs/benchmarks\n\n" +
+		"Regenerate the published trace of a seed (JSON, one host per line) and replay it from the file:\n\n" +
+		fmt.Sprintf("    go run ./test/bench/harvest -gen -hosts %d -seed %d -out poolweek-seed%d.json\n", p.Hosts, first.Seed, first.Seed) +
+		fmt.Sprintf("    go run ./test/bench/harvest -in poolweek-seed%d.json\n", first.Seed))
+	return md.String()
+}
+
+// dayTicks labels the x axis (hours since Monday 00:00) with weekdays.
+type dayTicks struct{}
+
+func (dayTicks) Ticks(lo, hi float64) []plot.Tick {
+	days := []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+	var t []plot.Tick
+	for h := 0.0; h <= hi; h += 6 {
+		if h < lo {
+			continue
+		}
+		d := int(h / 24)
+		if int(h)%24 == 0 {
+			t = append(t, plot.Tick{Value: h, Label: days[d%7] + " 00:00"})
+		} else {
+			t = append(t, plot.Tick{Value: h})
+		}
+	}
+	return t
+}
+
+func stepLine(v []float64) plotter.XYs {
+	pts := make(plotter.XYs, 0, 2*len(v))
+	for h, y := range v {
+		pts = append(pts, plotter.XY{X: float64(h), Y: y}, plotter.XY{X: float64(h + 1), Y: y})
+	}
+	return pts
+}
+
+// plot draws harvest.png for the first seed: above, the cores the guests got in each
+// hour under each policy; below, the hosts with an active owner.
+func (b *Bench) plot(path string) error {
+	rep := b.Reports[0]
+	top := plot.New()
+	top.Title.Text = fmt.Sprintf("Cores delivered to the guests, hourly mean (%d PCs x %d cores, seed %d)", rep.Trace.Hosts, rep.Trace.Cores, rep.Seed)
+	top.Y.Label.Text = "cores"
+	top.X.Tick.Marker = dayTicks{}
+	top.Add(plotter.NewGrid())
+	// Bottom right: the weekend, where every curve is near the top.
+	top.Legend.Top = false
+	top.Legend.Left = false
+	for i, r := range rep.Results {
+		l, err := plotter.NewLine(stepLine(r.HourlyCores))
+		if err != nil {
+			return err
+		}
+		l.LineStyle.Width = vg.Points(1.2)
+		l.LineStyle.Color = plotutil.Color(i)
+		top.Add(l)
+		top.Legend.Add(r.Policy, l)
+	}
+	top.Y.Min = 0
+	bottom := plot.New()
+	bottom.Title.Text = "Hosts with an active owner, hourly mean"
+	bottom.Y.Label.Text = "hosts"
+	bottom.X.Label.Text = "hour of the week (UTC)"
+	bottom.X.Tick.Marker = dayTicks{}
+	bottom.Add(plotter.NewGrid())
+	l, err := plotter.NewLine(stepLine(rep.Trace.HourlyOwnerActive))
+	if err != nil {
+		return err
+	}
+	l.LineStyle.Width = vg.Points(1.2)
+	bottom.Add(l)
+	bottom.Y.Min = 0
+
+	const w, h = 30 * vg.Centimeter, 18 * vg.Centimeter
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Centimeter / 2, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3,
+		PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 5}
+	c := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
+	top.Draw(c[0][0])
+	bottom.Draw(c[1][0])
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
