@@ -40,7 +40,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 func newAgentRunCmd(g *globals) *cobra.Command {
 	var (
 		tokenFile, mac, stateDir, imageRoot, listen, libvirtURI string
-		inputDir, utmpPath, pressureGroup                       string
+		inputDir, utmpPath, pressureGroup, guestURL             string
 		refresh, heartbeat, checkEvery                          time.Duration
 		backoff                                                 time.Duration
 		logJSON, debug                                          bool
@@ -104,7 +104,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 				Sensors: agentSensors(inputDir, utmpPath, pressureGroup, guestCPU, log),
 				Refresh: refresh, Heartbeat: heartbeat, CheckEvery: checkEvery,
 				RestartBackoff: backoff, Log: log, Version: version,
-				DesktopCPUPressure: desktopCPUPressure(pressureGroup),
+				DesktopCPUPressure: desktopCPUPressure(pressureGroup), GuestAgentURL: guestURL,
 			})
 			if err != nil {
 				return err
@@ -139,6 +139,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 	f.StringVar(&libvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection for the qemu backend")
 	f.StringVar(&inputDir, "input-dir", "/dev/input", "input devices to watch (timestamps only)")
 	f.StringVar(&utmpPath, "utmp", sensor.DefaultUtmp, "utmp file: sessions and terminal activity")
+	f.StringVar(&guestURL, "guest-url", "", "this agent's --listen address as the guest reaches it, e.g. http://10.0.0.5:9101 (given to the guest for the SPANK plugin's job reports)")
 	f.StringVar(&pressureGroup, "pressure-cgroup", "", "cgroup v2 group whose pressure is the desktop's (e.g. /sys/fs/cgroup/user.slice); default system-wide /proc/pressure")
 	f.DurationVar(&refresh, "refresh", 60*time.Second, "re-fetch the configuration at least this often")
 	f.DurationVar(&heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")

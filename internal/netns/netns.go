@@ -216,3 +216,10 @@ func (n *NS) HTTPClient() *http.Client {
 		Transport: &http.Transport{DialContext: n.DialContext, DisableKeepAlives: false, MaxIdleConnsPerHost: 16},
 	}
 }
+
+// NetCommand runs a program in the namespace's network only (nsenter --net). Unlike
+// `ip netns exec` it keeps the caller's mounts: ip netns exec remounts /sys, which hides
+// /sys/fs/cgroup from programs that manage cgroups (the node agent).
+func (n *NS) NetCommand(name string, args ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"--net=/run/netns/" + n.Name, "--", name}, args...)...)
+}

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -60,6 +61,9 @@ type Options struct {
 	// doubles up to MaxBackoff and resets after the guest ran for 10 minutes.
 	RestartBackoff, MaxBackoff time.Duration
 
+	// GuestAgentURL is this agent's HTTP address as the guest reaches it (the SPANK
+	// plugin's job calls); "" = not told.
+	GuestAgentURL string
 	// DesktopCPUPressure is the PSI file whose "some" total measures the desktop's CPU
 	// stalls for job reports (default /proc/pressure/cpu).
 	DesktopCPUPressure string
@@ -302,6 +306,12 @@ func (a *Agent) apply(ctx context.Context, c *model.AgentConfig, from string) {
 	first := a.cfg == nil
 	a.cfg = c
 	a.setConfigSource(from)
+	if a.engine == nil || !reflect.DeepEqual(a.engine.Policy(), c.Policy) {
+		p := c.Policy
+		a.log.Info("policy in force", "ownerActive", p.Actions[model.StateOwnerActive], "ownerIdle", p.Actions[model.StateOwnerIdle],
+			"idleAfter", time.Duration(p.IdleAfter), "hold", time.Duration(p.Hold), "evictAfter", time.Duration(p.EvictAfter),
+			"throttleCPU", p.ThrottleCPU)
+	}
 	if a.engine == nil {
 		a.engine = policy.New(c.Policy)
 	} else {
@@ -671,7 +681,7 @@ func (a *Agent) spec(c *model.AgentConfig) (guest.Spec, error) {
 		BaseImage: filepath.Join(dir, render.ImageRoot), BaseFormat: "squashfs",
 		StateDir: filepath.Join(a.o.StateDir, "guest", g.Name),
 		Network:  g.Network, Bridge: g.Bridge, MAC: mac,
-		CPUIdle: true,
+		CPUIdle: true, Host: c.Host, AgentURL: a.o.GuestAgentURL,
 	}
 	for _, p := range g.Ports {
 		h, gp, _ := strings.Cut(p, ":")

@@ -210,6 +210,8 @@ func Report(job string, start, end Counters) model.JobReport {
 // JobHandler serves the SPANK plugin's calls (mounted next to /metrics):
 //
 //	POST /v1/jobs/{id}/start   snapshot the counters
+//	POST /v1/jobs/{id}/progress  report since the start, the job still running (the
+//	                           plugin writes it into the job's AdminComment)
 //	POST /v1/jobs/{id}/end     report since the start; posted to the site manager
 //	GET  /v1/counters          the totals now
 func (a *Agent) JobHandler(mux *http.ServeMux) {
@@ -242,6 +244,22 @@ func (a *Agent) JobHandler(mux *http.ServeMux) {
 		a.log.Info("job started", "job", id, "mode", c.Mode, "owner", c.OwnerState, "action", c.Action)
 		writeJSON(w, http.StatusOK, map[string]string{"job": id, "host": c.Host, "mode": c.Mode})
 	})
+	mux.HandleFunc("POST /v1/jobs/{id}/progress", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if err := model.ValidJobID(id); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		now := a.Counters()
+		a.jobsMu.Lock()
+		start, ok := a.jobStart[id]
+		a.jobsMu.Unlock()
+		if !ok {
+			writeJSON(w, http.StatusConflict, map[string]string{"error": "no start recorded for job " + id + " on this agent"})
+			return
+		}
+		writeJSON(w, http.StatusOK, Report(id, start, now))
+	})
 	mux.HandleFunc("POST /v1/jobs/{id}/end", func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		if err := model.ValidJobID(id); err != nil {
@@ -258,13 +276,16 @@ func (a *Agent) JobHandler(mux *http.ServeMux) {
 			return
 		}
 		rep := Report(id, start, end)
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		defer cancel()
-		if _, err := a.o.Site.PostJobReport(ctx, rep); err != nil {
-			// The report still goes back to the plugin, which logs it in slurmd's log.
-			a.log.Warn("job report not delivered to the site manager", "job", id, "err", err)
-		}
 		a.log.Info("job ended", "job", id, "summary", rep.Summary)
+		// Delivered in the background: the plugin's epilog must not wait for the site
+		// manager (it has a 2 s budget); the report also goes back to it for slurmd's log.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := a.o.Site.PostJobReport(ctx, rep); err != nil {
+				a.log.Warn("job report not delivered to the site manager", "job", id, "err", err)
+			}
+		}()
 		writeJSON(w, http.StatusOK, rep)
 	})
 }

@@ -62,6 +62,12 @@ type Spec struct {
 	CPUIdle bool
 	// CPULimit, when > 0, caps the guest at this many CPUs from the start (cpu.max).
 	CPULimit float64
+
+	// Host is the desktop's host name in the site manager (the guest's Slurm NodeName);
+	// AgentURL is where the guest reaches this agent (job start/end calls of the SPANK
+	// plugin). Containers get them as OVERTIME_HOST and OVERTIME_AGENT_URL in their init's
+	// environment.
+	Host, AgentURL string
 }
 
 // PortForward is one NAT TCP forward host:HostPort -> guest:GuestPort.

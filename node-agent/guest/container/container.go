@@ -405,6 +405,8 @@ func (b *Backend) validate(s guest.Spec) (*launch, error) {
 			"HOME=/root",
 			"TERM=linux",
 			"container=overtime",
+			"OVERTIME_HOST=" + s.Host,
+			"OVERTIME_AGENT_URL=" + s.AgentURL,
 		},
 		Idle: s.CPUIdle,
 	}}, nil
@@ -964,6 +966,9 @@ func (b *Backend) stop(ctx context.Context, name string) error {
 		_ = run(ctx, stopScopeCommand(scopeUnit(name)))
 	}
 	if rec != nil && rec.StateDir != "" {
+		// The console of the guest that just ended is kept next to the state directory
+		// (NAME.console.prev): after a crash it is the only record of why.
+		_ = os.Rename(filepath.Join(rec.StateDir, "console.log"), filepath.Clean(rec.StateDir)+".console.prev")
 		if err := removeStateDir(rec.StateDir); err != nil {
 			errs = append(errs, err)
 		}

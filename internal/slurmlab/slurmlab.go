@@ -1,0 +1,574 @@
+// Package slurmlab runs a real Slurm cluster whose nodes are Overtime compute guests, for
+// the Slurm integration tests, the benchmark and the demo: in one network namespace a
+// bridge (the pool's LAN), munged and slurmctld (configless, dynamic nodes, the Overtime
+// job_submit.lua), the site manager's API, dnsmasq for the guests' DHCP, one real
+// `overtime agent run` per desktop with the container backend, and the real sync daemon
+// (scheduler-plugin/sync). Each guest is a container running munged and `slurmd -Z`
+// with the Overtime SPANK plugin; owner activity is injected through a real terminal
+// session in utmp (agentlab.Session).
+package slurmlab
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/overtime-hpc/overtime/internal/agentlab"
+	"github.com/overtime-hpc/overtime/internal/bootlab"
+	"github.com/overtime-hpc/overtime/internal/netns"
+	"github.com/overtime-hpc/overtime/internal/syncbuf"
+	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/node-agent/agent"
+	"github.com/overtime-hpc/overtime/node-agent/cgroup"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// Network of the lab: the bridge holds the controller, the API and every agent's address.
+const (
+	Bridge     = "br0"
+	ServerIP   = "10.31.0.1" // slurmctld, site manager API, dnsmasq
+	CtldPort   = 6817
+	APIPort    = 8080
+	Partition  = "pool"
+	AgentPort  = 9101
+	guestCPUs  = 2
+	guestMemMB = 256
+)
+
+// Host is one desktop of the lab.
+type Host struct {
+	Name     string
+	MAC      string // the desktop's MAC (the agent's --mac)
+	IP       string // the agent's own address on the bridge (its --listen and --guest-url)
+	GuestIP  string // the guest's DHCP address
+	Cluster  bool   // the host's schedule puts it in cluster mode all day
+	Session  *agentlab.Session
+	Agent    *Proc
+	tokenDir string
+}
+
+// Options choose the hosts and the pool policy.
+type Options struct {
+	Hosts  []Host // Name, MAC, Cluster; addresses are assigned
+	Policy string // YAML mapping of model.Policy for the pool
+}
+
+// Lab is a running cluster.
+type Lab struct {
+	T      testing.TB
+	Dir    string
+	NS     *netns.NS
+	Env    *testenv.Env
+	Bin    string // overtime
+	Sync   *Proc  // overtime-slurm-sync
+	Ctld   *Proc
+	Hosts  []*Host
+	API    string // http://10.31.0.1:8080
+	Conf   string // slurm.conf
+	Policy string
+	munge  string // munge socket
+}
+
+// Proc is a process of the lab with its output.
+type Proc struct {
+	Cmd  *exec.Cmd
+	Out  *syncbuf.Buffer
+	done chan struct{}
+}
+
+// Stop kills the process and waits.
+func (p *Proc) Stop() {
+	if p == nil {
+		return
+	}
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.Cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Exited reports whether the process ended.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// BuildC builds scheduler-plugin (the SPANK plugin and the sync daemon) once per process.
+func BuildC(t testing.TB) (spankSO, syncBin, jobSubmit string) {
+	t.Helper()
+	root := testenv.RepoRoot(t)
+	buildOnce.Do(func() {
+		out, err := exec.Command("make", "-s", "-C", filepath.Join(root, "scheduler-plugin")).CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("make -C scheduler-plugin: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(root, "scheduler-plugin/spank/spank_overtime.so"),
+		filepath.Join(root, "scheduler-plugin/sync/overtime-slurm-sync"),
+		filepath.Join(root, "scheduler-plugin/spank/job_submit.lua")
+}
+
+// Start brings the lab up with every guest registered in Slurm and the sync daemon
+// running.
+func Start(t testing.TB, opt Options) *Lab {
+	t.Helper()
+	spankSO, syncBin, jobSubmit := BuildC(t)
+	l := &Lab{T: t, Dir: t.TempDir(), Bin: bootlab.Binary(t), Policy: opt.Policy}
+	ns, err := netns.New("otslurm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	l.NS = ns
+	if err := ns.AddBridge(Bridge, ServerIP+"/24"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range opt.Hosts {
+		h := opt.Hosts[i]
+		h.IP = fmt.Sprintf("10.31.0.%d", 2+i)
+		h.GuestIP = fmt.Sprintf("10.31.0.%d", 101+i)
+		if err := ns.IP("addr", "add", h.IP+"/24", "dev", Bridge); err != nil {
+			t.Fatal(err)
+		}
+		l.Hosts = append(l.Hosts, &h)
+	}
+
+	// Munge: one key for the controller and the guests (baked into the test image; a
+	// production guest image gets it from the site's secret store, docs/slurm.md).
+	key := make([]byte, 1024)
+	rand.Read(key)
+	mungeDir := filepath.Join(l.Dir, "munge")
+	os.MkdirAll(mungeDir, 0o755) // munged wants its socket directory searchable by all
+	os.WriteFile(filepath.Join(mungeDir, "munge.key"), key, 0o600)
+	l.munge = filepath.Join(mungeDir, "munge.socket.2")
+	munged := l.start("munged", ns.Command("munged", "--foreground", "--force", "-S", l.munge,
+		"--key-file="+filepath.Join(mungeDir, "munge.key"), "--pid-file="+filepath.Join(mungeDir, "munged.pid"),
+		"--log-file="+filepath.Join(mungeDir, "munged.log"), "--seed-file="+filepath.Join(mungeDir, "munged.seed")))
+	l.waitFor("munged socket", 20*time.Second, func() bool { _, err := os.Stat(l.munge); return err == nil }, munged)
+
+	// The site manager, reachable from the namespace.
+	l.Env = testenv.New(t, testenv.Options{})
+	ln, err := ns.Listen("tcp", fmt.Sprintf("%s:%d", ServerIP, APIPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: l.Env.API, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	l.API = fmt.Sprintf("http://%s:%d", ServerIP, APIPort)
+
+	// The guest image, published like any image version.
+	imgDir := filepath.Join(l.Dir, "images", "compute", "v1")
+	os.MkdirAll(imgDir, 0o755)
+	img, err := buildGuestImage(filepath.Join(l.Dir, "imgbuild"), spankSO, string(key), map[string]string{
+		"MUNGE_SOCKET": l.munge, "CONF_SERVER": fmt.Sprintf("%s:%d", ServerIP, CtldPort),
+		"GUEST_CPUS": fmt.Sprint(guestCPUs), "GUEST_MEMORY_MB": fmt.Sprint(guestMemMB),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(img, filepath.Join(imgDir, "root.squashfs")); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(l.Dir, "imgbuild"))
+	l.PutSite()
+
+	// DHCP for the guests.
+	var dhcpHosts []string
+	for _, h := range l.Hosts {
+		gm, err := agent.GuestMAC(h.MAC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dhcpHosts = append(dhcpHosts, "--dhcp-host="+gm+","+h.GuestIP+","+h.Name)
+	}
+	l.start("dnsmasq", ns.Command("dnsmasq", append([]string{"--keep-in-foreground", "--no-daemon", "--conf-file=/dev/null",
+		"--port=0", "--interface=" + Bridge, "--bind-interfaces", "--except-interface=lo",
+		"--dhcp-range=10.31.0.100,10.31.0.200,255.255.255.0,1h", "--dhcp-leasefile=" + filepath.Join(l.Dir, "leases"),
+		"--pid-file=" + filepath.Join(l.Dir, "dnsmasq.pid"), "--log-dhcp"}, dhcpHosts...)...))
+
+	// slurmctld.
+	l.writeSlurmConf(jobSubmit, spankSO)
+	l.Ctld = l.start("slurmctld", l.slurmCmd("slurmctld", "-D", "-i", "-f", l.Conf))
+	l.waitFor("slurmctld", 60*time.Second, func() bool {
+		return l.Slurm("scontrol", "ping") != "" && strings.Contains(l.Slurm("scontrol", "ping"), "is UP")
+	}, l.Ctld)
+
+	// One agent per desktop. A guest outlives its agent by design (limits in the cgroup,
+	// adoption after a restart), so the lab stops the guests itself: before (a run that
+	// was killed) and after.
+	for _, h := range l.Hosts {
+		killGuest(h.Name)
+		t.Cleanup(func() { killGuest(h.Name) })
+		l.startAgent(h)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("--- guest %s console:\n%s", h.Name, tail(l.GuestLog(h), 4000))
+			}
+		})
+	}
+	for _, h := range l.Hosts {
+		h := h
+		l.waitFor("node "+h.Name+" registered", 60*time.Second, func() bool {
+			return strings.Contains(l.Slurm("scontrol", "-o", "show", "node", h.Name), "NodeName="+h.Name)
+		}, h.Agent)
+	}
+
+	// The sync daemon, as a viewer of the site.
+	pw := filepath.Join(l.Dir, "sync.password")
+	os.WriteFile(pw, []byte(testenv.AdminPassword+"\n"), 0o600)
+	l.Sync = l.start("overtime-slurm-sync", l.slurmCmd(syncBin, "--server", l.API, "--user", "admin",
+		"--password-file", pw, "--wait", "25", "--resync", "10"))
+	return l
+}
+
+// slurmCmd is a command in the namespace with the lab's slurm.conf.
+func (l *Lab) slurmCmd(name string, args ...string) *exec.Cmd {
+	c := l.NS.Command(name, args...)
+	c.Env = append(os.Environ(), "SLURM_CONF="+l.Conf)
+	return c
+}
+
+// Slurm runs a Slurm client command (scontrol, sbatch, squeue, ...) and returns its
+// output ("" on failure).
+func (l *Lab) Slurm(name string, args ...string) string {
+	out, err := l.SlurmErr(name, args...)
+	if err != nil {
+		return ""
+	}
+	return out
+}
+
+// SlurmErr is Slurm with the error (which carries the output).
+func (l *Lab) SlurmErr(name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := l.NS.CommandContext(ctx, name, args...)
+	c.Env = append(os.Environ(), "SLURM_CONF="+l.Conf)
+	out, err := c.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func (l *Lab) start(name string, c *exec.Cmd) *Proc {
+	l.T.Helper()
+	p := &Proc{Cmd: c, Out: &syncbuf.Buffer{}, done: make(chan struct{})}
+	c.Stdout, c.Stderr = p.Out, p.Out
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := c.Start(); err != nil {
+		l.T.Fatalf("start %s: %v", name, err)
+	}
+	go func() { c.Wait(); close(p.done) }()
+	l.T.Cleanup(func() {
+		p.Stop()
+		if l.T.Failed() {
+			l.T.Logf("--- %s output:\n%s", name, tail(p.Out.String(), 6000))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// waitFor polls cond until deadline; p (optional) exiting early fails at once.
+func (l *Lab) waitFor(what string, d time.Duration, cond func() bool, p *Proc) {
+	l.T.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if p != nil && p.Exited() {
+			l.T.Fatalf("waiting for %s: process exited:\n%s", what, tail(p.Out.String(), 4000))
+		}
+		if time.Now().After(deadline) {
+			l.T.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitFor is waitFor for tests.
+func (l *Lab) WaitFor(what string, d time.Duration, cond func() bool) {
+	l.T.Helper()
+	l.waitFor(what, d, cond, nil)
+}
+
+// PutSite applies the lab's site (pool policy l.Policy).
+func (l *Lab) PutSite() {
+	l.T.Helper()
+	sum, size := sha256File(l.T, filepath.Join(l.Dir, "images/compute/v1/root.squashfs"))
+	policy := l.Policy
+	if policy == "" {
+		policy = "{}"
+	}
+	var hosts strings.Builder
+	for _, h := range l.Hosts {
+		fmt.Fprintf(&hosts, "  - name: %s\n    mac: %q\n    pool: lab\n", h.Name, h.MAC)
+		if h.Cluster {
+			hosts.WriteString("    weekly:\n      - daily 00:00-24:00 cluster\n")
+		}
+	}
+	doc := fmt.Sprintf(`name: slurmlab
+timezone: Europe/Berlin
+defaultMode: desktop
+bootServers:
+  - {name: bs1, ip: %[1]s, httpURL: "http://%[1]s:8080", dhcp: full, subnet: 10.31.0.0/24}
+images:
+  - name: compute
+    kind: compute
+    versions:
+      - {version: v1, sha256: %[2]s, size: %[3]d, path: compute/v1, created: "2026-11-20T09:00:00Z"}
+  - name: desk
+    kind: desktop
+    versions:
+      - {version: v1, sha256: %[2]s, size: %[3]d, path: desk/v1, created: "2026-11-20T09:00:00Z"}
+modes:
+  - name: desktop
+    kind: desktop
+    image: desk
+    guest: {image: compute, backend: container, vcpus: %[6]d, memoryMB: %[7]d, network: bridged, bridge: %[4]s, kernelArgs: /init}
+  - name: cluster
+    kind: cluster
+    image: desk
+    guest: {image: compute, backend: container, vcpus: %[6]d, memoryMB: %[7]d, network: bridged, bridge: %[4]s, kernelArgs: /init}
+pools:
+  - name: lab
+    bootServer: bs1
+    policy: %[5]s
+roles:
+  - {name: site-admins, role: site-admin, members: [admin]}
+hosts:
+%[8]s`, ServerIP, sum, size, Bridge, policy, guestCPUs, guestMemMB, hosts.String())
+	var s model.Site
+	if err := yaml.Unmarshal([]byte(doc), &s); err != nil {
+		l.T.Fatalf("site: %v\n%s", err, doc)
+	}
+	if err := l.Env.Admin().Send(http.MethodPut, "/api/v1/site", nil, &s, nil); err != nil {
+		l.T.Fatalf("apply site: %v", err)
+	}
+}
+
+func sha256File(t testing.TB, p string) (string, int64) {
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n
+}
+
+func (l *Lab) writeSlurmConf(jobSubmit, spankSO string) {
+	etc := filepath.Join(l.Dir, "etc")
+	os.MkdirAll(etc, 0o755)
+	state := filepath.Join(l.Dir, "ctld-state")
+	os.MkdirAll(state, 0o700)
+	l.Conf = filepath.Join(etc, "slurm.conf")
+	conf := fmt.Sprintf(`# Overtime Slurm lab (internal/slurmlab): configless, dynamic nodes.
+ClusterName=overtime-lab
+SlurmctldHost=%[9]s(%[1]s)
+MailProg=/bin/true
+SlurmctldPort=%[2]d
+SlurmdPort=6818
+SlurmctldParameters=enable_configless
+AuthType=auth/munge
+AuthInfo=socket=%[3]s
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=%[4]s
+SlurmctldPidFile=%[5]s/slurmctld.pid
+SlurmctldLogFile=%[5]s/slurmctld.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+PluginDir=%[7]s:%[8]s
+MaxNodeCount=32
+TreeWidth=65533
+ReturnToService=1
+SlurmdTimeout=300
+MessageTimeout=5
+JobRequeue=1
+KillWait=5
+JobSubmitPlugins=lua
+# Slurm refuses a constraint naming a feature no node has now; this never-used node
+# declares the features Overtime sets at run time (docs/slurm.md).
+NodeName=overtime-features State=FUTURE CPUs=1 Features=dedicated,desktop,desk-empty,owner-active
+Nodeset=overtime Feature=overtime
+PartitionName=%[6]s Nodes=overtime Default=YES MaxTime=INFINITE State=UP
+`, ServerIP, CtldPort, l.munge, state, etc, Partition, slurmPluginDir, filepath.Dir(spankSO), shortHostname())
+	os.WriteFile(l.Conf, []byte(conf), 0o644)
+	// The controller and the submit host need the plugin for --desktop; the guests get
+	// plugstack.conf with the configless configuration and read the agent's address
+	// from the file their init wrote.
+	// slurmd 22.05 loads a cgroup plugin even with proctrack/linuxproc and task/none;
+	// the container guest has no cgroup filesystem of its own (docs/slurm.md), so the v1
+	// plugin is named outright instead of autodetected from /sys/fs/cgroup.
+	os.WriteFile(filepath.Join(etc, "cgroup.conf"), []byte("CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n"), 0o644)
+	// A relative plugin path is searched in PluginDir: Debian's directory (the guests
+	// have the plugin there) and then the build directory (this machine, the submit host).
+	os.WriteFile(filepath.Join(etc, "plugstack.conf"), []byte("required spank_overtime.so agent=file:/run/overtime/agent-url tasks=idle\n"), 0o644)
+	b, err := os.ReadFile(jobSubmit)
+	if err != nil {
+		l.T.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(etc, "job_submit.lua"), b, 0o644)
+}
+
+func (l *Lab) startAgent(h *Host) {
+	l.T.Helper()
+	cred, err := l.Env.Admin().CreateHostCredential(context.Background(), h.Name)
+	if err != nil {
+		l.T.Fatal(err)
+	}
+	h.tokenDir = filepath.Join(l.Dir, "agent-"+h.Name)
+	os.MkdirAll(filepath.Join(h.tokenDir, "input"), 0o755)
+	token := filepath.Join(h.tokenDir, "token")
+	os.WriteFile(token, []byte(cred.Token+"\n"), 0o600)
+	utmp := filepath.Join(h.tokenDir, "utmp")
+	h.Session = agentlab.NewSession(l.T, utmp)
+	listen := fmt.Sprintf("%s:%d", h.IP, AgentPort)
+	h.Agent = l.start("agent "+h.Name, l.NS.NetCommand(l.Bin, "agent", "run", "--server", l.API, "--token-file", token,
+		"--mac", h.MAC, "--state-dir", filepath.Join(h.tokenDir, "state"), "--image-root", filepath.Join(l.Dir, "images"),
+		"--listen", listen, "--guest-url", "http://"+listen, "--utmp", utmp, "--input-dir", filepath.Join(h.tokenDir, "input"),
+		"--refresh", "5s", "--heartbeat", "5s", "--check", "2s", "--restart-backoff", "1s"))
+}
+
+// Host finds a lab host by name.
+func (l *Lab) Host(name string) *Host {
+	for _, h := range l.Hosts {
+		if h.Name == name {
+			return h
+		}
+	}
+	l.T.Fatalf("no host %s", name)
+	return nil
+}
+
+// Node returns scontrol's one-line record of a node as key=value pairs.
+func (l *Lab) Node(name string) map[string]string {
+	return parseKV(l.Slurm("scontrol", "-o", "show", "node", name))
+}
+
+// Job returns scontrol's one-line record of a job.
+func (l *Lab) Job(id string) map[string]string {
+	return parseKV(l.Slurm("scontrol", "-o", "show", "job", id))
+}
+
+// parseKV splits scontrol -o output. Values may contain spaces (Reason=...), so a key
+// starts only at a word that looks like Key=.
+func parseKV(s string) map[string]string {
+	out := map[string]string{}
+	s = strings.TrimSpace(s)
+	var key string
+	for _, w := range strings.Split(s, " ") {
+		if k, v, ok := strings.Cut(w, "="); ok && k != "" && isKey(k) {
+			key = k
+			out[key] = v
+			continue
+		}
+		if key != "" {
+			out[key] += " " + w
+		}
+	}
+	return out
+}
+
+func isKey(k string) bool {
+	for _, r := range k {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == ':' || r == '_' || r == '/') {
+			return false
+		}
+	}
+	return k[0] >= 'A' && k[0] <= 'Z'
+}
+
+// GuestLog is the console of a host's guest.
+func (l *Lab) GuestLog(h *Host) string {
+	dir := filepath.Join(h.tokenDir, "state", "guest", "overtime-"+h.Name)
+	prev, _ := os.ReadFile(dir + ".console.prev")
+	b, _ := os.ReadFile(filepath.Join(dir, "console.log"))
+	return string(prev) + string(b)
+}
+
+// Ping checks a TCP address from inside the namespace.
+func (l *Lab) Ping(addr string) error {
+	c, err := l.NS.DialContext(context.Background(), "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+var _ = net.IPv4len
+
+// shortHostname: slurmctld runs only where the host name matches SlurmctldHost.
+func shortHostname() string {
+	h, _ := os.Hostname()
+	h, _, _ = strings.Cut(h, ".")
+	return h
+}
+
+// killGuest kills every process of a host's container guest and removes its cgroup (the
+// agent's default parent, overtime/guest-overtime-NAME).
+func killGuest(host string) {
+	h, err := cgroup.Detect()
+	if err != nil {
+		return
+	}
+	g := h.Group("overtime/guest-overtime-" + host)
+	if !g.Exists() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = g.Kill(ctx)
+	_ = g.Remove()
+}

@@ -1,0 +1,502 @@
+#include "feed.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+
+#define REASON_PREFIX "overtime:"
+
+/* ---- parsing ---------------------------------------------------------- */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static enum ot_state parse_state(const char *s)
+{
+	if (!strcmp(s, "up"))      return OT_UP;
+	if (!strcmp(s, "frozen"))  return OT_FROZEN;
+	if (!strcmp(s, "evicted")) return OT_EVICTED;
+	if (!strcmp(s, "down"))    return OT_DOWN;
+	return OT_UNKNOWN;
+}
+
+/* Node names go into update_node_msg.node_names, which Slurm reads as a
+ * hostlist expression: "a,b" or "pc[1-99]" would update many nodes. Only
+ * plain host names are accepted. */
+static bool valid_node_name(const char *s)
+{
+	if (!*s || strlen(s) > 255)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' &&
+		    *s != '.')
+			return false;
+	return true;
+}
+
+/* Optional string field: absent -> *out = NULL, 0. Present but not a string
+ * (null included) -> -1: a server sending the wrong type is broken and its
+ * other fields are not to be trusted either. */
+static int opt_string(struct json_object *o, const char *key, char **out)
+{
+	struct json_object *v;
+
+	*out = NULL;
+	if (!json_object_object_get_ex(o, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_string))
+		return -1;
+	*out = strdup(json_object_get_string(v));
+	return *out ? 0 : -1;
+}
+
+static char *normalise_reason(const char *reason, const char *state)
+{
+	char *r = NULL;
+	int n;
+
+	if (!reason || !*reason)
+		n = asprintf(&r, REASON_PREFIX " %s", state);
+	else if (strncmp(reason, REASON_PREFIX, strlen(REASON_PREFIX)) != 0)
+		n = asprintf(&r, REASON_PREFIX " %s", reason);
+	else
+		n = asprintf(&r, "%s", reason);
+	return n < 0 ? NULL : r;
+}
+
+static void node_free(struct feed_node *n)
+{
+	free(n->name);
+	free(n->state_str);
+	free(n->features);
+	free(n->reason);
+	free(n->comment);
+}
+
+static int parse_node(struct json_object *o, size_t i, struct feed_node *n,
+		      char *err, size_t errlen)
+{
+	struct json_object *v;
+	char *reason = NULL;
+
+	memset(n, 0, sizeof(*n));
+	if (!json_object_is_type(o, json_type_object)) {
+		set_err(err, errlen, "nodes[%zu] is not an object", i);
+		return -1;
+	}
+	if (opt_string(o, "name", &n->name) || !n->name) {
+		set_err(err, errlen, "nodes[%zu]: missing or non-string name", i);
+		return -1;
+	}
+	if (!valid_node_name(n->name)) {
+		set_err(err, errlen, "nodes[%zu]: invalid node name", i);
+		return -1;
+	}
+	if (opt_string(o, "state", &n->state_str) || !n->state_str) {
+		set_err(err, errlen, "node %s: missing or non-string state",
+			n->name);
+		return -1;
+	}
+	n->state = parse_state(n->state_str);
+	if (opt_string(o, "features", &n->features) ||
+	    opt_string(o, "comment", &n->comment) ||
+	    opt_string(o, "reason", &reason)) {
+		free(reason);
+		set_err(err, errlen, "node %s: a string field has another type",
+			n->name);
+		return -1;
+	}
+	n->reason = normalise_reason(reason, n->state_str);
+	free(reason);
+	if (!n->reason) {
+		set_err(err, errlen, "out of memory");
+		return -1;
+	}
+	if (json_object_object_get_ex(o, "weight", &v)) {
+		int64_t w;
+
+		if (!json_object_is_type(v, json_type_int)) {
+			set_err(err, errlen, "node %s: weight is not an integer",
+				n->name);
+			return -1;
+		}
+		w = json_object_get_int64(v);
+		/* UINT32_MAX is Slurm's INFINITE/NO_VAL: not a weight. */
+		if (w < 0 || w >= (int64_t)UINT32_MAX) {
+			set_err(err, errlen, "node %s: weight out of range",
+				n->name);
+			return -1;
+		}
+		n->has_weight = true;
+		n->weight = (uint32_t)w;
+	}
+	return 0;
+}
+
+/* "123" or 123 -> 123. Array ("123_4") and het job ids are not plain job ids
+ * for slurm_update_job and are skipped by the caller. */
+static bool parse_job_id(struct json_object *v, uint32_t *out)
+{
+	const char *s;
+	char *end;
+	unsigned long long id;
+
+	if (json_object_is_type(v, json_type_int)) {
+		int64_t i = json_object_get_int64(v);
+
+		if (i <= 0 || i >= (int64_t)UINT32_MAX)
+			return false;
+		*out = (uint32_t)i;
+		return true;
+	}
+	if (!json_object_is_type(v, json_type_string))
+		return false;
+	s = json_object_get_string(v);
+	if (!isdigit((unsigned char)*s))
+		return false;
+	errno = 0;
+	id = strtoull(s, &end, 10);
+	if (errno || *end || id == 0 || id >= UINT32_MAX)
+		return false;
+	*out = (uint32_t)id;
+	return true;
+}
+
+/* Reports only decorate job comments, so a bad one is skipped with a warning
+ * instead of throwing away the node states that came with it. */
+static bool parse_report(struct json_object *o, size_t i,
+			 struct feed_report *r)
+{
+	struct json_object *job;
+	char idx[21];
+
+	memset(r, 0, sizeof(*r));
+	if (!json_object_is_type(o, json_type_object) ||
+	    !json_object_object_get_ex(o, "job", &job) ||
+	    !parse_job_id(job, &r->job_id) ||
+	    opt_string(o, "host", &r->host) ||
+	    opt_string(o, "summary", &r->summary) ||
+	    !r->summary || !*r->summary) {
+		free(r->host);
+		free(r->summary);
+		log_warn("feed report skipped", "index",
+			 log_u64(idx, i), "why",
+			 "needs a numeric job id and a non-empty summary", NULL);
+		return false;
+	}
+	return true;
+}
+
+static int parse_root(struct json_object *root, struct feed *out,
+		      char *err, size_t errlen)
+{
+	struct json_object *v, *nodes, *reports;
+	size_t n;
+
+	if (!json_object_is_type(root, json_type_object)) {
+		set_err(err, errlen, "top level is not an object");
+		return -1;
+	}
+	if (!json_object_object_get_ex(root, "revision", &v) ||
+	    !json_object_is_type(v, json_type_int) ||
+	    json_object_get_int64(v) < 0) {
+		set_err(err, errlen, "missing or invalid revision");
+		return -1;
+	}
+	out->revision = json_object_get_int64(v);
+
+	if (!json_object_object_get_ex(root, "nodes", &nodes) ||
+	    !json_object_is_type(nodes, json_type_array)) {
+		set_err(err, errlen, "missing or non-array nodes");
+		return -1;
+	}
+	n = json_object_array_length(nodes);
+	if (n) {
+		out->nodes = calloc(n, sizeof(*out->nodes));
+		if (!out->nodes) {
+			set_err(err, errlen, "out of memory");
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct feed_node *fn = &out->nodes[out->nnodes];
+
+		if (parse_node(json_object_array_get_idx(nodes, i), i, fn,
+			       err, errlen)) {
+			node_free(fn);
+			return -1;
+		}
+		out->nnodes++;
+		/* A duplicate would make "the" desired state ambiguous. */
+		for (size_t j = 0; j + 1 < out->nnodes; j++)
+			if (!strcmp(out->nodes[j].name, fn->name)) {
+				set_err(err, errlen, "duplicate node %s",
+					fn->name);
+				return -1;
+			}
+	}
+
+	if (!json_object_object_get_ex(root, "reports", &reports) ||
+	    json_object_is_type(reports, json_type_null))
+		return 0;
+	if (!json_object_is_type(reports, json_type_array)) {
+		set_err(err, errlen, "reports is not an array");
+		return -1;
+	}
+	n = json_object_array_length(reports);
+	if (n) {
+		out->reports = calloc(n, sizeof(*out->reports));
+		if (!out->reports) {
+			set_err(err, errlen, "out of memory");
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (parse_report(json_object_array_get_idx(reports, i), i,
+				 &out->reports[out->nreports]))
+			out->nreports++;
+	return 0;
+}
+
+int feed_parse(const char *buf, size_t len, struct feed *out,
+	       char *err, size_t errlen)
+{
+	struct json_tokener *tok;
+	struct json_object *root;
+	enum json_tokener_error jerr;
+	size_t end;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (len > FEED_MAX_BYTES) {
+		set_err(err, errlen, "body of %zu bytes exceeds the %u byte cap",
+			len, FEED_MAX_BYTES);
+		return -1;
+	}
+	tok = json_tokener_new();
+	if (!tok) {
+		set_err(err, errlen, "out of memory");
+		return -1;
+	}
+	/* The int cast is safe: len is capped at 4 MiB above. */
+	root = json_tokener_parse_ex(tok, buf, (int)len);
+	jerr = json_tokener_get_error(tok);
+	end = json_tokener_get_parse_end(tok);
+	json_tokener_free(tok);
+	if (!root) {
+		set_err(err, errlen, "invalid JSON: %s",
+			jerr == json_tokener_continue ? "truncated" :
+			json_tokener_error_desc(jerr));
+		return -1;
+	}
+	/* Trailing garbage means the body is not the single document we
+	 * asked for. */
+	while (end < len && isspace((unsigned char)buf[end]))
+		end++;
+	if (end != len) {
+		json_object_put(root);
+		set_err(err, errlen, "trailing data after JSON document");
+		return -1;
+	}
+	rc = parse_root(root, out, err, errlen);
+	json_object_put(root);
+	if (rc)
+		feed_free(out);
+	return rc;
+}
+
+void feed_free(struct feed *f)
+{
+	for (size_t i = 0; i < f->nnodes; i++)
+		node_free(&f->nodes[i]);
+	for (size_t i = 0; i < f->nreports; i++) {
+		free(f->reports[i].host);
+		free(f->reports[i].summary);
+	}
+	free(f->nodes);
+	free(f->reports);
+	memset(f, 0, sizeof(*f));
+}
+
+const struct feed_node *feed_find_node(const struct feed *f, const char *name)
+{
+	for (size_t i = 0; i < f->nnodes; i++)
+		if (!strcmp(f->nodes[i].name, name))
+			return &f->nodes[i];
+	return NULL;
+}
+
+/* ---- HTTP ------------------------------------------------------------- */
+
+struct feed_client {
+	CURL *curl; /* reused so the connection is kept alive across polls */
+	char *base; /* server URL without trailing '/' */
+	volatile sig_atomic_t *stop;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+struct body {
+	char *data;
+	size_t len;
+	bool too_big;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct body *b = ud;
+	size_t n = size * nmemb;
+	char *p;
+
+	/* Enforce the cap while receiving, not after: a runaway server must
+	 * not be able to make us buffer gigabytes. */
+	if (b->len + n > FEED_MAX_BYTES) {
+		b->too_big = true;
+		return 0;
+	}
+	p = realloc(b->data, b->len + n + 1);
+	if (!p)
+		return 0;
+	memcpy(p + b->len, ptr, n);
+	b->data = p;
+	b->len += n;
+	b->data[b->len] = '\0';
+	return n;
+}
+
+/* Returning non-zero aborts the transfer: this is how SIGTERM interrupts a
+ * 25 s long poll without waiting for it to finish. */
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+		       curl_off_t un)
+{
+	const struct feed_client *c = ud;
+
+	(void)dt; (void)dn; (void)ut; (void)un;
+	return *c->stop ? 1 : 0;
+}
+
+struct feed_client *feed_client_new(const char *server, const char *user,
+				    const char *password,
+				    volatile sig_atomic_t *stop)
+{
+	struct feed_client *c;
+	size_t n;
+
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->stop = stop;
+	c->base = strdup(server);
+	c->curl = curl_easy_init();
+	if (!c->base || !c->curl) {
+		feed_client_free(c);
+		return NULL;
+	}
+	n = strlen(c->base);
+	while (n && c->base[n - 1] == '/')
+		c->base[--n] = '\0';
+
+	curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->errbuf);
+	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+	/* No redirects, http(s) only: basic auth credentials must only ever
+	 * go to the configured server. */
+	curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c->curl, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+	curl_easy_setopt(c->curl, CURLOPT_USERNAME, user);
+	curl_easy_setopt(c->curl, CURLOPT_PASSWORD, password);
+	curl_easy_setopt(c->curl, CURLOPT_USERAGENT, "overtime-slurm-sync");
+	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, c);
+	return c;
+}
+
+void feed_client_free(struct feed_client *c)
+{
+	if (!c)
+		return;
+	if (c->curl)
+		curl_easy_cleanup(c->curl);
+	free(c->base);
+	free(c);
+	curl_global_cleanup();
+}
+
+int feed_fetch(struct feed_client *c, int64_t since, int wait_s,
+	       struct feed *out)
+{
+	struct body b = { 0 };
+	char *url = NULL;
+	char err[256], num[21];
+	long status = 0;
+	CURLcode res;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (asprintf(&url, "%s/api/v1/slurm/nodes?since=%" PRId64 "&wait=%d",
+		     c->base, since, wait_s) < 0)
+		return -1;
+	c->errbuf[0] = '\0';
+	curl_easy_setopt(c->curl, CURLOPT_URL, url);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &b);
+	/* The server holds the request up to wait_s; the margin covers a slow
+	 * network, and the timeout catches a server that never answers. */
+	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, (long)wait_s + 30L);
+
+	res = curl_easy_perform(c->curl);
+	if (res != CURLE_OK) {
+		if (*c->stop)
+			log_debug("feed request aborted by signal", NULL);
+		else if (b.too_big)
+			log_error("feed unusable", "url", url, "error",
+				  "body exceeds the 4 MiB cap", NULL);
+		else
+			log_error("feed unreachable", "url", url, "error",
+				  c->errbuf[0] ? c->errbuf :
+				  curl_easy_strerror(res), NULL);
+		goto out;
+	}
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200) {
+		char snippet[201];
+		size_t n = b.len < 200 ? b.len : 200;
+
+		if (n)
+			memcpy(snippet, b.data, n);
+		snippet[n] = '\0';
+		log_error("feed request failed", "url", url, "status",
+			  log_i64(num, status), "body", snippet, NULL);
+		goto out;
+	}
+	if (feed_parse(b.data ? b.data : "", b.len, out, err, sizeof(err))) {
+		log_error("feed unusable", "url", url, "error", err, NULL);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(b.data);
+	free(url);
+	return rc;
+}

@@ -1,0 +1,77 @@
+/* The site manager's long-poll feed: what each host's node agent state says
+ * the Slurm node should look like. HTTP transport plus JSON parsing. */
+#ifndef OT_FEED_H
+#define OT_FEED_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Larger bodies are refused: a pool is at most a few thousand hosts, so
+ * anything bigger is a broken or hostile server, not a feed. */
+#define FEED_MAX_BYTES (4u * 1024 * 1024)
+
+/* The node agent state as computed by the site manager. */
+enum ot_state {
+	OT_UNKNOWN = 0, /* a state this daemon does not know: leave the node's
+			 * state alone rather than guess */
+	OT_UP,
+	OT_FROZEN,
+	OT_EVICTED,
+	OT_DOWN,
+};
+
+struct feed_node {
+	char *name;
+	enum ot_state state;
+	char *state_str;   /* as sent, for logs */
+	char *features;    /* NULL: field absent, leave Slurm's as is */
+	bool has_weight;
+	uint32_t weight;
+	/* Always starts with "overtime:" (normalised at parse time), because
+	 * that prefix is how the reconcile later recognises its own drains and
+	 * downs and tells them from an administrator's. */
+	char *reason;
+	char *comment;     /* informational only; not pushed to Slurm */
+};
+
+struct feed_report {
+	uint32_t job_id;
+	char *host;
+	char *summary;
+};
+
+struct feed {
+	int64_t revision;
+	struct feed_node *nodes;
+	size_t nnodes;
+	struct feed_report *reports;
+	size_t nreports;
+};
+
+/* Parse a feed body. Returns 0 and fills *out (free with feed_free), or -1
+ * with a reason in err. Any node without a usable name or state makes the
+ * whole feed invalid: acting on a partial list would down the hosts that
+ * happened to be missing from it. */
+int feed_parse(const char *buf, size_t len, struct feed *out,
+	       char *err, size_t errlen);
+void feed_free(struct feed *f);
+
+/* Linear lookup; pools are small and this runs once per reconcile. */
+const struct feed_node *feed_find_node(const struct feed *f, const char *name);
+
+struct feed_client;
+
+/* stop is polled during transfers so SIGTERM aborts a long poll at once. */
+struct feed_client *feed_client_new(const char *server, const char *user,
+				    const char *password,
+				    volatile sig_atomic_t *stop);
+void feed_client_free(struct feed_client *c);
+
+/* One long-poll request. Returns 0 with *out filled, or -1 after logging
+ * why (unreachable, non-200, bad JSON). */
+int feed_fetch(struct feed_client *c, int64_t since, int wait_s,
+	       struct feed *out);
+
+#endif

@@ -1,0 +1,425 @@
+#include "slurm_apply.h"
+#include "log.h"
+#include "reconcile.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+/* A RUNNING or SUSPENDED job with its node list parsed once per cycle, rather
+ * than once per (node, job) pair. */
+struct active_job {
+	const slurm_job_info_t *info;
+	hostlist_t hl;
+};
+
+struct cycle {
+	int failures;
+	int changes;
+};
+
+static void failed(struct cycle *c, const char *what, int err,
+		   const char *k1, const char *v1, const char *k2,
+		   const char *v2)
+{
+	c->failures++;
+	log_error("slurm call failed", "call", what, "error",
+		  slurm_strerror(err), k1, v1, k2, v2, NULL);
+}
+
+static const char *change_name(enum node_change s)
+{
+	switch (s) {
+	case NC_RESUME: return "RESUME";
+	case NC_DRAIN:  return "DRAIN";
+	case NC_DOWN:   return "DOWN";
+	case NC_NONE:   break;
+	}
+	return NULL;
+}
+
+static void apply_node(struct cycle *c, const char *node,
+		       const struct action *a)
+{
+	update_node_msg_t m;
+	char w[21];
+
+	slurm_init_update_node_msg(&m);
+	m.node_names = (char *)node;
+	if (a->features) {
+		/* Without a node_features plugin, available and active
+		 * features must move together or Slurm keeps scheduling on
+		 * the stale active set. */
+		m.features = (char *)a->features;
+		m.features_act = (char *)a->features;
+	}
+	if (a->set_weight)
+		m.weight = a->weight;
+	switch (a->state) {
+	case NC_RESUME:
+		m.node_state = NODE_RESUME;
+		break;
+	case NC_DRAIN:
+		m.node_state = NODE_STATE_DRAIN;
+		m.reason = (char *)a->reason;
+		m.reason_uid = getuid();
+		break;
+	case NC_DOWN:
+		m.node_state = NODE_STATE_DOWN;
+		m.reason = (char *)a->reason;
+		m.reason_uid = getuid();
+		break;
+	case NC_NONE:
+		break;
+	}
+	if (slurm_update_node(&m) != SLURM_SUCCESS) {
+		failed(c, "slurm_update_node", errno, "node", node, NULL, NULL);
+		return;
+	}
+	c->changes++;
+	log_info("node updated", "node", node,
+		 "features", a->features,
+		 "weight", a->set_weight ? log_u64(w, a->weight) : NULL,
+		 "state", change_name(a->state),
+		 "reason", a->state == NC_DRAIN || a->state == NC_DOWN ?
+		 a->reason : NULL, NULL);
+}
+
+static int set_comment(struct cycle *c, uint32_t job_id, const char *node,
+		       const char *comment)
+{
+	job_desc_msg_t d;
+	char id[21];
+
+	log_u64(id, job_id);
+	if (!comment) {
+		c->failures++;
+		log_error("out of memory building a job comment", "job", id,
+			  NULL);
+		return -1;
+	}
+	slurm_init_job_desc_msg(&d);
+	d.job_id = job_id;
+	d.admin_comment = (char *)comment;
+	if (slurm_update_job(&d) != SLURM_SUCCESS) {
+		failed(c, "slurm_update_job", errno, "job", id, "node", node);
+		return -1;
+	}
+	c->changes++;
+	log_info("comment set", "job", id, "node", node, "comment", comment,
+		 NULL);
+	return 0;
+}
+
+static void suspend_job(struct cycle *c, const char *node,
+			const struct action *a)
+{
+	char id[21], *cm;
+	int rc, err;
+
+	log_u64(id, a->job_id);
+	cm = comment_suspended(time(NULL), a->reason);
+	rc = set_comment(c, a->job_id, node, cm);
+	free(cm);
+	/* The comment is what later lets "up" resume the job; suspending
+	 * without it would leave the job suspended until someone notices.
+	 * The guest is frozen meanwhile, so retrying next cycle costs
+	 * nothing. */
+	if (rc)
+		return;
+	if (slurm_suspend(a->job_id) == SLURM_SUCCESS) {
+		c->changes++;
+		log_info("job suspended", "job", id, "node", node, "reason",
+			 a->reason, NULL);
+		return;
+	}
+	err = errno;
+	failed(c, "slurm_suspend", err, "job", id, "node", node);
+	/* Do not leave a comment claiming a suspension that did not happen. */
+	cm = comment_suspend_failed(slurm_strerror(err), a->reason);
+	set_comment(c, a->job_id, node, cm);
+	free(cm);
+}
+
+static void resume_job(struct cycle *c, const char *node,
+		       const struct action *a)
+{
+	char id[21], *cm;
+
+	log_u64(id, a->job_id);
+	if (slurm_resume(a->job_id) != SLURM_SUCCESS) {
+		failed(c, "slurm_resume", errno, "job", id, "node", node);
+		return;
+	}
+	c->changes++;
+	log_info("job resumed", "job", id, "node", node, NULL);
+	cm = comment_resumed(time(NULL));
+	set_comment(c, a->job_id, node, cm);
+	free(cm);
+}
+
+static void requeue_job(struct cycle *c, const char *node,
+			const struct action *a)
+{
+	char id[21], *cm;
+	int err;
+
+	log_u64(id, a->job_id);
+	cm = comment_requeued(time(NULL), a->reason);
+	/* The requeue matters more than its comment: go ahead either way. */
+	set_comment(c, a->job_id, node, cm);
+	free(cm);
+	if (slurm_requeue(a->job_id, 0) == SLURM_SUCCESS) {
+		c->changes++;
+		log_info("job requeued", "job", id, "node", node, "reason",
+			 a->reason, NULL);
+		return;
+	}
+	err = errno;
+	failed(c, "slurm_requeue", err, "job", id, "node", node);
+	/* e.g. --no-requeue jobs: the DOWN that follows will end them, so
+	 * say why on the job itself; a job is never lost silently. */
+	cm = comment_requeue_failed(slurm_strerror(err), a->reason);
+	set_comment(c, a->job_id, node, cm);
+	free(cm);
+}
+
+static void apply(struct cycle *c, const char *node, const struct action *a)
+{
+	switch (a->kind) {
+	case ACT_NODE_UPDATE: apply_node(c, node, a); break;
+	case ACT_JOB_SUSPEND: suspend_job(c, node, a); break;
+	case ACT_JOB_RESUME:  resume_job(c, node, a); break;
+	case ACT_JOB_REQUEUE: requeue_job(c, node, a); break;
+	}
+}
+
+static enum cur_job_state job_state(const slurm_job_info_t *j)
+{
+	switch (j->job_state & JOB_STATE_BASE) {
+	case JOB_RUNNING:   return CJ_RUNNING;
+	case JOB_SUSPENDED: return CJ_SUSPENDED;
+	default:            return CJ_OTHER;
+	}
+}
+
+/* ---- reports ---------------------------------------------------------- */
+
+/* (job, summary) pairs already appended (or found present) in this process,
+ * so a report the feed keeps repeating costs one slurm_load_job, not one per
+ * poll. Keyed on the summary too, not the job alone: a requeued job that runs
+ * on another host gets a second report. A ring: old entries fall out, which
+ * only costs one re-read that finds the summary already there. */
+#define DONE_SLOTS 8192
+static uint64_t done_ring[DONE_SLOTS];
+static size_t done_next;
+
+static uint64_t report_key(const struct feed_report *r)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+	for (int i = 0; i < 4; i++) {
+		h ^= (r->job_id >> (8 * i)) & 0xff;
+		h *= 1099511628211ULL;
+	}
+	for (const unsigned char *p = (const unsigned char *)r->summary; *p;
+	     p++) {
+		h ^= *p;
+		h *= 1099511628211ULL;
+	}
+	return h ? h : 1; /* 0 marks an empty slot */
+}
+
+static bool report_done(uint64_t key)
+{
+	for (size_t i = 0; i < DONE_SLOTS; i++)
+		if (done_ring[i] == key)
+			return true;
+	return false;
+}
+
+static void mark_done(uint64_t key)
+{
+	done_ring[done_next] = key;
+	done_next = (done_next + 1) % DONE_SLOTS;
+}
+
+static void apply_report(struct cycle *c, const struct feed_report *r)
+{
+	uint64_t key = report_key(r);
+	job_info_msg_t *msg = NULL;
+	char id[21], *cm;
+	bool oom;
+	int err;
+
+	if (report_done(key))
+		return;
+	log_u64(id, r->job_id);
+	/* Read the comment now, not from the cycle's snapshot: the node
+	 * actions above may just have replaced it. */
+	if (slurm_load_job(&msg, r->job_id, SHOW_ALL) != SLURM_SUCCESS) {
+		err = errno;
+		if (err == ESLURM_INVALID_JOB_ID) {
+			/* Purged from slurmctld: nowhere to put it. */
+			log_debug("report for unknown job dropped", "job", id,
+				  NULL);
+			mark_done(key);
+			return;
+		}
+		failed(c, "slurm_load_job", err, "job", id, NULL, NULL);
+		return;
+	}
+	if (!msg || msg->record_count == 0) {
+		log_debug("report for unknown job dropped", "job", id, NULL);
+		mark_done(key);
+		slurm_free_job_info_msg(msg);
+		return;
+	}
+	if ((msg->job_array[0].job_state & JOB_STATE_BASE) > JOB_SUSPENDED) {
+		/* Slurm takes no update of a finished job ("Job has already
+		 * finished"): a batch job got its AdminComment from the SPANK
+		 * plugin at the end of its batch step; the final report stays
+		 * in the site manager (overtime job-report). */
+		log_debug("job finished before its report: kept in the site manager",
+			  "job", id, NULL);
+		mark_done(key);
+		slurm_free_job_info_msg(msg);
+		return;
+	}
+	cm = comment_with_report(msg->job_array[0].admin_comment, r->summary,
+				 &oom);
+	slurm_free_job_info_msg(msg);
+	if (oom) {
+		c->failures++;
+		log_error("out of memory building a job comment", "job", id,
+			  NULL);
+		return;
+	}
+	if (!cm || set_comment(c, r->job_id, r->host, cm) == 0)
+		mark_done(key);
+	free(cm);
+}
+
+/* ---- the cycle -------------------------------------------------------- */
+
+static void node_cycle(struct cycle *c, const struct feed *feed,
+		       const node_info_t *n, const struct active_job *act,
+		       size_t nact, struct cur_job *cj, struct action *acts,
+		       bool *seen)
+{
+	const struct feed_node *want = feed_find_node(feed, n->name);
+	struct feed_node absent;
+	struct cur_node cur = {
+		.name = n->name, .features = n->features, .weight = n->weight,
+		.node_state = n->node_state, .reason = n->reason, .jobs = cj,
+	};
+	size_t na;
+
+	if (want) {
+		seen[want - feed->nodes] = true;
+	} else {
+		/* Only nodes we manage, and only against a feed that lists
+		 * something: an empty feed from a misconfigured server must
+		 * not take the whole pool down. */
+		if (!features_has(n->features, "overtime") || !feed->nnodes)
+			return;
+		reconcile_absent_node(n->name, &absent);
+		want = &absent;
+	}
+	if ((n->node_state & NODE_STATE_BASE) == NODE_STATE_FUTURE) {
+		log_debug("node not registered in Slurm yet", "node", n->name,
+			  NULL);
+		return;
+	}
+	for (size_t i = 0; i < nact; i++) {
+		if (slurm_hostlist_find(act[i].hl, n->name) < 0)
+			continue;
+		cj[cur.njobs].id = act[i].info->job_id;
+		cj[cur.njobs].state = job_state(act[i].info);
+		cj[cur.njobs].admin_comment = act[i].info->admin_comment;
+		cur.njobs++;
+	}
+	na = reconcile_node(want, &cur, acts);
+	if (want->state == OT_UNKNOWN)
+		log_warn("unknown node agent state; node state left alone",
+			 "node", n->name, "state", want->state_str, NULL);
+	for (size_t i = 0; i < na; i++)
+		apply(c, n->name, &acts[i]);
+}
+
+int apply_cycle(const struct feed *feed)
+{
+	node_info_msg_t *nodes = NULL;
+	job_info_msg_t *jobs = NULL;
+	struct active_job *act = NULL;
+	struct cur_job *cj = NULL;
+	struct action *acts = NULL;
+	bool *seen = NULL;
+	struct cycle c = { 0 };
+	size_t nact = 0;
+	char a[21], b[21];
+
+	if (slurm_load_node(0, &nodes, SHOW_ALL) != SLURM_SUCCESS) {
+		failed(&c, "slurm_load_node", errno, NULL, NULL, NULL, NULL);
+		return -1;
+	}
+	if (slurm_load_jobs(0, &jobs, SHOW_ALL) != SLURM_SUCCESS) {
+		failed(&c, "slurm_load_jobs", errno, NULL, NULL, NULL, NULL);
+		slurm_free_node_info_msg(nodes);
+		return -1;
+	}
+
+	act = calloc(jobs->record_count + 1, sizeof(*act));
+	cj = calloc(jobs->record_count + 1, sizeof(*cj));
+	acts = calloc(RECONCILE_MAX_ACTIONS(jobs->record_count + 1),
+		      sizeof(*acts));
+	seen = calloc(feed->nnodes + 1, sizeof(*seen));
+	if (!act || !cj || !acts || !seen) {
+		log_error("out of memory in reconcile", NULL);
+		c.failures = -1;
+		goto out;
+	}
+	for (uint32_t i = 0; i < jobs->record_count; i++) {
+		const slurm_job_info_t *j = &jobs->job_array[i];
+
+		if (job_state(j) == CJ_OTHER || !j->nodes || !*j->nodes)
+			continue;
+		act[nact].hl = slurm_hostlist_create(j->nodes);
+		if (!act[nact].hl) {
+			log_warn("cannot parse a job's node list", "job",
+				 log_u64(a, j->job_id), "nodes", j->nodes,
+				 NULL);
+			continue;
+		}
+		act[nact++].info = j;
+	}
+
+	for (uint32_t i = 0; i < nodes->record_count; i++)
+		if (nodes->node_array[i].name)
+			node_cycle(&c, feed, &nodes->node_array[i], act, nact,
+				   cj, acts, seen);
+	for (size_t i = 0; i < feed->nnodes; i++)
+		if (!seen[i])
+			log_debug("node not registered in Slurm yet", "node",
+				  feed->nodes[i].name, NULL);
+
+	for (size_t i = 0; i < feed->nreports; i++)
+		apply_report(&c, &feed->reports[i]);
+
+	log_debug("reconcile done", "changes", log_u64(a, (uint64_t)c.changes),
+		  "failures", log_u64(b, (uint64_t)c.failures), NULL);
+out:
+	for (size_t i = 0; i < nact; i++)
+		slurm_hostlist_destroy(act[i].hl);
+	free(act);
+	free(cj);
+	free(acts);
+	free(seen);
+	slurm_free_job_info_msg(jobs);
+	slurm_free_node_info_msg(nodes);
+	return c.failures;
+}

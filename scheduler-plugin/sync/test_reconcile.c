@@ -1,0 +1,517 @@
+/* Unit tests for the pure parts: the reconcile decisions (table-driven over
+ * node agent state x Slurm node condition x jobs on the node), the comment
+ * helpers, and feed parsing. No Slurm controller, no network. */
+#include "feed.h"
+#include "log.h"
+#include "reconcile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <slurm/slurm.h>
+
+static int failures, checks;
+
+#define CHECK(cond, ...) do {						\
+	checks++;							\
+	if (!(cond)) {							\
+		failures++;						\
+		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
+		fprintf(stderr, __VA_ARGS__);				\
+		fputc('\n', stderr);					\
+	}								\
+} while (0)
+
+/* ---- reconcile decisions ------------------------------------------------ */
+
+#define REASON "overtime: guest frozen: the owner needs the desktop"
+#define OURS   "overtime: no heartbeat from pc1's agent"
+#define ADMIN  "disk replacement, ticket 4711"
+
+#define IDLE      NODE_STATE_IDLE
+#define ALLOC     NODE_STATE_ALLOCATED
+#define DOWN      NODE_STATE_DOWN
+#define DRAINED   (NODE_STATE_IDLE | NODE_STATE_DRAIN)
+#define DRAINING  (NODE_STATE_ALLOCATED | NODE_STATE_DRAIN)
+#define DOWNDRAIN (NODE_STATE_DOWN | NODE_STATE_DRAIN)
+
+static const struct cur_job J_NONE[1];
+static const struct cur_job J_RUN[] = { { 1, CJ_RUNNING, NULL } };
+static const struct cur_job J_MIX[] = {
+	{ 1, CJ_RUNNING, "user asked for this" },
+	{ 2, CJ_SUSPENDED, "overtime: suspended at 2026-11-22T01:00:00Z: x" },
+	{ 3, CJ_SUSPENDED, "suspended by admin" },
+	{ 4, CJ_OTHER, NULL }, /* e.g. completing: left alone */
+	{ 5, CJ_SUSPENDED, NULL },
+};
+#define JOBS(a) a, sizeof(a) / sizeof(a[0])
+#define NOJOBS J_NONE, 0
+
+struct rcase {
+	const char *name;
+	enum ot_state want;
+	const char *want_features; /* NULL: field absent in the feed */
+	int want_weight;           /* -1: field absent in the feed */
+	uint32_t node_state;
+	const char *reason;
+	const char *features;
+	uint32_t weight;
+	const struct cur_job *jobs;
+	size_t njobs;
+	const char *expect;        /* actions, rendered by render() */
+};
+
+#define F "overtime,desktop,owner-active"
+
+static const struct rcase rcases[] = {
+	/* up */
+	{ "up, in sync", OT_UP, F, 100, IDLE, NULL, F, 100, NOJOBS, "" },
+	{ "up, features differ", OT_UP, F, 100, IDLE, NULL, "overtime", 100,
+	  NOJOBS, "node[f=" F "]" },
+	{ "up, weight differs", OT_UP, F, 100, ALLOC, NULL, F, 1, NOJOBS,
+	  "node[w=100]" },
+	{ "up, no features either side", OT_UP, "", 100, IDLE, NULL, NULL,
+	  100, NOJOBS, "" },
+	{ "up, features/weight not in feed", OT_UP, NULL, -1, IDLE, NULL,
+	  "other", 7, NOJOBS, "" },
+	{ "up, down by overtime", OT_UP, F, 100, DOWN, OURS, F, 100, NOJOBS,
+	  "node[s=RESUME]" },
+	{ "up, down by admin", OT_UP, F, 100, DOWN, ADMIN, F, 100, NOJOBS,
+	  "" },
+	{ "up, down without reason", OT_UP, F, 100, DOWN, NULL, F, 100,
+	  NOJOBS, "" },
+	{ "up, drained by overtime", OT_UP, F, 100, DRAINED, REASON, F, 100,
+	  NOJOBS, "node[s=RESUME]" },
+	{ "up, drained by admin", OT_UP, F, 100, DRAINED, ADMIN, F, 100,
+	  NOJOBS, "" },
+	{ "up, draining by overtime, jobs", OT_UP, F, 100, DRAINING, REASON,
+	  "overtime", 100, JOBS(J_MIX),
+	  "node[f=" F ",s=RESUME] resume:2" },
+	{ "up, draining by admin, jobs", OT_UP, F, 100, DRAINING, ADMIN, F,
+	  100, JOBS(J_MIX), "resume:2" },
+	{ "up, running job", OT_UP, F, 100, ALLOC, NULL, F, 100, JOBS(J_RUN),
+	  "" },
+
+	/* frozen */
+	{ "frozen, idle", OT_FROZEN, F, 100, IDLE, NULL, F, 100, NOJOBS,
+	  "node[s=DRAIN]" },
+	{ "frozen, jobs", OT_FROZEN, F, 100, ALLOC, NULL, F, 100, JOBS(J_MIX),
+	  "suspend:1 node[s=DRAIN]" },
+	{ "frozen, weight too", OT_FROZEN, F, 100, ALLOC, NULL, F, 5,
+	  JOBS(J_RUN), "suspend:1 node[w=100,s=DRAIN]" },
+	{ "frozen, already drained by overtime", OT_FROZEN, F, 100, DRAINING,
+	  REASON, F, 100, JOBS(J_RUN), "suspend:1" },
+	{ "frozen, drained by admin", OT_FROZEN, F, 100, DRAINING, ADMIN, F,
+	  100, JOBS(J_RUN), "suspend:1" },
+	{ "frozen, down by overtime", OT_FROZEN, F, 100, DOWN, OURS, F, 100,
+	  NOJOBS, "" },
+	{ "frozen, down by admin", OT_FROZEN, F, 100, DOWN, ADMIN, F, 100,
+	  NOJOBS, "" },
+
+	/* evicted */
+	{ "evicted, idle", OT_EVICTED, F, 100, IDLE, NULL, F, 100, NOJOBS,
+	  "node[s=DOWN]" },
+	{ "evicted, jobs", OT_EVICTED, F, 100, DRAINING, REASON, F, 100,
+	  JOBS(J_MIX), "requeue:1 requeue:2 requeue:3 requeue:5 node[s=DOWN]" },
+	{ "evicted, drained by overtime", OT_EVICTED, F, 100, DRAINED, REASON,
+	  F, 100, NOJOBS, "node[s=DOWN]" },
+	{ "evicted, drained by admin", OT_EVICTED, F, 100, DRAINING, ADMIN, F,
+	  100, JOBS(J_RUN), "requeue:1" },
+	{ "evicted, down by overtime", OT_EVICTED, F, 100, DOWN, OURS, F, 100,
+	  NOJOBS, "" },
+	{ "evicted, down by admin, job", OT_EVICTED, F, 100, DOWNDRAIN, ADMIN,
+	  F, 100, JOBS(J_RUN), "requeue:1" },
+
+	/* down */
+	{ "down, jobs", OT_DOWN, "overtime", 100, ALLOC, NULL, F, 100,
+	  JOBS(J_MIX),
+	  "requeue:1 requeue:2 requeue:3 requeue:5 node[f=overtime,s=DOWN]" },
+	{ "down, drained by admin", OT_DOWN, F, 100, DRAINED, ADMIN, F, 100,
+	  NOJOBS, "" },
+	{ "down, already down", OT_DOWN, F, 100, DOWN, OURS, F, 100, NOJOBS,
+	  "" },
+
+	/* a state from a newer site manager: only features/weight */
+	{ "unknown state", OT_UNKNOWN, F, 100, DOWN, OURS, "x", 100,
+	  JOBS(J_MIX), "node[f=" F "]" },
+	{ "unknown state, in sync", OT_UNKNOWN, F, 100, ALLOC, NULL, F, 100,
+	  JOBS(J_MIX), "" },
+};
+
+static const char *kind_job(enum action_kind k)
+{
+	switch (k) {
+	case ACT_JOB_SUSPEND: return "suspend";
+	case ACT_JOB_RESUME:  return "resume";
+	case ACT_JOB_REQUEUE: return "requeue";
+	case ACT_NODE_UPDATE: break;
+	}
+	return "?";
+}
+
+/* Actions as a short string, so expectations read like the rules. */
+static void render(const struct action *a, size_t n, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && o < len; i++) {
+		const char *sep = i ? " " : "";
+
+		if (a[i].kind != ACT_NODE_UPDATE) {
+			o += snprintf(buf + o, len - o, "%s%s:%u", sep,
+				      kind_job(a[i].kind), a[i].job_id);
+			continue;
+		}
+		o += snprintf(buf + o, len - o, "%snode[", sep);
+		const char *c = "";
+		if (a[i].features) {
+			o += snprintf(buf + o, len - o, "f=%s", a[i].features);
+			c = ",";
+		}
+		if (a[i].set_weight) {
+			o += snprintf(buf + o, len - o, "%sw=%u", c,
+				      a[i].weight);
+			c = ",";
+		}
+		if (a[i].state != NC_NONE)
+			o += snprintf(buf + o, len - o, "%ss=%s", c,
+				      a[i].state == NC_RESUME ? "RESUME" :
+				      a[i].state == NC_DRAIN ? "DRAIN" :
+				      "DOWN");
+		o += snprintf(buf + o, len - o, "]");
+	}
+}
+
+static void test_reconcile_table(void)
+{
+	for (size_t i = 0; i < sizeof(rcases) / sizeof(rcases[0]); i++) {
+		const struct rcase *t = &rcases[i];
+		struct feed_node want = {
+			.name = (char *)"pc1", .state = t->want,
+			.features = (char *)t->want_features,
+			.has_weight = t->want_weight >= 0,
+			.weight = t->want_weight >= 0 ?
+				(uint32_t)t->want_weight : 0,
+			.reason = (char *)REASON,
+		};
+		struct cur_node cur = {
+			.name = "pc1", .features = t->features,
+			.weight = t->weight, .node_state = t->node_state,
+			.reason = t->reason, .jobs = t->jobs,
+			.njobs = t->njobs,
+		};
+		struct action acts[RECONCILE_MAX_ACTIONS(8)];
+		char got[512];
+		size_t n = reconcile_node(&want, &cur, acts);
+
+		CHECK(n <= RECONCILE_MAX_ACTIONS(t->njobs),
+		      "%s: %zu actions exceed the bound", t->name, n);
+		render(acts, n, got, sizeof(got));
+		CHECK(!strcmp(got, t->expect), "%s: got \"%s\", want \"%s\"",
+		      t->name, got, t->expect);
+		/* Whatever drains, downs, suspends or requeues carries the
+		 * feed's reason into Slurm. */
+		for (size_t k = 0; k < n; k++) {
+			bool needs = acts[k].kind == ACT_JOB_SUSPEND ||
+				acts[k].kind == ACT_JOB_REQUEUE ||
+				(acts[k].kind == ACT_NODE_UPDATE &&
+				 (acts[k].state == NC_DRAIN ||
+				  acts[k].state == NC_DOWN));
+			CHECK(!needs || (acts[k].reason &&
+					 !strcmp(acts[k].reason, REASON)),
+			      "%s: action %zu lost the reason", t->name, k);
+		}
+	}
+}
+
+/* A level-triggered reconcile must converge: once Slurm looks the way the
+ * actions asked, the same feed yields nothing more. */
+static void test_converges(void)
+{
+	struct feed_node want = {
+		.name = (char *)"pc1", .state = OT_FROZEN,
+		.features = (char *)F, .has_weight = true, .weight = 100,
+		.reason = (char *)REASON,
+	};
+	struct cur_job after[] = {
+		{ 1, CJ_SUSPENDED, "overtime: suspended at ...: " REASON },
+	};
+	struct cur_node cur = {
+		.name = "pc1", .features = F, .weight = 100,
+		.node_state = DRAINING, .reason = REASON, .jobs = after,
+		.njobs = 1,
+	};
+	struct action acts[RECONCILE_MAX_ACTIONS(1)];
+
+	CHECK(reconcile_node(&want, &cur, acts) == 0,
+	      "frozen node already drained with suspended job: no actions");
+}
+
+/* The comment we write on suspend is the one the resume rule looks for. */
+static void test_suspend_comment_roundtrip(void)
+{
+	char *c = comment_suspended(0, REASON);
+	struct cur_job j[] = { { 9, CJ_SUSPENDED, c } };
+	struct feed_node want = { .name = (char *)"pc1", .state = OT_UP,
+				  .reason = (char *)"overtime: up" };
+	struct cur_node cur = { .name = "pc1", .node_state = ALLOC,
+				.jobs = j, .njobs = 1 };
+	struct action acts[RECONCILE_MAX_ACTIONS(1)];
+
+	CHECK(c && !strcmp(c, "overtime: suspended at 1970-01-01T00:00:00Z: "
+			   REASON), "suspend comment: %s", c);
+	CHECK(reconcile_node(&want, &cur, acts) == 1 &&
+	      acts[0].kind == ACT_JOB_RESUME && acts[0].job_id == 9,
+	      "our suspend comment is recognised on up");
+	free(c);
+}
+
+static void test_absent(void)
+{
+	struct feed_node want;
+	struct cur_node cur = { .name = "pc9", .features = "overtime,x",
+				.weight = 3, .node_state = ALLOC,
+				.jobs = J_RUN, .njobs = 1 };
+	struct action acts[RECONCILE_MAX_ACTIONS(1)];
+	char got[128];
+	size_t n;
+
+	reconcile_absent_node("pc9", &want);
+	n = reconcile_node(&want, &cur, acts);
+	render(acts, n, got, sizeof(got));
+	CHECK(!strcmp(got, "requeue:1 node[s=DOWN]"), "absent: got %s", got);
+	CHECK(n == 2 && !strcmp(acts[1].reason, OT_ABSENT_REASON),
+	      "absent: reason");
+	cur.node_state = DRAINED;
+	cur.reason = ADMIN;
+	cur.njobs = 0;
+	CHECK(reconcile_node(&want, &cur, acts) == 0,
+	      "absent: admin drain left alone");
+}
+
+static void test_predicates(void)
+{
+	CHECK(features_has("overtime,desktop", "overtime"), "first word");
+	CHECK(features_has("desktop,overtime", "overtime"), "last word");
+	CHECK(!features_has("overtimer,desktop", "overtime"), "prefix only");
+	CHECK(!features_has("desktop,xovertime", "overtime"), "suffix only");
+	CHECK(!features_has(NULL, "overtime"), "NULL list");
+	CHECK(!features_has("", "overtime"), "empty list");
+	CHECK(reason_is_ours("overtime: x"), "ours");
+	CHECK(!reason_is_ours("Overtime: x"), "case matters");
+	CHECK(!reason_is_ours(NULL), "NULL reason");
+	CHECK(node_is_down(DOWNDRAIN) && node_is_drain(DOWNDRAIN), "down+drain");
+	CHECK(!node_is_down(DRAINED) && node_is_drain(DRAINING), "drain flag");
+	CHECK(!node_is_down(IDLE | NODE_STATE_NO_RESPOND), "no respond");
+}
+
+static void test_comments(void)
+{
+	bool oom;
+	char *c;
+
+	c = comment_with_report(NULL, "overtime: on pc1 1 s", &oom);
+	CHECK(c && !strcmp(c, "overtime: on pc1 1 s") && !oom, "NULL + s");
+	free(c);
+	c = comment_with_report("", "s", &oom);
+	CHECK(c && !strcmp(c, "s"), "empty + s");
+	free(c);
+	c = comment_with_report("overtime: requeued at t: r", "s", &oom);
+	CHECK(c && !strcmp(c, "overtime: requeued at t: r; s"), "x + s: %s", c);
+	free(c);
+	c = comment_with_report("a; s; b", "s", &oom);
+	CHECK(!c && !oom, "already contained");
+	c = comment_resumed(86400);
+	CHECK(c && !strcmp(c, "overtime: resumed at 1970-01-02T00:00:00Z"),
+	      "resumed: %s", c);
+	free(c);
+	c = comment_requeued(0, "overtime: r");
+	CHECK(c && !strcmp(c, "overtime: requeued at 1970-01-01T00:00:00Z: "
+			   "overtime: r"), "requeued: %s", c);
+	free(c);
+	c = comment_requeue_failed("Job is not requeueable", "overtime: r");
+	CHECK(c && !strcmp(c, "overtime: could not requeue: Job is not "
+			   "requeueable: overtime: r"), "requeue failed: %s", c);
+	free(c);
+}
+
+/* ---- feed parsing ------------------------------------------------------- */
+
+static const char *EXAMPLE =
+"{\"revision\": 42,\n"
+" \"nodes\": [\n"
+"   {\"name\":\"pc1\",\"state\":\"up\",\"features\":\"overtime,desktop,owner-active\",\"weight\":100,\n"
+"    \"reason\":\"\",\"comment\":\"overtime: owner-active, throttle (heartbeat 2026-11-22T01:00:00Z)\"},\n"
+"   {\"name\":\"pc2\",\"state\":\"frozen\",\"features\":\"overtime,desktop,owner-active\",\"weight\":100,\n"
+"    \"reason\":\"overtime: guest frozen: the owner needs the desktop\",\"comment\":\"...\"},\n"
+"   {\"name\":\"pc3\",\"state\":\"evicted\",\"features\":\"overtime,desktop\",\"weight\":100,\"reason\":\"overtime: guest evicted on pc3: frozen longer than the pool's evict deadline\",\"comment\":\"...\"},\n"
+"   {\"name\":\"pc4\",\"state\":\"down\",\"features\":\"overtime\",\"weight\":100,\"reason\":\"overtime: no heartbeat from pc4's agent since 2026-...\",\"comment\":\"...\"}],\n"
+" \"reports\": [{\"job\":\"123\",\"host\":\"pc1\",\"summary\":\"overtime: on pc1 120 s: throttled 30 s, frozen 0 s, owner active 25%, steal 1.0 s, desktop slowdown ~3%\"}]}\n";
+
+static int parse(const char *s, struct feed *f, char *err, size_t errlen)
+{
+	return feed_parse(s, strlen(s), f, err, errlen);
+}
+
+static void test_feed_valid(void)
+{
+	struct feed f;
+	char err[256] = "";
+
+	CHECK(parse(EXAMPLE, &f, err, sizeof(err)) == 0, "example: %s", err);
+	CHECK(f.revision == 42 && f.nnodes == 4 && f.nreports == 1,
+	      "example: counts");
+	CHECK(f.nodes[0].state == OT_UP && f.nodes[1].state == OT_FROZEN &&
+	      f.nodes[2].state == OT_EVICTED && f.nodes[3].state == OT_DOWN,
+	      "example: states");
+	CHECK(!strcmp(f.nodes[0].features, F) && f.nodes[0].has_weight &&
+	      f.nodes[0].weight == 100, "example: features/weight");
+	CHECK(!strcmp(f.nodes[0].reason, "overtime: up"),
+	      "empty reason gets a prefixed default: %s", f.nodes[0].reason);
+	CHECK(!strcmp(f.nodes[1].reason, REASON), "reason kept");
+	CHECK(f.reports[0].job_id == 123 && !strcmp(f.reports[0].host, "pc1")
+	      && !strncmp(f.reports[0].summary, "overtime: on pc1 120 s", 22),
+	      "report");
+	CHECK(feed_find_node(&f, "pc3") == &f.nodes[2] &&
+	      !feed_find_node(&f, "pc5"), "find");
+	feed_free(&f);
+
+	CHECK(parse("{\"revision\":0,\"nodes\":[]}", &f, err, sizeof(err)) == 0
+	      && f.nnodes == 0 && f.nreports == 0, "empty feed: %s", err);
+	feed_free(&f);
+
+	/* Optional fields absent: leave Slurm's value alone. A reason not
+	 * ours gets our prefix so our own drain is recognisable later. */
+	CHECK(parse("{\"revision\":7,\"nodes\":[{\"name\":\"pc-a01.lab\","
+		    "\"state\":\"frozen\",\"reason\":\"owner busy\"}],"
+		    "\"reports\":null}", &f, err, sizeof(err)) == 0,
+	      "minimal node: %s", err);
+	CHECK(f.nnodes == 1 && !f.nodes[0].features &&
+	      !f.nodes[0].has_weight && !f.nodes[0].comment &&
+	      !strcmp(f.nodes[0].reason, "overtime: owner busy"),
+	      "minimal node fields");
+	feed_free(&f);
+
+	/* A state from a newer server is kept (so the node is not "absent")
+	 * but marked unknown. */
+	CHECK(parse("{\"revision\":1,\"nodes\":[{\"name\":\"pc1\",\"state\":"
+		    "\"hibernating\"}]}", &f, err, sizeof(err)) == 0 &&
+	      f.nodes[0].state == OT_UNKNOWN &&
+	      !strcmp(f.nodes[0].state_str, "hibernating"), "unknown state");
+	feed_free(&f);
+
+	/* Bad reports are dropped, the node states still count. */
+	CHECK(parse("{\"revision\":1,\"nodes\":[],\"reports\":["
+		    "{\"job\":\"12_3\",\"summary\":\"s\"},"
+		    "{\"job\":\"12\"},"
+		    "{\"job\":\"x\",\"summary\":\"s\"},"
+		    "{\"job\":0,\"summary\":\"s\"},"
+		    "{\"job\":\"99999999999\",\"summary\":\"s\"},"
+		    "7,"
+		    "{\"job\":13,\"summary\":\"ok\"}]}",
+		    &f, err, sizeof(err)) == 0 && f.nreports == 1 &&
+	      f.reports[0].job_id == 13 && !f.reports[0].host,
+	      "bad reports skipped: %s", err);
+	feed_free(&f);
+}
+
+static void test_feed_invalid(void)
+{
+	static const struct { const char *name, *body; } bad[] = {
+		{ "empty body", "" },
+		{ "truncated", "{\"revision\":1,\"nodes\":[" },
+		{ "not JSON", "<html>502 Bad Gateway</html>" },
+		{ "array top", "[]" },
+		{ "trailing data", "{\"revision\":1,\"nodes\":[]} {}" },
+		{ "missing revision", "{\"nodes\":[]}" },
+		{ "string revision", "{\"revision\":\"1\",\"nodes\":[]}" },
+		{ "negative revision", "{\"revision\":-1,\"nodes\":[]}" },
+		{ "missing nodes", "{\"revision\":1}" },
+		{ "null nodes", "{\"revision\":1,\"nodes\":null}" },
+		{ "node not object", "{\"revision\":1,\"nodes\":[\"pc1\"]}" },
+		{ "missing name", "{\"revision\":1,\"nodes\":[{\"state\":\"up\"}]}" },
+		{ "empty name",
+		  "{\"revision\":1,\"nodes\":[{\"name\":\"\",\"state\":\"up\"}]}" },
+		{ "hostlist name",
+		  "{\"revision\":1,\"nodes\":[{\"name\":\"pc[1-9]\",\"state\":\"up\"}]}" },
+		{ "comma name",
+		  "{\"revision\":1,\"nodes\":[{\"name\":\"a,b\",\"state\":\"up\"}]}" },
+		{ "missing state", "{\"revision\":1,\"nodes\":[{\"name\":\"pc1\"}]}" },
+		{ "numeric state",
+		  "{\"revision\":1,\"nodes\":[{\"name\":\"pc1\",\"state\":1}]}" },
+		{ "string weight", "{\"revision\":1,\"nodes\":[{\"name\":\"pc1\","
+		  "\"state\":\"up\",\"weight\":\"100\"}]}" },
+		{ "negative weight", "{\"revision\":1,\"nodes\":[{\"name\":\"pc1\","
+		  "\"state\":\"up\",\"weight\":-1}]}" },
+		{ "weight NO_VAL", "{\"revision\":1,\"nodes\":[{\"name\":\"pc1\","
+		  "\"state\":\"up\",\"weight\":4294967295}]}" },
+		{ "numeric features", "{\"revision\":1,\"nodes\":[{\"name\":\"pc1\","
+		  "\"state\":\"up\",\"features\":5}]}" },
+		{ "null reason", "{\"revision\":1,\"nodes\":[{\"name\":\"pc1\","
+		  "\"state\":\"down\",\"reason\":null}]}" },
+		{ "duplicate node", "{\"revision\":1,\"nodes\":["
+		  "{\"name\":\"pc1\",\"state\":\"up\"},"
+		  "{\"name\":\"pc1\",\"state\":\"down\"}]}" },
+		{ "reports object",
+		  "{\"revision\":1,\"nodes\":[],\"reports\":{}}" },
+	};
+	struct feed f;
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		CHECK(parse(bad[i].body, &f, err, sizeof(err)) == -1,
+		      "%s: accepted", bad[i].name);
+		CHECK(err[0], "%s: no error text", bad[i].name);
+		CHECK(f.nnodes == 0 && !f.nodes && !f.reports,
+		      "%s: output not reset", bad[i].name);
+	}
+
+	/* Nesting beyond json-c's depth limit is an error, not a crash. */
+	char deep[2001];
+	memset(deep, '[', 2000);
+	deep[2000] = '\0';
+	CHECK(parse(deep, &f, err, sizeof(err)) == -1, "deep nesting");
+}
+
+/* The cap is 4 MiB inclusive: a body of exactly that size (valid JSON padded
+ * with whitespace) parses, one byte more does not. */
+static void test_feed_size_cap(void)
+{
+	const char *doc = "{\"revision\":3,\"nodes\":[]}";
+	size_t dl = strlen(doc);
+	char *buf = malloc(FEED_MAX_BYTES + 1);
+	struct feed f;
+	char err[256] = "";
+
+	if (!buf) {
+		CHECK(0, "malloc");
+		return;
+	}
+	memcpy(buf, doc, dl);
+	memset(buf + dl, ' ', FEED_MAX_BYTES + 1 - dl);
+	CHECK(feed_parse(buf, FEED_MAX_BYTES, &f, err, sizeof(err)) == 0 &&
+	      f.revision == 3, "exactly at the cap: %s", err);
+	feed_free(&f);
+	err[0] = '\0';
+	CHECK(feed_parse(buf, FEED_MAX_BYTES + 1, &f, err, sizeof(err)) == -1
+	      && strstr(err, "cap"), "over the cap: %s", err);
+	free(buf);
+}
+
+int main(void)
+{
+	test_reconcile_table();
+	test_converges();
+	test_suspend_comment_roundtrip();
+	test_absent();
+	test_predicates();
+	test_comments();
+	test_feed_valid();
+	test_feed_invalid();
+	test_feed_size_cap();
+	printf("test_reconcile: %d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}
