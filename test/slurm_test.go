@@ -136,7 +136,7 @@ func TestSlurm(t *testing.T) {
 		l.Policy = "{idleAfter: 4s, hold: 1s, evictAfter: 1h, actions: {owner-active: freeze}, " + noLoad + "}"
 		l.PutSite()
 		l.WaitFor("agent has the freeze policy", 30*time.Second, func() bool {
-			return strings.Contains(pc1.Agent.Out.String(), "ownerActive=freeze idleAfter=4s")
+			return regexp.MustCompile(`policy in force" ownerActive=freeze .*idleAfter=4s`).MatchString(pc1.Agent.Out.String())
 		})
 		id := sbatch(t, l, "-w", "pc1", "--wrap", "sleep 600")
 		l.WaitFor("job running", 30*time.Second, func() bool { return l.Job(id)["JobState"] == "RUNNING" })
@@ -157,7 +157,7 @@ func TestSlurm(t *testing.T) {
 		l.Policy = "{idleAfter: 20s, hold: 1s, evictAfter: 3s, actions: {owner-active: freeze}, " + noLoad + "}"
 		l.PutSite()
 		l.WaitFor("agent has the evict policy", 30*time.Second, func() bool {
-			return strings.Contains(pc1.Agent.Out.String(), "evictAfter=3s")
+			return regexp.MustCompile(`policy in force" ownerActive=freeze .*evictAfter=3s`).MatchString(pc1.Agent.Out.String())
 		})
 		id := sbatch(t, l, "-w", "pc1", "--requeue", "--wrap", "sleep 600")
 		l.WaitFor("job running", 30*time.Second, func() bool { return l.Job(id)["JobState"] == "RUNNING" })
