@@ -526,3 +526,89 @@ func TestAgentConfigResolution(t *testing.T) {
 		t.Fatalf("policy after PUT: %+v", cfg.Policy)
 	}
 }
+
+// The Slurm feed long-polls on heartbeats; job reports are posted by a host for itself
+// only and read by any directory user.
+func TestSlurmFeedAndJobReports(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	admin := env.Admin()
+	host := client.NewWithToken(env.HTTP.URL, issue(t, admin, "pc-b02"))
+	feed, err := admin.SlurmNodes(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pcb02 model.SlurmNode
+	for _, n := range feed.Nodes {
+		if n.Name == "pc-b02" {
+			pcb02 = n
+		}
+	}
+	if pcb02.State != model.SlurmDown || !strings.Contains(pcb02.Reason, "no heartbeat") {
+		t.Fatalf("pc-b02 before any heartbeat: %+v", pcb02)
+	}
+	// A long poll at the current revision returns when the heartbeat arrives.
+	got := make(chan *model.SlurmFeed, 1)
+	go func() {
+		f, err := admin.SlurmNodes(ctx, feed.Revision, 30*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- f
+	}()
+	time.Sleep(50 * time.Millisecond) // let the poll start waiting (the result is the same if not)
+	start := time.Now()
+	if err := host.Heartbeat(ctx, model.Heartbeat{Host: "pc-b02", Time: time.Now(), Mode: "desktop",
+		OwnerState: model.StateOwnerActive, Action: model.ActionThrottle, GuestState: "running"}); err != nil {
+		t.Fatal(err)
+	}
+	f := <-got
+	if f == nil || f.Revision <= feed.Revision || time.Since(start) > 10*time.Second {
+		t.Fatalf("long poll: %+v after %s", f, time.Since(start))
+	}
+	for _, n := range f.Nodes {
+		if n.Name == "pc-b02" && (n.State != model.SlurmUp || n.Features != "overtime,desktop,owner-active") {
+			t.Fatalf("pc-b02 after the heartbeat: %+v", n)
+		}
+	}
+	// An older heartbeat (posted late) does not overwrite a newer one.
+	if err := host.Heartbeat(ctx, model.Heartbeat{Host: "pc-b02", Time: time.Now().Add(-time.Minute), Action: model.ActionRun}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := admin.AgentStatusOf(ctx, "pc-b02"); st.Action != model.ActionThrottle {
+		t.Fatalf("a late heartbeat overwrote the newer one: %+v", st)
+	}
+
+	rep := model.JobReport{Job: "42", Start: time.Now().Add(-time.Minute), End: time.Now(), Seconds: 60, ThrottledSeconds: 10}
+	if _, err := admin.PostJobReport(ctx, rep); err == nil || !strings.Contains(err.Error(), "only a host's node agent") {
+		t.Fatalf("a user posted a job report: %v", err)
+	}
+	rep.Host = "pc-b01"
+	if _, err := host.PostJobReport(ctx, rep); err == nil || !strings.Contains(err.Error(), "only for itself") {
+		t.Fatalf("pc-b02 posted a report for pc-b01: %v", err)
+	}
+	rep.Host = ""
+	rep.Seconds = -1
+	if _, err := host.PostJobReport(ctx, rep); err == nil {
+		t.Fatal("a report with negative seconds was accepted")
+	}
+	rep.Seconds = 60
+	posted, err := host.PostJobReport(ctx, rep)
+	if err != nil || posted.Host != "pc-b02" || !strings.Contains(posted.Summary, "throttled 10 s") {
+		t.Fatalf("post: %+v %v", posted, err)
+	}
+	// dave is a viewer; any directory user may read a job's report.
+	r, err := env.Client("dave", "dave-secret").JobReport(ctx, "42")
+	if err != nil || r.Host != "pc-b02" || r.ThrottledSeconds != 10 {
+		t.Fatalf("read: %+v %v", r, err)
+	}
+	if _, err := admin.JobReport(ctx, "42;rm"); err == nil {
+		t.Fatal("an invalid job id was accepted")
+	}
+	if _, err := host.JobReport(ctx, "42"); err == nil {
+		t.Fatal("a host credential read a job report")
+	}
+	if f, err := admin.SlurmNodes(ctx, feed.Revision, 0); err != nil || len(f.Reports) != 1 || f.Reports[0].Job != "42" {
+		t.Fatalf("feed reports: %+v %v", f, err)
+	}
+}

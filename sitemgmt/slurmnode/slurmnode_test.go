@@ -1,0 +1,59 @@
+package slurmnode
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+func TestDesired(t *testing.T) {
+	now := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	site := &model.Site{Modes: []model.Mode{
+		{Name: "desktop", Kind: model.KindDesktop},
+		{Name: "cluster", Kind: model.KindCluster},
+		{Name: "maint", Kind: model.KindMaintenance},
+	}}
+	host := &model.Host{Name: "pc1"}
+	hb := func(mode string, owner model.OwnerState, action model.GuestAction, guest string) *model.AgentStatus {
+		return &model.AgentStatus{HostStatus: model.HostStatus{Heartbeat: model.Heartbeat{
+			Host: "pc1", Time: now, Mode: mode, OwnerState: owner, Action: action, GuestState: guest,
+		}, Received: now}}
+	}
+	stale := hb("desktop", model.StateNoUser, model.ActionRun, "running")
+	stale.Stale = true
+	for _, c := range []struct {
+		name     string
+		st       *model.AgentStatus
+		state    model.SlurmNodeState
+		features string
+		weight   int
+		reason   string
+	}{
+		{"no heartbeat", nil, model.SlurmDown, "overtime", 100, "no heartbeat"},
+		{"stale heartbeat", stale, model.SlurmDown, "overtime", 100, "since"},
+		{"cluster mode", hb("cluster", model.StateAfterHours, model.ActionRun, "running"), model.SlurmUp, "overtime,dedicated", 1, ""},
+		{"empty desk", hb("desktop", model.StateNoUser, model.ActionRun, "running"), model.SlurmUp, "overtime,desktop,desk-empty", 10, ""},
+		{"owner idle", hb("desktop", model.StateOwnerIdle, model.ActionRun, "running"), model.SlurmUp, "overtime,desktop,desk-empty", 10, ""},
+		{"owner active, throttled", hb("desktop", model.StateOwnerActive, model.ActionThrottle, "running"), model.SlurmUp, "overtime,desktop,owner-active", 100, ""},
+		{"frozen", hb("desktop", model.StateOwnerActive, model.ActionFreeze, "paused"), model.SlurmFrozen, "overtime,desktop", 100, "frozen"},
+		{"evicted", hb("desktop", model.StateOwnerActive, model.ActionEvict, "absent"), model.SlurmEvicted, "overtime,desktop", 100, "evicted"},
+		{"maintenance", hb("maint", model.StateMaintenance, model.ActionRun, "none"), model.SlurmDown, "overtime", 100, "runs no compute guest"},
+		{"guest crashed", hb("desktop", model.StateNoUser, model.ActionRun, "crashed"), model.SlurmDown, "overtime,desktop", 100, "not running (crashed)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := Desired(site, host, c.st, now)
+			if n.Name != "pc1" || n.State != c.state || n.Features != c.features || n.Weight != c.weight {
+				t.Fatalf("got %+v, want state %s features %s weight %d", n, c.state, c.features, c.weight)
+			}
+			if c.reason == "" && n.Reason != "" || c.reason != "" && !strings.Contains(n.Reason, c.reason) {
+				t.Fatalf("reason %q, want it to contain %q", n.Reason, c.reason)
+			}
+			// The sync daemon recognises its own drains and downs by this prefix.
+			if n.Reason != "" && !strings.HasPrefix(n.Reason, "overtime: ") {
+				t.Fatalf("reason %q lacks the overtime: prefix", n.Reason)
+			}
+		})
+	}
+}
