@@ -17,3 +17,6 @@ go test -count=1 -timeout 60m -run '^$' -bench AgentReaction -benchtime 1x ./tes
 # Harvest simulation: a synthetic week of a 200-host pool replayed through the real policy
 # engine and three reference policies (seconds).
 go test -count=1 -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out "$PWD/docs/benchmarks"
+# Owner activity -> Slurm node features/weight: real slurmctld, agent, container guest
+# with slurmd -Z and overtime-slurm-sync; 100 changes each way. About 5 minutes.
+go test -count=1 -timeout 30m -run '^$' -bench SlurmPropagation -benchtime 1x ./test/bench/slurmsync -args -out "$PWD/docs/benchmarks"

@@ -157,6 +157,8 @@ start() {
 		echo "   (the node agent part of the demo needs desktop mode: set OVERTIME_DEMO_NOW to a lecture slot)"
 	fi
 
+	slurm_demo || exit 1
+
 	cat <<EOT
 
 Overtime demo is running (state in $D, network namespace $NS).
@@ -188,6 +190,21 @@ EOT
 		wait "$(cat "$D/serve.pid")" || true
 		stop
 	fi
+}
+
+# slurm_demo: a Slurm pool of one desktop (real slurmctld + munge, the desktop's node agent
+# with a container guest running slurmd -Z, overtime-slurm-sync): a batch job runs while
+# the owner types, and the user reads its interference report. It runs as the Go test
+# TestSlurmDemo (which also checks the report) and is torn down when it ends.
+slurm_demo() {
+	echo
+	echo "== Slurm: a batch job on a desktop node while its owner types; the job's interference report"
+	if ! go test -count=1 -timeout 10m -run '^TestSlurmDemo$' -v ./test/ > "$D/slurm-demo.log" 2>&1; then
+		tail -40 "$D/slurm-demo.log"; echo "demo: the Slurm part failed (log: $D/slurm-demo.log)"; return 1
+	fi
+	# The test's narration, without Go's test framing and the daemons' logs.
+	sed -n '/== Slurm:/,/^--- PASS/p' "$D/slurm-demo.log" | grep -v -e '^--- PASS' -e '^=== ' |
+		sed -e 's/^ *slurm_demo_test.go:[0-9]*: //' -e 's/^/   | /'
 }
 
 # vm: type a command on pc-a01's serial console.
