@@ -20,6 +20,7 @@ build: deps
 # Unit tests and integration tests against real servers (slapd, dnsmasq, slurmctld,
 # nfs-ganesha), plus static checks. -p 2: these machines have 2 cores.
 test: deps lint
+	$(MAKE) -C scheduler-plugin check
 	$(GO) test -count=1 -p 2 -timeout 30m $(PKGS)
 
 lint:

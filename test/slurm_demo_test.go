@@ -29,7 +29,7 @@ func TestSlurmDemo(t *testing.T) {
 	t.Logf("$ sinfo -N -o '%%N %%T %%w %%f'\n%s", l.Slurm("sinfo", "-N", "-o", "%N %T %w %f"))
 	id := sbatch(t, l, "--desktop=allow", "-J", "demo", "--wrap", "timeout 10 sh -c 'while :; do :; done'; true")
 	t.Logf("$ sbatch --desktop=allow --wrap '<10 s of CPU work>'   -> job %s", id)
-	l.WaitFor("job running", 30*time.Second, func() bool { return l.Job(id)["JobState"] == "RUNNING" })
+	jobStarted(t, l, desk, id)
 	t.Log("the owner types on desk1's keyboard for 3 s ...")
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 		press(t, desk)

@@ -94,7 +94,7 @@ func TestSlurm(t *testing.T) {
 		})
 		// One busy CPU for 12 s; the owner types for 4 s in the middle of it.
 		id := sbatch(t, l, "-w", "pc1", "--wrap", "timeout 12 sh -c 'while :; do :; done'; true")
-		l.WaitFor("job running", 30*time.Second, func() bool { return l.Job(id)["JobState"] == "RUNNING" })
+		jobStarted(t, l, pc1, id)
 		deadline := time.Now().Add(4 * time.Second)
 		for time.Now().Before(deadline) {
 			press(t, pc1)
@@ -222,4 +222,13 @@ func srunNode(t *testing.T, l *slurmlab.Lab, args ...string) string {
 		t.Fatalf("srun output %q", out)
 	}
 	return m[1]
+}
+
+// jobStarted waits until the host's agent has taken the job's start snapshot (the SPANK
+// prolog's call): Slurm shows a job RUNNING before its prolog has run on the node.
+func jobStarted(t *testing.T, l *slurmlab.Lab, h *slurmlab.Host, id string) {
+	t.Helper()
+	l.WaitFor("job "+id+" started on "+h.Name, 30*time.Second, func() bool {
+		return strings.Contains(h.Agent.Out.String(), `msg="job started" job=`+id+` `)
+	})
 }
