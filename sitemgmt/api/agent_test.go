@@ -527,13 +527,12 @@ func TestAgentConfigResolution(t *testing.T) {
 	}
 }
 
-// The Slurm feed long-polls on heartbeats; job reports are posted by a host for itself
-// only and read by any directory user.
-func TestSlurmFeedAndJobReports(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
-	env.ApplyExample(t)
+// runSlurmSuite (run by runAPISuite, so through the OpenAPI checker): the Slurm feed
+// long-polls on heartbeats; job reports are posted by a host for itself only and read by
+// any directory user.
+func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	admin := env.Admin()
-	host := client.NewWithToken(env.HTTP.URL, issue(t, admin, "pc-b02"))
+	host := hostClient(env, issue(t, admin, "pc-b02"))
 	feed, err := admin.SlurmNodes(ctx, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -607,6 +606,12 @@ func TestSlurmFeedAndJobReports(t *testing.T) {
 	}
 	if _, err := host.JobReport(ctx, "42"); err == nil {
 		t.Fatal("a host credential read a job report")
+	}
+	if list, err := admin.JobReports(ctx, "pc-b02"); err != nil || len(list) != 1 || list[0].Job != "42" {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if list, err := admin.JobReports(ctx, "pc-a01"); err != nil || len(list) != 0 {
+		t.Fatalf("list for another host: %+v %v", list, err)
 	}
 	if f, err := admin.SlurmNodes(ctx, feed.Revision, 0); err != nil || len(f.Reports) != 1 || f.Reports[0].Job != "42" {
 		t.Fatalf("feed reports: %+v %v", f, err)
