@@ -74,7 +74,7 @@ func Start(t testing.TB, opt Options) *Lab {
 	}
 	img := testimage.Get(t)
 	l := &Lab{T: t, opt: opt, Dir: t.TempDir(), Bin: bootlab.Binary(t)}
-	l.sum, l.size = sha256File(t, img.Path(testimage.Root))
+	l.sum, l.size = SHA256File(t, img.Path(testimage.Root))
 	l.Env = testenv.New(t, testenv.Options{})
 	l.PutSite(opt.Policy)
 	if opt.Backend == model.BackendQEMU {
@@ -319,7 +319,8 @@ func QEMUPID(name string) int {
 	return 0
 }
 
-func sha256File(t testing.TB, p string) (string, int64) {
+// SHA256File is an image file's digest and size, as a published image version records them.
+func SHA256File(t testing.TB, p string) (string, int64) {
 	t.Helper()
 	f, err := os.Open(p)
 	if err != nil {

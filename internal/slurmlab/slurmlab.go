@@ -11,11 +11,7 @@ package slurmlab
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -331,7 +327,7 @@ func (l *Lab) WaitFor(what string, d time.Duration, cond func() bool) {
 // PutSite applies the lab's site (pool policy l.Policy).
 func (l *Lab) PutSite() {
 	l.T.Helper()
-	sum, size := sha256File(l.T, filepath.Join(l.Dir, "images/compute/v1/root.squashfs"))
+	sum, size := agentlab.SHA256File(l.T, filepath.Join(l.Dir, "images/compute/v1/root.squashfs"))
 	policy := l.Policy
 	if policy == "" {
 		policy = "{}"
@@ -381,20 +377,6 @@ hosts:
 	if err := l.Env.Admin().Send(http.MethodPut, "/api/v1/site", nil, &s, nil); err != nil {
 		l.T.Fatalf("apply site: %v", err)
 	}
-}
-
-func sha256File(t testing.TB, p string) (string, int64) {
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), n
 }
 
 func (l *Lab) writeSlurmConf(jobSubmit, spankSO string) {
@@ -546,8 +528,6 @@ func (l *Lab) Ping(addr string) error {
 	}
 	return c.Close()
 }
-
-var _ = net.IPv4len
 
 // shortHostname: slurmctld runs only where the host name matches SlurmctldHost.
 func shortHostname() string {
