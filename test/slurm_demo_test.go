@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/bootlab"
 	"github.com/overtime-hpc/overtime/internal/slurmlab"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 )
@@ -23,7 +24,7 @@ func TestSlurmDemo(t *testing.T) {
 		Policy: "{idleAfter: 5s, hold: 1s, " + noLoad + "}",
 	})
 	desk := l.Host("desk1")
-	l.WaitFor("desk1 available", 60*time.Second, func() bool {
+	bootlab.Eventually(t, "desk1 available", 60*time.Second, func() bool {
 		return strings.Contains(l.Node("desk1")["AvailableFeatures"], "desk-empty")
 	})
 	t.Logf("$ sinfo -N -o '%%N %%T %%w %%f'\n%s", l.Slurm("sinfo", "-N", "-o", "%N %T %w %f"))
@@ -37,10 +38,10 @@ func TestSlurmDemo(t *testing.T) {
 	}
 	n := l.Node("desk1")
 	t.Logf("$ scontrol show node desk1   -> State=%s Weight=%s Features=%s", n["State"], n["Weight"], n["AvailableFeatures"])
-	l.WaitFor("job completed", 60*time.Second, func() bool { return l.Job(id)["JobState"] == "COMPLETED" })
+	bootlab.Eventually(t, "job completed", 60*time.Second, func() bool { return l.Job(id)["JobState"] == "COMPLETED" })
 	t.Logf("$ scontrol show job %s   -> AdminComment=%s", id, l.Job(id)["AdminComment"])
 	var out []byte
-	l.WaitFor("job report", 30*time.Second, func() bool {
+	bootlab.Eventually(t, "job report", 30*time.Second, func() bool {
 		cmd := exec.Command(l.Bin, "--server", l.Env.HTTP.URL, "--user", "admin", "job-report", id)
 		cmd.Env = append(os.Environ(), "OVERTIME_PASSWORD="+testenv.AdminPassword)
 		var err error

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/bootlab"
 	"github.com/overtime-hpc/overtime/internal/slurmlab"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -37,8 +38,8 @@ func TestSlurm(t *testing.T) {
 	}
 
 	t.Run("availability", func(t *testing.T) {
-		l.WaitFor("pc2 dedicated", 30*time.Second, nodeIs("pc2", "IDLE", model.WeightDedicated, "overtime,dedicated"))
-		l.WaitFor("pc1 desk empty", 30*time.Second, nodeIs("pc1", "IDLE", model.WeightDeskEmpty, "overtime,desktop,desk-empty"))
+		bootlab.Eventually(t, "pc2 dedicated", 30*time.Second, nodeIs("pc2", "IDLE", model.WeightDedicated, "overtime,dedicated"))
+		bootlab.Eventually(t, "pc1 desk empty", 30*time.Second, nodeIs("pc1", "IDLE", model.WeightDeskEmpty, "overtime,desktop,desk-empty"))
 	})
 
 	t.Run("desktop option", func(t *testing.T) {
@@ -59,7 +60,7 @@ func TestSlurm(t *testing.T) {
 		}
 		// The owner starts working: avoid jobs go to pc2 only.
 		press(t, pc1)
-		l.WaitFor("pc1 owner-active", 10*time.Second, nodeIs("pc1", "IDLE", model.WeightOwnerActive, "overtime,desktop,owner-active"))
+		bootlab.Eventually(t, "pc1 owner-active", 10*time.Second, nodeIs("pc1", "IDLE", model.WeightOwnerActive, "overtime,desktop,owner-active"))
 		if out, err := l.SlurmErr("sbatch", "--desktop=avoid", "-w", "pc1", "--wrap", "true"); err == nil {
 			t.Fatalf("avoid job accepted for pc1 while its owner works: %s", out)
 		}
@@ -72,9 +73,9 @@ func TestSlurm(t *testing.T) {
 	})
 
 	t.Run("owner activity within 2 s", func(t *testing.T) {
-		l.WaitFor("pc1 desk empty again", 30*time.Second, nodeIs("pc1", "IDLE", model.WeightDeskEmpty, "overtime,desktop,desk-empty"))
+		bootlab.Eventually(t, "pc1 desk empty again", 30*time.Second, nodeIs("pc1", "IDLE", model.WeightDeskEmpty, "overtime,desktop,desk-empty"))
 		at := press(t, pc1)
-		l.WaitFor("owner-active feature", 10*time.Second, nodeIs("pc1", "", model.WeightOwnerActive, "overtime,desktop,owner-active"))
+		bootlab.Eventually(t, "owner-active feature", 10*time.Second, nodeIs("pc1", "", model.WeightOwnerActive, "overtime,desktop,owner-active"))
 		d := time.Since(at)
 		t.Logf("key press -> Slurm node features and weight: %s (upper bound; includes scontrol polling)", d.Round(time.Millisecond))
 		if d > 2*time.Second {
@@ -88,7 +89,7 @@ func TestSlurm(t *testing.T) {
 		if err != nil || !strings.Contains(out, "nice=19 policy=5") {
 			t.Fatalf("task priority: %v %q, want nice=19 policy=5 (SCHED_IDLE)", err, out)
 		}
-		l.WaitFor("pc1's guest at full speed", 30*time.Second, func() bool {
+		bootlab.Eventually(t, "pc1's guest at full speed", 30*time.Second, func() bool {
 			st, err := l.Env.Admin().AgentStatusOf(context.Background(), "pc1")
 			return err == nil && st.Action == model.ActionRun
 		})
@@ -100,9 +101,9 @@ func TestSlurm(t *testing.T) {
 			press(t, pc1)
 			time.Sleep(500 * time.Millisecond) // the owner's typing rhythm, not synchronisation
 		}
-		l.WaitFor("job completed", 60*time.Second, func() bool { return l.Job(id)["JobState"] == "COMPLETED" })
+		bootlab.Eventually(t, "job completed", 60*time.Second, func() bool { return l.Job(id)["JobState"] == "COMPLETED" })
 		var rep *model.JobReport
-		l.WaitFor("job report", 30*time.Second, func() bool {
+		bootlab.Eventually(t, "job report", 30*time.Second, func() bool {
 			r, err := l.Env.Admin().JobReport(context.Background(), id)
 			rep = r
 			return err == nil
@@ -135,34 +136,34 @@ func TestSlurm(t *testing.T) {
 	t.Run("freeze suspends, thaw resumes", func(t *testing.T) {
 		l.Policy = "{idleAfter: 4s, hold: 1s, evictAfter: 1h, actions: {owner-active: freeze}, " + noLoad + "}"
 		l.PutSite()
-		l.WaitFor("agent has the freeze policy", 30*time.Second, func() bool {
+		bootlab.Eventually(t, "agent has the freeze policy", 30*time.Second, func() bool {
 			return regexp.MustCompile(`policy in force" ownerActive=freeze .*idleAfter=4s`).MatchString(pc1.Agent.Out.String())
 		})
 		id := sbatch(t, l, "-w", "pc1", "--wrap", "sleep 600")
-		l.WaitFor("job running", 30*time.Second, func() bool { return l.Job(id)["JobState"] == "RUNNING" })
+		bootlab.Eventually(t, "job running", 30*time.Second, func() bool { return l.Job(id)["JobState"] == "RUNNING" })
 		press(t, pc1)
-		l.WaitFor("job suspended", 15*time.Second, func() bool { return l.Job(id)["JobState"] == "SUSPENDED" })
+		bootlab.Eventually(t, "job suspended", 15*time.Second, func() bool { return l.Job(id)["JobState"] == "SUSPENDED" })
 		if c := l.Job(id)["AdminComment"]; !strings.Contains(c, "overtime: suspended") {
 			t.Errorf("AdminComment %q, want the suspend reason", c)
 		}
 		if n := l.Node("pc1"); !strings.Contains(n["State"], "DRAIN") || !strings.HasPrefix(n["Reason"], "overtime: guest on pc1 frozen") {
 			t.Errorf("frozen node: State %q Reason %q, want drained with the reason", n["State"], n["Reason"])
 		}
-		l.WaitFor("job resumed", 30*time.Second, func() bool { return l.Job(id)["JobState"] == "RUNNING" })
-		l.WaitFor("node undrained", 15*time.Second, func() bool { return !strings.Contains(l.Node("pc1")["State"], "DRAIN") })
+		bootlab.Eventually(t, "job resumed", 30*time.Second, func() bool { return l.Job(id)["JobState"] == "RUNNING" })
+		bootlab.Eventually(t, "node undrained", 15*time.Second, func() bool { return !strings.Contains(l.Node("pc1")["State"], "DRAIN") })
 		l.Slurm("scancel", id)
 	})
 
 	t.Run("eviction requeues with a reason", func(t *testing.T) {
 		l.Policy = "{idleAfter: 20s, hold: 1s, evictAfter: 3s, actions: {owner-active: freeze}, " + noLoad + "}"
 		l.PutSite()
-		l.WaitFor("agent has the evict policy", 30*time.Second, func() bool {
+		bootlab.Eventually(t, "agent has the evict policy", 30*time.Second, func() bool {
 			return regexp.MustCompile(`policy in force" ownerActive=freeze .*evictAfter=3s`).MatchString(pc1.Agent.Out.String())
 		})
 		id := sbatch(t, l, "-w", "pc1", "--requeue", "--wrap", "sleep 600")
-		l.WaitFor("job running", 30*time.Second, func() bool { return l.Job(id)["JobState"] == "RUNNING" })
+		bootlab.Eventually(t, "job running", 30*time.Second, func() bool { return l.Job(id)["JobState"] == "RUNNING" })
 		press(t, pc1)
-		l.WaitFor("job requeued", 40*time.Second, func() bool {
+		bootlab.Eventually(t, "job requeued", 40*time.Second, func() bool {
 			j := l.Job(id)
 			return j["Restarts"] == "1" && strings.Contains(j["AdminComment"], "overtime: requeued")
 		})
@@ -228,7 +229,7 @@ func srunNode(t *testing.T, l *slurmlab.Lab, args ...string) string {
 // prolog's call): Slurm shows a job RUNNING before its prolog has run on the node.
 func jobStarted(t *testing.T, l *slurmlab.Lab, h *slurmlab.Host, id string) {
 	t.Helper()
-	l.WaitFor("job "+id+" started on "+h.Name, 30*time.Second, func() bool {
+	bootlab.Eventually(t, "job "+id+" started on "+h.Name, 30*time.Second, func() bool {
 		return strings.Contains(h.Agent.Out.String(), `msg="job started" job=`+id+` `)
 	})
 }

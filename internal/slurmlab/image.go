@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,13 +55,6 @@ esac
 exit 0
 `
 
-// GuestImage describes the built image.
-type GuestImage struct {
-	Path   string // root.squashfs
-	SHA256 string
-	Size   int64
-}
-
 // buildGuestImage stages the root in dir/root and squashes it to dir/root.squashfs.
 func buildGuestImage(dir, spankSO, mungeKey string, env map[string]string) (string, error) {
 	root := filepath.Join(dir, "root")
@@ -78,7 +72,7 @@ func buildGuestImage(dir, spankSO, mungeKey string, env map[string]string) (stri
 	files[spankSO] = true
 	// Shared libraries, by ldd (libraries a plugin needs but Debian did not install are
 	// left out: slurmd loads only the configured plugins).
-	for f := range maps(files) {
+	for f := range maps.Clone(files) {
 		libs, err := lddClosure(f)
 		if err != nil {
 			return "", err
@@ -145,14 +139,6 @@ func buildGuestImage(dir, spankSO, mungeKey string, env map[string]string) (stri
 		return "", fmt.Errorf("mksquashfs: %v: %s", err, out)
 	}
 	return img, nil
-}
-
-func maps(m map[string]bool) map[string]bool {
-	c := make(map[string]bool, len(m))
-	for k := range m {
-		c[k] = true
-	}
-	return c
 }
 
 var lddLine = regexp.MustCompile(`(?:=>\s*)?(/\S+)\s+\(0x`)

@@ -318,12 +318,6 @@ func (l *Lab) waitFor(what string, d time.Duration, cond func() bool, p *Proc) {
 	}
 }
 
-// WaitFor is waitFor for tests.
-func (l *Lab) WaitFor(what string, d time.Duration, cond func() bool) {
-	l.T.Helper()
-	l.waitFor(what, d, cond, nil)
-}
-
 // PutSite applies the lab's site (pool policy l.Policy).
 func (l *Lab) PutSite() {
 	l.T.Helper()
@@ -518,15 +512,6 @@ func (l *Lab) GuestLog(h *Host) string {
 	prev, _ := os.ReadFile(dir + ".console.prev")
 	b, _ := os.ReadFile(filepath.Join(dir, "console.log"))
 	return string(prev) + string(b)
-}
-
-// Ping checks a TCP address from inside the namespace.
-func (l *Lab) Ping(addr string) error {
-	c, err := l.NS.DialContext(context.Background(), "tcp", addr)
-	if err != nil {
-		return err
-	}
-	return c.Close()
 }
 
 // shortHostname: slurmctld runs only where the host name matches SlurmctldHost.

@@ -96,7 +96,6 @@ type Agent struct {
 	startedAt   time.Time
 	restarts    int
 	lastStatus  guest.Status
-	lastAcct    time.Time
 	sawSessions bool
 
 	hbMu sync.Mutex
@@ -161,10 +160,14 @@ func New(o Options) (*Agent, error) {
 		o.Log = slog.Default()
 	}
 	a := &Agent{
-		o: o, m: newMetrics(), log: o.Log,
+		o: o, log: o.Log,
 		signals: make(chan sensor.Event, 256),
 		configs: make(chan configUpdate, 1),
 	}
+	a.m = newMetrics(func() (throttled, frozen float64) {
+		t, f, _ := a.cnt.seconds(o.Now())
+		return t, f
+	})
 	a.backoff = o.RestartBackoff
 	return a, nil
 }
@@ -378,7 +381,7 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 		return
 	}
 	a.obs.Now = a.o.Now()
-	a.foldCounters()
+	a.foldCounters(false) // the time until now counts under the previous decision
 	d := a.engine.Decide(a.obs)
 	if d.Changed || d.State != a.dec.State {
 		a.log.Info("decision", "state", d.State, "action", d.Action, "reason", d.Reason)
@@ -391,15 +394,7 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 	if changed && !since.IsZero() {
 		a.m.reaction.WithLabelValues(string(d.Action)).Observe(a.o.Now().Sub(since).Seconds())
 	}
-	if d.Action != prevAction {
-		a.cnt.mu.Lock()
-		if a.cnt.actions == nil {
-			a.cnt.actions = map[model.GuestAction]int{}
-		}
-		a.cnt.actions[d.Action]++
-		a.cnt.mu.Unlock()
-	}
-	a.foldCounters()
+	a.foldCounters(d.Action != prevAction)
 	// The owner state matters to Slurm too (node features desk-empty / owner-active).
 	if d.Action != prevAction || d.State != prevState {
 		a.updateHeartbeat()
@@ -407,17 +402,20 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 	}
 }
 
-// foldCounters accounts the time since the last decision under what was in force.
-func (a *Agent) foldCounters() {
+// foldCounters accounts the time since the last fold under what was in force, and takes
+// what is in force now (transition: the decision entered a new action).
+func (a *Agent) foldCounters(transition bool) {
 	running := a.applied.running
-	a.cnt.fold(a.o.Now(), running && !a.applied.frozen && a.applied.limit > 0, running && a.applied.frozen,
-		a.dec.State == model.StateOwnerActive)
-	a.cnt.mu.Lock()
-	a.cnt.state, a.cnt.action = a.dec.State, a.dec.Action
-	if a.cfg != nil {
-		a.cnt.host, a.cnt.mode = a.cfg.Host, a.cfg.Mode
+	in := inForce{
+		throttled: running && !a.applied.frozen && a.applied.limit > 0,
+		frozen:    running && a.applied.frozen,
+		active:    a.dec.State == model.StateOwnerActive,
+		state:     a.dec.State, action: a.dec.Action,
 	}
-	a.cnt.mu.Unlock()
+	if a.cfg != nil {
+		in.host, in.mode = a.cfg.Host, a.cfg.Mode
+	}
+	a.cnt.fold(a.o.Now(), in, transition)
 }
 
 var (
@@ -604,7 +602,6 @@ func (a *Agent) tick(ctx context.Context) {
 	}
 	a.decideAndAct(ctx, time.Time{})
 	a.account()
-	a.foldCounters()
 	a.updateHeartbeat()
 }
 
@@ -634,18 +631,9 @@ func (a *Agent) GuestCPU() time.Duration {
 	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
-// account adds the time since the last call to the throttled/frozen counters.
+// account refreshes the guest gauges from the last status check. (Throttled and frozen
+// seconds come from the job counters, folded at every decision: metrics.go.)
 func (a *Agent) account() {
-	now := a.o.Now()
-	if !a.lastAcct.IsZero() && a.applied.running {
-		dt := now.Sub(a.lastAcct).Seconds()
-		if a.applied.frozen {
-			a.m.frozen.Add(dt)
-		} else if a.applied.limit > 0 {
-			a.m.throttled.Add(dt)
-		}
-	}
-	a.lastAcct = now
 	a.m.guestCPU.Set(a.lastStatus.CPUTime.Seconds())
 	setOne(a.m.guestState, []string{"running", "paused", "absent", "shutoff", "crashed"}, string(a.lastStatus.State))
 }

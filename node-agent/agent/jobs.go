@@ -40,37 +40,57 @@ type Counters struct {
 	Actions            map[model.GuestAction]int `json:"actions"`             // transitions into each action
 }
 
-// counters is the mutable state behind Counters: the loop folds elapsed time into the
-// totals at every decision (account), HTTP handlers read a snapshot.
+// counters is the mutable state behind Counters (and the throttled/frozen metrics): the
+// loop folds elapsed time into the totals at every decision, readers fold up to now.
 type counters struct {
 	mu                          sync.Mutex
 	at                          time.Time // last fold
-	throttled, frozen, active   bool      // in force since at
+	in                          inForce   // since at
 	throttledS, frozenS, activS float64
 	actions                     map[model.GuestAction]int
-	host, mode                  string
-	state                       model.OwnerState
-	action                      model.GuestAction
 }
 
-// fold adds the time since the last fold under the flags in force, then sets new flags.
-func (c *counters) fold(now time.Time, throttled, frozen, active bool) {
+// inForce is what the loop has in force, as the counters need it.
+type inForce struct {
+	throttled, frozen, active bool
+	host, mode                string
+	state                     model.OwnerState
+	action                    model.GuestAction
+}
+
+// fold adds the time since the last fold under what was in force, then takes in as the
+// new state; transition counts an entry into in.action.
+func (c *counters) fold(now time.Time, in inForce, transition bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.foldLocked(now)
-	c.throttled, c.frozen, c.active = throttled, frozen, active
+	c.in = in
+	if transition {
+		if c.actions == nil {
+			c.actions = map[model.GuestAction]int{}
+		}
+		c.actions[in.action]++
+	}
+}
+
+// seconds folds up to now and returns the totals.
+func (c *counters) seconds(now time.Time) (throttled, frozen, active float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.foldLocked(now)
+	return c.throttledS, c.frozenS, c.activS
 }
 
 func (c *counters) foldLocked(now time.Time) {
 	if !c.at.IsZero() && now.After(c.at) {
 		dt := now.Sub(c.at).Seconds()
-		if c.throttled {
+		if c.in.throttled {
 			c.throttledS += dt
 		}
-		if c.frozen {
+		if c.in.frozen {
 			c.frozenS += dt
 		}
-		if c.active {
+		if c.in.active {
 			c.activS += dt
 		}
 	}
@@ -86,7 +106,7 @@ func (a *Agent) Counters() Counters {
 	c := &a.cnt
 	c.mu.Lock()
 	c.foldLocked(now)
-	out := Counters{Time: now, Host: c.host, Mode: c.mode, OwnerState: c.state, Action: c.action,
+	out := Counters{Time: now, Host: c.in.host, Mode: c.in.mode, OwnerState: c.in.state, Action: c.in.action,
 		ThrottledSeconds: c.throttledS, FrozenSeconds: c.frozenS, OwnerActiveSeconds: c.activS,
 		Actions: map[model.GuestAction]int{}}
 	for k, v := range c.actions {
@@ -107,23 +127,17 @@ func (a *Agent) guestCPUAndSteal() (cpu, steal float64) {
 	if pid <= 0 {
 		return 0, 0
 	}
+	cpu = a.GuestCPU().Seconds()
 	h, err := cgroup.Detect()
 	if err != nil {
-		return a.GuestCPU().Seconds(), 0
+		return cpu, 0
 	}
 	g, err := h.FindByPID(pid)
 	if err != nil {
-		return a.GuestCPU().Seconds(), 0
+		return cpu, 0
 	}
-	cpu = a.GuestCPU().Seconds()
-	if h.Version() == cgroup.V2 {
-		if v, ok := readKey(filepath.Join(g.Dir("cpu"), "cpu.stat"), "usage_usec"); ok {
-			cpu = v / 1e6
-		}
-	} else if b, err := os.ReadFile(filepath.Join(g.Dir("cpuacct"), "cpuacct.usage")); err == nil {
-		if v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err == nil {
-			cpu = v / 1e9
-		}
+	if d, err := g.CPUUsage(); err == nil {
+		cpu = d.Seconds()
 	}
 	pids, err := g.AllProcs()
 	if err != nil {
@@ -136,8 +150,7 @@ func (a *Agent) guestCPUAndSteal() (cpu, steal float64) {
 			if err != nil {
 				continue
 			}
-			f := strings.Fields(string(b))
-			if len(f) >= 2 {
+			if f := strings.Fields(string(b)); len(f) >= 2 {
 				if ns, err := strconv.ParseFloat(f[1], 64); err == nil {
 					steal += ns / 1e9
 				}
@@ -147,42 +160,17 @@ func (a *Agent) guestCPUAndSteal() (cpu, steal float64) {
 	return cpu, steal
 }
 
-// readKey reads "key value" lines (cpu.stat).
-func readKey(file, key string) (float64, bool) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
-}
-
-// readPSITotal reads the "some" line's total (microseconds) of a PSI file, in seconds.
+// readPSITotal is the "some" total of a PSI file, in seconds (0 when unreadable).
 func readPSITotal(file string) float64 {
-	if file == "" {
-		return 0
-	}
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, "some ") {
-			continue
-		}
-		for _, f := range strings.Fields(line) {
-			if v, ok := strings.CutPrefix(f, "total="); ok {
-				us, _ := strconv.ParseFloat(v, 64)
-				return us / 1e6
-			}
-		}
+	ps, err := cgroup.ParsePressure(string(b))
+	if err != nil {
+		return 0
 	}
-	return 0
+	return ps.Some.Total.Seconds()
 }
 
 // Report turns two snapshots into a job report.
@@ -218,12 +206,7 @@ func (a *Agent) JobHandler(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/counters", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.Counters())
 	})
-	mux.HandleFunc("POST /v1/jobs/{id}/start", func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		if err := model.ValidJobID(id); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-			return
-		}
+	mux.HandleFunc("POST /v1/jobs/{id}/start", a.jobCall(func(w http.ResponseWriter, id string) {
 		c := a.Counters()
 		a.jobsMu.Lock()
 		if a.jobStart == nil {
@@ -243,39 +226,17 @@ func (a *Agent) JobHandler(mux *http.ServeMux) {
 		a.jobsMu.Unlock()
 		a.log.Info("job started", "job", id, "mode", c.Mode, "owner", c.OwnerState, "action", c.Action)
 		writeJSON(w, http.StatusOK, map[string]string{"job": id, "host": c.Host, "mode": c.Mode})
-	})
-	mux.HandleFunc("POST /v1/jobs/{id}/progress", func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		if err := model.ValidJobID(id); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-			return
+	}))
+	mux.HandleFunc("POST /v1/jobs/{id}/progress", a.jobCall(func(w http.ResponseWriter, id string) {
+		if rep, ok := a.jobReport(w, id, false); ok {
+			writeJSON(w, http.StatusOK, rep)
 		}
-		now := a.Counters()
-		a.jobsMu.Lock()
-		start, ok := a.jobStart[id]
-		a.jobsMu.Unlock()
+	}))
+	mux.HandleFunc("POST /v1/jobs/{id}/end", a.jobCall(func(w http.ResponseWriter, id string) {
+		rep, ok := a.jobReport(w, id, true)
 		if !ok {
-			writeJSON(w, http.StatusConflict, map[string]string{"error": "no start recorded for job " + id + " on this agent"})
 			return
 		}
-		writeJSON(w, http.StatusOK, Report(id, start, now))
-	})
-	mux.HandleFunc("POST /v1/jobs/{id}/end", func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		if err := model.ValidJobID(id); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-			return
-		}
-		end := a.Counters()
-		a.jobsMu.Lock()
-		start, ok := a.jobStart[id]
-		delete(a.jobStart, id)
-		a.jobsMu.Unlock()
-		if !ok {
-			writeJSON(w, http.StatusConflict, map[string]string{"error": "no start recorded for job " + id + " on this agent (agent restarted, or the start call failed)"})
-			return
-		}
-		rep := Report(id, start, end)
 		a.log.Info("job ended", "job", id, "summary", rep.Summary)
 		// Delivered in the background: the plugin's epilog must not wait for the site
 		// manager (it has a 2 s budget); the report also goes back to it for slurmd's log.
@@ -287,7 +248,36 @@ func (a *Agent) JobHandler(mux *http.ServeMux) {
 			}
 		}()
 		writeJSON(w, http.StatusOK, rep)
-	})
+	}))
+}
+
+// jobCall checks the job id of a /v1/jobs/{id}/... call before h runs.
+func (a *Agent) jobCall(h func(w http.ResponseWriter, id string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if err := model.ValidJobID(id); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		h(w, id)
+	}
+}
+
+// jobReport is the report of job id from its start until now; end forgets the start.
+// Without a start it answers 409 itself and returns false.
+func (a *Agent) jobReport(w http.ResponseWriter, id string, end bool) (model.JobReport, bool) {
+	now := a.Counters()
+	a.jobsMu.Lock()
+	start, ok := a.jobStart[id]
+	if end {
+		delete(a.jobStart, id)
+	}
+	a.jobsMu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "no start recorded for job " + id + " on this agent (agent restarted, or the start call failed)"})
+		return model.JobReport{}, false
+	}
+	return Report(id, start, now), true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -12,11 +12,11 @@ import (
 func TestCountersFold(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	var c counters
-	c.fold(t0, false, false, false)                   // running at full speed, nobody
-	c.fold(t0.Add(10*time.Second), true, false, true) // owner starts: throttled
-	c.fold(t0.Add(25*time.Second), false, true, true) // pressure: frozen
-	c.fold(t0.Add(30*time.Second), false, false, false)
-	c.fold(t0.Add(40*time.Second), false, false, false)
+	c.fold(t0, inForce{}, false)                                                 // running at full speed, nobody
+	c.fold(t0.Add(10*time.Second), inForce{throttled: true, active: true}, true) // owner starts: throttled
+	c.fold(t0.Add(25*time.Second), inForce{frozen: true, active: true}, true)    // pressure: frozen
+	c.fold(t0.Add(30*time.Second), inForce{}, true)
+	c.fold(t0.Add(40*time.Second), inForce{}, false)
 	if c.throttledS != 15 || c.frozenS != 5 || c.activS != 20 {
 		t.Fatalf("throttled %v frozen %v active %v, want 15 5 20", c.throttledS, c.frozenS, c.activS)
 	}

@@ -15,8 +15,8 @@ type metrics struct {
 	action      *prometheus.GaugeVec
 	guestState  *prometheus.GaugeVec
 	guestCPU    prometheus.Gauge
-	throttled   prometheus.Counter
-	frozen      prometheus.Counter
+	throttled   prometheus.CounterFunc
+	frozen      prometheus.CounterFunc
 	pressure    prometheus.Gauge
 	load        prometheus.Gauge
 	reaction    *prometheus.HistogramVec
@@ -27,7 +27,9 @@ type metrics struct {
 	signals     *prometheus.CounterVec
 }
 
-func newMetrics() *metrics {
+// newMetrics builds the registry; guestSeconds reads the throttled and frozen totals (the
+// agent's job counters, so /metrics and job reports count the same seconds).
+func newMetrics(guestSeconds func() (throttled, frozen float64)) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	ns := "overtime_agent"
 	m.ownerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "owner_state",
@@ -38,10 +40,10 @@ func newMetrics() *metrics {
 		Help: "1 for the guest's state as the backend reports it."}, []string{"state"})
 	m.guestCPU = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "guest_cpu_seconds",
 		Help: "CPU seconds used by the current guest since it started."})
-	m.throttled = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "guest_throttled_seconds_total",
-		Help: "Seconds the guest spent throttled."})
-	m.frozen = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "guest_frozen_seconds_total",
-		Help: "Seconds the guest spent frozen."})
+	m.throttled = prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "guest_throttled_seconds_total",
+		Help: "Seconds the guest spent throttled."}, func() float64 { t, _ := guestSeconds(); return t })
+	m.frozen = prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "guest_frozen_seconds_total",
+		Help: "Seconds the guest spent frozen."}, func() float64 { _, f := guestSeconds(); return f })
 	m.pressure = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "desktop_pressure_percent",
 		Help: "Desktop pressure (PSI some avg10, max of cpu, memory, io)."})
 	m.load = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "desktop_load_cores",

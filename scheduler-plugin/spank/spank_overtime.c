@@ -8,12 +8,14 @@
  *
  * plugstack.conf (on the controller, login and compute nodes alike):
  *
- *   required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_overtime.so agent=http://10.31.0.1:9101 tasks=idle
+ *   required spank_overtime.so agent=file:/run/overtime/agent-url tasks=idle
  *
  * Arguments:
  *   agent=URL           node agent's HTTP endpoint on the host side of the
- *                       guest network; without it the job start/end calls
- *                       are skipped (logged).
+ *                       guest network; without it the job calls are skipped
+ *                       (logged).
+ *   agent=file:PATH     read that URL from PATH when a job needs it (the
+ *                       guest's init writes it from OVERTIME_AGENT_URL).
  *   tasks=idle|normal   idle (default): job tasks run at nice 19 + SCHED_IDLE.
  *   timeout=MS          HTTP timeout of the agent calls (default 2000).
  * Unknown or malformed arguments make slurm_spank_init fail (return -1), so a
@@ -29,6 +31,9 @@
  *                           where job_submit.lua turns it into a constraint.
  *   S_CTX_REMOTE            (slurmstepd) slurm_spank_task_init, as the job
  *                           user right before exec: tasks=idle priority.
+ *                           slurm_spank_exit of the batch step (root, job
+ *                           still running): POST {agent}/v1/jobs/ID/progress,
+ *                           the report so far into the job's AdminComment.
  *   S_CTX_JOB_SCRIPT        (slurmd prolog/epilog, as root; note that Slurm
  *                           does not call slurm_spank_init here)
  *                           slurm_spank_job_prolog: POST {agent}/v1/jobs/ID/start

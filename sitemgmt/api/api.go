@@ -290,6 +290,18 @@ func hostOnlyAgent(host string) string {
 
 // read wraps a handler that needs any role.
 func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
+	return s.anyUser(func(w http.ResponseWriter, r *http.Request) {
+		if p := principal(r); !p.CanRead() {
+			writeError(w, http.StatusForbidden, "user "+p.UID+" has no role in this site")
+			return
+		}
+		h(w, r)
+	})
+}
+
+// anyUser wraps a handler any authenticated directory user may call, with or without a
+// role in the site (HPC users read their own jobs' reports); host credentials are refused.
+func (s *Server) anyUser(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, ok := s.authenticate(w, r)
 		if !ok {
@@ -297,10 +309,6 @@ func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
 		}
 		if p.IsHost() {
 			writeError(w, http.StatusForbidden, hostOnlyAgent(p.Host))
-			return
-		}
-		if !p.CanRead() {
-			writeError(w, http.StatusForbidden, "user "+p.UID+" has no role in this site")
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))

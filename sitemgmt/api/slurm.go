@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"net/http"
 	"sort"
 	"strconv"
@@ -25,22 +24,6 @@ func (s *Server) slurmRoutes() {
 	m.HandleFunc("POST /api/v1/agent/jobs", s.agent(s.postJobReport))
 	m.HandleFunc("GET /api/v1/jobs/{id}", s.anyUser(s.getJobReport))
 	m.HandleFunc("GET /api/v1/jobs", s.read(s.listJobReports))
-}
-
-// anyUser wraps a handler any authenticated directory user may call, with or without a
-// role in the site: HPC users read their own jobs' reports.
-func (s *Server) anyUser(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		p, ok := s.authenticate(w, r)
-		if !ok {
-			return
-		}
-		if p.IsHost() {
-			writeError(w, http.StatusForbidden, hostOnlyAgent(p.Host))
-			return
-		}
-		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
-	}
 }
 
 // maxSlurmWait bounds a long poll; the sync daemon asks again at once.
@@ -156,12 +139,9 @@ func (s *Server) listJobReports(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// jobReports keeps the most recent reports in memory, in arrival order. Slurm keeps the
-// durable copy: the sync daemon writes each summary into the job's AdminComment.
-type jobReports struct {
-	byJob map[string]int // index into list
-	list  []revReport
-}
+// jobReports keeps the most recent reports in memory, by job, each with the revision it
+// arrived at. Slurm keeps the durable copy of batch jobs' reports (AdminComment).
+type jobReports map[string]revReport
 
 type revReport struct {
 	rev uint64
@@ -175,42 +155,43 @@ func (a *agentStatus) putReport(r model.JobReport) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.bumpLocked()
-	jr := &a.reports
-	if jr.byJob == nil {
-		jr.byJob = map[string]int{}
+	if a.reports == nil {
+		a.reports = jobReports{}
 	}
-	if i, ok := jr.byJob[r.Job]; ok {
-		// A requeued job runs again and reports again: the latest run replaces it.
-		jr.list = append(jr.list[:i], jr.list[i+1:]...)
-	}
-	jr.list = append(jr.list, revReport{rev: a.rev, r: r})
-	if len(jr.list) > maxReports {
-		jr.list = jr.list[len(jr.list)-maxReports:]
-	}
-	clear(jr.byJob)
-	for i, x := range jr.list {
-		jr.byJob[x.r.Job] = i
+	// A requeued job runs again and reports again: the latest run replaces it.
+	a.reports[r.Job] = revReport{rev: a.rev, r: r}
+	if len(a.reports) > maxReports {
+		oldest := r.Job
+		for job, x := range a.reports {
+			if x.rev < a.reports[oldest].rev {
+				oldest = job
+			}
+		}
+		delete(a.reports, oldest)
 	}
 }
 
 func (a *agentStatus) report(job string) (model.JobReport, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	i, ok := a.reports.byJob[job]
-	if !ok {
-		return model.JobReport{}, false
-	}
-	return a.reports.list[i].r, true
+	x, ok := a.reports[job]
+	return x.r, ok
 }
 
+// reportsSince lists the reports that arrived after revision rev, in arrival order.
 func (a *agentStatus) reportsSince(rev uint64) []model.JobReport {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []model.JobReport
-	for _, x := range a.reports.list {
+	var list []revReport
+	for _, x := range a.reports {
 		if x.rev > rev {
-			out = append(out, x.r)
+			list = append(list, x)
 		}
+	}
+	a.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].rev < list[j].rev })
+	out := make([]model.JobReport, len(list))
+	for i, x := range list {
+		out[i] = x.r
 	}
 	return out
 }
