@@ -190,17 +190,3 @@ char *comment_suspend_failed(const char *err, const char *reason)
 {
 	return fmt("overtime: could not suspend: %s: %s", err, reason);
 }
-
-char *comment_with_report(const char *existing, const char *summary,
-			  bool *oom)
-{
-	*oom = false;
-	if (!existing)
-		existing = "";
-	if (strstr(existing, summary))
-		return NULL;
-	char *s = fmt(*existing ? "%s; %s" : "%s%s", existing, summary);
-	if (!s)
-		*oom = true;
-	return s;
-}

@@ -97,10 +97,4 @@ char *comment_requeued(time_t now, const char *reason);
 char *comment_requeue_failed(const char *err, const char *reason);
 char *comment_suspend_failed(const char *err, const char *reason);
 
-/* Report summaries are appended to the job's admin_comment. Returns NULL when
- * existing already contains summary (nothing to do), else the new comment
- * (malloc'd; *oom set if allocation failed). */
-char *comment_with_report(const char *existing, const char *summary,
-			  bool *oom);
-
 #endif

@@ -207,103 +207,6 @@ static enum cur_job_state job_state(const slurm_job_info_t *j)
 	}
 }
 
-/* ---- reports ---------------------------------------------------------- */
-
-/* (job, summary) pairs already appended (or found present) in this process,
- * so a report the feed keeps repeating costs one slurm_load_job, not one per
- * poll. Keyed on the summary too, not the job alone: a requeued job that runs
- * on another host gets a second report. A ring: old entries fall out, which
- * only costs one re-read that finds the summary already there. */
-#define DONE_SLOTS 8192
-static uint64_t done_ring[DONE_SLOTS];
-static size_t done_next;
-
-static uint64_t report_key(const struct feed_report *r)
-{
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-
-	for (int i = 0; i < 4; i++) {
-		h ^= (r->job_id >> (8 * i)) & 0xff;
-		h *= 1099511628211ULL;
-	}
-	for (const unsigned char *p = (const unsigned char *)r->summary; *p;
-	     p++) {
-		h ^= *p;
-		h *= 1099511628211ULL;
-	}
-	return h ? h : 1; /* 0 marks an empty slot */
-}
-
-static bool report_done(uint64_t key)
-{
-	for (size_t i = 0; i < DONE_SLOTS; i++)
-		if (done_ring[i] == key)
-			return true;
-	return false;
-}
-
-static void mark_done(uint64_t key)
-{
-	done_ring[done_next] = key;
-	done_next = (done_next + 1) % DONE_SLOTS;
-}
-
-static void apply_report(struct cycle *c, const struct feed_report *r)
-{
-	uint64_t key = report_key(r);
-	job_info_msg_t *msg = NULL;
-	char id[21], *cm;
-	bool oom;
-	int err;
-
-	if (report_done(key))
-		return;
-	log_u64(id, r->job_id);
-	/* Read the comment now, not from the cycle's snapshot: the node
-	 * actions above may just have replaced it. */
-	if (slurm_load_job(&msg, r->job_id, SHOW_ALL) != SLURM_SUCCESS) {
-		err = errno;
-		if (err == ESLURM_INVALID_JOB_ID) {
-			/* Purged from slurmctld: nowhere to put it. */
-			log_debug("report for unknown job dropped", "job", id,
-				  NULL);
-			mark_done(key);
-			return;
-		}
-		failed(c, "slurm_load_job", err, "job", id, NULL, NULL);
-		return;
-	}
-	if (!msg || msg->record_count == 0) {
-		log_debug("report for unknown job dropped", "job", id, NULL);
-		mark_done(key);
-		slurm_free_job_info_msg(msg);
-		return;
-	}
-	if ((msg->job_array[0].job_state & JOB_STATE_BASE) > JOB_SUSPENDED) {
-		/* Slurm takes no update of a finished job ("Job has already
-		 * finished"): a batch job got its AdminComment from the SPANK
-		 * plugin at the end of its batch step; the final report stays
-		 * in the site manager (overtime job-report). */
-		log_debug("job finished before its report: kept in the site manager",
-			  "job", id, NULL);
-		mark_done(key);
-		slurm_free_job_info_msg(msg);
-		return;
-	}
-	cm = comment_with_report(msg->job_array[0].admin_comment, r->summary,
-				 &oom);
-	slurm_free_job_info_msg(msg);
-	if (oom) {
-		c->failures++;
-		log_error("out of memory building a job comment", "job", id,
-			  NULL);
-		return;
-	}
-	if (!cm || set_comment(c, r->job_id, r->host, cm) == 0)
-		mark_done(key);
-	free(cm);
-}
-
 /* ---- the cycle -------------------------------------------------------- */
 
 static void node_cycle(struct cycle *c, const struct feed *feed,
@@ -407,8 +310,10 @@ int apply_cycle(const struct feed *feed)
 			log_debug("node not registered in Slurm yet", "node",
 				  feed->nodes[i].name, NULL);
 
-	for (size_t i = 0; i < feed->nreports; i++)
-		apply_report(&c, &feed->reports[i]);
+	/* feed->reports are not written to Slurm: a report arrives after the
+	 * job's epilog, and Slurm takes no update of a finished job. The SPANK
+	 * plugin puts a batch job's report into its AdminComment while the job
+	 * still runs (docs/slurm.md). */
 
 	log_debug("reconcile done", "changes", log_u64(a, (uint64_t)c.changes),
 		  "failures", log_u64(b, (uint64_t)c.failures), NULL);

@@ -309,20 +309,8 @@ static void test_predicates(void)
 
 static void test_comments(void)
 {
-	bool oom;
 	char *c;
 
-	c = comment_with_report(NULL, "overtime: on pc1 1 s", &oom);
-	CHECK(c && !strcmp(c, "overtime: on pc1 1 s") && !oom, "NULL + s");
-	free(c);
-	c = comment_with_report("", "s", &oom);
-	CHECK(c && !strcmp(c, "s"), "empty + s");
-	free(c);
-	c = comment_with_report("overtime: requeued at t: r", "s", &oom);
-	CHECK(c && !strcmp(c, "overtime: requeued at t: r; s"), "x + s: %s", c);
-	free(c);
-	c = comment_with_report("a; s; b", "s", &oom);
-	CHECK(!c && !oom, "already contained");
 	c = comment_resumed(86400);
 	CHECK(c && !strcmp(c, "overtime: resumed at 1970-01-02T00:00:00Z"),
 	      "resumed: %s", c);
