@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -9,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/hostlist"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wol"
 )
 
 // newJobReportCmd: `overtime job-report JOBID` — what the desktop and the guest did to
@@ -119,5 +123,123 @@ node agents' heartbeats and the modes they run. overtime-slurm-sync applies thes
 			})
 		},
 	})
+	cmd.AddCommand(newSlurmPowerCmd(g, true), newSlurmPowerCmd(g, false))
 	return cmd
+}
+
+// newSlurmPowerCmd: `overtime slurm resume|suspend HOSTLIST`, Slurm's ResumeProgram and
+// SuspendProgram (docs/slurm.md, "Power saving").
+func newSlurmPowerCmd(g *globals, resume bool) *cobra.Command {
+	var (
+		mode      string
+		forTime   time.Duration
+		noWake    bool
+		downCmd   string
+		wakeAfter time.Duration
+	)
+	use, short, long := "suspend HOSTLIST...", "Slurm SuspendProgram: give idle hosts back to their schedule", `Slurm runs its SuspendProgram with the nodes that have been idle for SuspendTime.
+This removes the hosts' power-save exceptions: each host follows its schedule again
+(its node agent stops the compute guest when the schedule has no guest for it).
+HOSTLIST is a Slurm hostlist expression, e.g. pc[01-20],lab-b3.`
+	if resume {
+		use, short, long = "resume HOSTLIST...", "Slurm ResumeProgram: put hosts in the cluster and wake them (Wake-on-LAN)", `Slurm runs its ResumeProgram with the powered-down nodes it wants for queued jobs.
+For each host the site manager looks at the schedule:
+  desktop or cluster mode     nothing to change; the host is woken
+  local-disk mode             a power-save exception puts it in a cluster mode for the
+                              coming slots (never over a lecture, exam or desktop hours,
+                              not even ones added later); the host is woken
+  course VM, maintenance, ... refused: a lecture slot always wins
+Woken hosts get a Wake-on-LAN magic packet (to their boot server subnet's broadcast
+address, UDP port 9). Refused hosts are set DOWN in Slurm with the reason (scontrol), so
+their jobs go elsewhere at once instead of after ResumeTimeout; the command then exits 1.
+HOSTLIST is a Slurm hostlist expression, e.g. pc[01-20],lab-b3.`
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			hosts, err := hostlist.Expand(args...)
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			req := model.PowerRequest{Hosts: hosts, Mode: mode, ForMinutes: int(forTime / time.Minute)}
+			var res *model.PowerResponse
+			if resume {
+				res, err = c.SlurmResume(cmd.Context(), req)
+			} else {
+				res, err = c.SlurmSuspend(cmd.Context(), req)
+			}
+			if err != nil {
+				return err
+			}
+			var failed []string
+			for _, r := range res.Hosts {
+				switch {
+				case r.Action == model.PowerRefused:
+					failed = append(failed, r.Host)
+					if resume && downCmd != "" {
+						if err := markDown(cmd, downCmd, r); err != nil {
+							fmt.Fprintf(cmd.ErrOrStderr(), "overtime: %s: %v\n", r.Host, err)
+						}
+					}
+				case resume && !noWake && r.MAC != "":
+					ctx, cancel := context.WithTimeout(cmd.Context(), wakeAfter)
+					err := wol.Send(ctx, r.WakeAddr, r.MAC)
+					cancel()
+					if err != nil {
+						failed = append(failed, r.Host)
+						fmt.Fprintf(cmd.ErrOrStderr(), "overtime: wake %s: %v\n", r.Host, err)
+					}
+				}
+			}
+			err = emitTo(cmd.OutOrStdout(), g.output, res, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "HOST\tACTION\tMODE\tUNTIL\tWAKE\tREASON")
+				for _, r := range res.Hosts {
+					until := ""
+					if !r.Until.IsZero() {
+						until = r.Until.Local().Format(time.DateTime)
+					}
+					wake := ""
+					if resume && r.MAC != "" && !noWake {
+						wake = r.MAC + " -> " + r.WakeAddr
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Host, r.Action, r.Mode, until, wake, r.Reason)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d hosts not done: %s", len(failed), len(res.Hosts), strings.Join(failed, ","))
+			}
+			return nil
+		},
+	}
+	if resume {
+		cmd.Flags().StringVar(&mode, "mode", "", "cluster mode for local-disk hosts (default: the site's only cluster mode with a guest)")
+		cmd.Flags().DurationVar(&forTime, "for", time.Duration(model.DefaultPowerSaveMinutes)*time.Minute, "longest a power-save exception lasts if SuspendProgram never comes")
+		cmd.Flags().BoolVar(&noWake, "no-wake", false, "do not send Wake-on-LAN packets")
+		cmd.Flags().StringVar(&downCmd, "scontrol", "scontrol", "scontrol used to set refused nodes DOWN with the reason (empty: leave them to ResumeTimeout)")
+		cmd.Flags().DurationVar(&wakeAfter, "wake-timeout", 5*time.Second, "time allowed for sending one host's magic packets")
+	}
+	return cmd
+}
+
+// markDown sets a node the site manager refused to wake DOWN with the reason, so that
+// slurmctld requeues its jobs onto other nodes now (rather than after ResumeTimeout).
+// The "overtime:" prefix marks the down as the sync daemon's to lift when the host runs
+// a guest again.
+func markDown(cmd *cobra.Command, scontrol string, r model.PowerResult) error {
+	reason := "overtime: not resumed: " + r.Reason
+	out, err := exec.CommandContext(cmd.Context(), scontrol, "update", "NodeName="+r.Host, "State=DOWN", "Reason="+reason).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s update NodeName=%s State=DOWN: %v: %s", scontrol, r.Host, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

@@ -62,6 +62,8 @@ type Host struct {
 type Options struct {
 	Hosts  []Host // Name, MAC, Cluster; addresses are assigned
 	Policy string // YAML mapping of model.Policy for the pool
+	// SlurmConf is appended to slurm.conf (e.g. power saving settings).
+	SlurmConf string
 }
 
 // Lab is a running cluster.
@@ -78,6 +80,7 @@ type Lab struct {
 	Conf   string // slurm.conf
 	Policy string
 	munge  string // munge socket
+	extra  string // Options.SlurmConf
 }
 
 // Proc is a process of the lab with its output.
@@ -139,7 +142,7 @@ func BuildC(t testing.TB) (spankSO, syncBin, jobSubmit string) {
 func Start(t testing.TB, opt Options) *Lab {
 	t.Helper()
 	spankSO, syncBin, jobSubmit := BuildC(t)
-	l := &Lab{T: t, Dir: t.TempDir(), Bin: bootlab.Binary(t), Policy: opt.Policy}
+	l := &Lab{T: t, Dir: t.TempDir(), Bin: bootlab.Binary(t), Policy: opt.Policy, extra: opt.SlurmConf}
 	ns, err := netns.New("otslurm")
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +423,7 @@ NodeName=overtime-features State=FUTURE CPUs=1 Features=dedicated,desktop,desk-e
 Nodeset=overtime Feature=overtime
 PartitionName=%[6]s Nodes=overtime Default=YES MaxTime=INFINITE State=UP
 `, ServerIP, CtldPort, l.munge, state, etc, Partition, slurmPluginDir, filepath.Dir(spankSO), shortHostname())
-	os.WriteFile(l.Conf, []byte(conf), 0o644)
+	os.WriteFile(l.Conf, []byte(conf+l.extra), 0o644)
 	// The controller and the submit host need the plugin for --desktop; the guests get
 	// plugstack.conf with the configless configuration and read the agent's address
 	// from the file their init wrote.

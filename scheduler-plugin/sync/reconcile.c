@@ -19,6 +19,15 @@ bool node_is_drain(uint32_t node_state)
 	return (node_state & NODE_STATE_DRAIN) != 0;
 }
 
+/* Slurm's power saving owns a node from SuspendProgram to the end of
+ * ResumeProgram's boot: powered down, going down, or coming up. Such a node
+ * has no guest by design, so "down" from the feed is expected, not news. */
+bool node_is_power_managed(uint32_t node_state)
+{
+	return (node_state & (NODE_STATE_POWERED_DOWN | NODE_STATE_POWERING_DOWN |
+			      NODE_STATE_POWERING_UP)) != 0;
+}
+
 bool reason_is_ours(const char *reason)
 {
 	return reason && !strncmp(reason, OT_PREFIX, strlen(OT_PREFIX));
@@ -86,6 +95,14 @@ size_t reconcile_node(const struct feed_node *want, const struct cur_node *cur,
 	struct action node = { .kind = ACT_NODE_UPDATE, .reason = want->reason };
 	bool node_changes;
 	size_t n = 0;
+
+	/* A host Slurm powered down has no guest, and one it is waking has none
+	 * yet: downing the node would stop Slurm from resuming it, and
+	 * requeueing would take away the job that is waiting for the boot.
+	 * ResumeTimeout is Slurm's own guard against a host that never comes. */
+	if ((want->state == OT_DOWN || want->state == OT_EVICTED) &&
+	    node_is_power_managed(cur->node_state))
+		return 0;
 
 	if (want->features && !str_eq0(cur->features, want->features))
 		node.features = want->features;

@@ -86,6 +86,7 @@ void reconcile_absent_node(const char *name, struct feed_node *want);
 /* The predicates the rules use, exposed for the tests and the logs. */
 bool node_is_down(uint32_t node_state);
 bool node_is_drain(uint32_t node_state);
+bool node_is_power_managed(uint32_t node_state);
 bool reason_is_ours(const char *reason);
 /* Is word one of the comma-separated entries of list? */
 bool features_has(const char *list, const char *word);

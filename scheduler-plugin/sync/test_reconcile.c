@@ -132,6 +132,19 @@ static const struct rcase rcases[] = {
 	{ "down, already down", OT_DOWN, F, 100, DOWN, OURS, F, 100, NOJOBS,
 	  "" },
 
+	/* Slurm power saving: a powered-down or waking host has no guest */
+	{ "down, powered down", OT_DOWN, "overtime", 100,
+	  IDLE | NODE_STATE_POWERED_DOWN, NULL, F, 1, NOJOBS, "" },
+	{ "down, powering down", OT_DOWN, "overtime", 100,
+	  IDLE | NODE_STATE_POWERING_DOWN, NULL, F, 1, NOJOBS, "" },
+	{ "down, powering up with its job", OT_DOWN, "overtime", 100,
+	  ALLOC | NODE_STATE_POWERING_UP, NULL, F, 1, JOBS(J_RUN), "" },
+	{ "evicted, powering up", OT_EVICTED, F, 100,
+	  ALLOC | NODE_STATE_POWERING_UP, NULL, F, 100, JOBS(J_RUN), "" },
+	{ "up, powered down: features still follow", OT_UP, F, 100,
+	  IDLE | NODE_STATE_POWERED_DOWN, NULL, "overtime", 100, NOJOBS,
+	  "node[f=" F "]" },
+
 	/* a state from a newer site manager: only features/weight */
 	{ "unknown state", OT_UNKNOWN, F, 100, DOWN, OURS, "x", 100,
 	  JOBS(J_MIX), "node[f=" F "]" },

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
 	"github.com/overtime-hpc/overtime/sitemgmt/slurmnode"
 )
 
@@ -18,8 +19,14 @@ import (
 //	POST /api/v1/agent/jobs                    a node agent's job interference report
 //	GET  /api/v1/jobs/{id}                     one job's report (any directory user)
 //	GET  /api/v1/jobs?host=NAME                recent reports (any role)
+//	POST /api/v1/slurm/resume                  Slurm's ResumeProgram: wake hosts, putting
+//	                                           local-disk ones in a cluster mode
+//	POST /api/v1/slurm/suspend                 Slurm's SuspendProgram: give hosts back
+//	                                           (both: pool admin of every host's pool)
 func (s *Server) slurmRoutes() {
 	m := s.mux
+	m.HandleFunc("POST /api/v1/slurm/resume", s.write(s.slurmPower(true)))
+	m.HandleFunc("POST /api/v1/slurm/suspend", s.write(s.slurmPower(false)))
 	m.HandleFunc("GET /api/v1/slurm/nodes", s.read(s.slurmNodes))
 	m.HandleFunc("POST /api/v1/agent/jobs", s.agent(s.postJobReport))
 	m.HandleFunc("GET /api/v1/jobs/{id}", s.anyUser(s.getJobReport))
@@ -79,6 +86,47 @@ func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 		feed.Reports = append(feed.Reports, model.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
 	}
 	writeJSON(w, http.StatusOK, feed)
+}
+
+// slurmPower answers Slurm's power saving programs. The plan is made inside the write,
+// from the snapshot the write starts from, so that a concurrent change cannot slip
+// between deciding and writing; the exceptions it adds or removes are authorised like
+// any exception change (a site admin, or an admin of every host's pool).
+func (s *Server) slurmPower(resume bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req model.PowerRequest
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		if err := decodeJSON(r, &req); err != nil {
+			s.httpError(w, err)
+			return
+		}
+		now := s.opt.Now()
+		var plan *powersave.Plan
+		p := principal(r)
+		_, err := s.svc.Update(r.Context(), p.Check, dryRun(r), func(site *model.Site) error {
+			var err error
+			if resume {
+				plan, err = powersave.Resume(site, s.svc.Snapshot().Engine, req, now)
+			} else {
+				plan, err = powersave.Suspend(site, req)
+			}
+			if err != nil {
+				return err
+			}
+			return plan.Apply(site)
+		})
+		if err != nil {
+			s.httpError(w, err)
+			return
+		}
+		// After the write (or, in a dry run, without it): what the schedule now says.
+		snap := s.svc.Snapshot()
+		powersave.Describe(snap.Site, snap.Engine, plan.Results, now)
+		for _, res := range plan.Results {
+			s.opt.Log.Info("slurm power saving", "resume", resume, "host", res.Host, "action", res.Action, "mode", res.Mode, "reason", res.Reason)
+		}
+		writeJSON(w, http.StatusOK, model.PowerResponse{Hosts: plan.Results})
+	}
 }
 
 // maxJobReport bounds a report body; a real one is under a kilobyte.

@@ -180,3 +180,21 @@ func (c *Client) SlurmNodes(ctx context.Context, since uint64, wait time.Duratio
 	}
 	return &out, nil
 }
+
+// SlurmResume asks the site manager to make hosts available to Slurm (power saving's
+// ResumeProgram); SlurmSuspend gives them back to their schedule (SuspendProgram).
+func (c *Client) SlurmResume(ctx context.Context, req model.PowerRequest) (*model.PowerResponse, error) {
+	return c.slurmPower(ctx, "/api/v1/slurm/resume", req)
+}
+
+func (c *Client) SlurmSuspend(ctx context.Context, req model.PowerRequest) (*model.PowerResponse, error) {
+	return c.slurmPower(ctx, "/api/v1/slurm/suspend", req)
+}
+
+func (c *Client) slurmPower(ctx context.Context, path string, req model.PowerRequest) (*model.PowerResponse, error) {
+	var out model.PowerResponse
+	if err := c.sendCtx(ctx, http.MethodPost, path, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

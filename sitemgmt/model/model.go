@@ -44,10 +44,18 @@ const (
 
 var ImageKinds = []ImageKind{ImageDesktop, ImageCompute, ImageCourseVM}
 
-// ExceptionKind classifies a dated exception; it is informational (precedence does not depend on it).
+// ExceptionKind classifies a dated exception. It is informational, except for
+// ExceptionPowerSave.
 type ExceptionKind string
 
-var ExceptionKinds = []ExceptionKind{"exam", "lecture", "holiday", "maintenance", "other"}
+var ExceptionKinds = []ExceptionKind{"exam", "lecture", "holiday", "maintenance", "other", ExceptionPowerSave}
+
+// ExceptionPowerSave marks the exceptions Slurm's power saving makes (`overtime slurm
+// resume`). Unlike every other kind it changes precedence: it targets hosts only, names
+// a cluster mode, and applies only to slots the rest of the schedule gives to a
+// local-disk mode, so a lecture, an exam or desktop hours always win over it, also ones
+// added after it.
+const ExceptionPowerSave ExceptionKind = "power-save"
 
 // RoleKind is a role a user can hold.
 type RoleKind string

@@ -142,3 +142,75 @@ func ReportSummary(r JobReport) string {
 		r.Job, r.Host, r.Seconds, r.ThrottledSeconds, r.FrozenSeconds, 100*r.OwnerActiveFraction,
 		r.GuestCPUSeconds, r.StealSeconds, 100*r.DesktopSlowdown)
 }
+
+// Slurm power saving (POST /api/v1/slurm/resume and /suspend, `overtime slurm resume|
+// suspend`, called by slurmctld as ResumeProgram and SuspendProgram).
+
+// PowerRequest names the hosts Slurm wants woken or given back.
+type PowerRequest struct {
+	Hosts []string `json:"hosts"`
+	// Mode is the cluster mode a resume puts local-disk hosts in; empty: the site's
+	// only cluster mode with a compute guest.
+	Mode string `json:"mode,omitempty"`
+	// ForMinutes bounds a resume's power-save exception (default DefaultPowerSaveMinutes).
+	// Slurm's SuspendProgram normally ends it sooner; the bound gives a host back if the
+	// controller never does.
+	ForMinutes int `json:"forMinutes,omitempty"`
+}
+
+// Power saving bounds.
+const (
+	DefaultPowerSaveMinutes = 12 * 60
+	MaxPowerSaveMinutes     = 7 * 24 * 60
+	MaxPowerHosts           = 10000
+)
+
+// PowerAction is what a resume or suspend did to one host.
+type PowerAction string
+
+const (
+	// PowerWake: the schedule already runs a compute guest (desktop or cluster mode);
+	// the host only needs to be switched on.
+	PowerWake PowerAction = "wake"
+	// PowerCluster: the schedule gave the host to its local disk; a power-save exception
+	// now puts it in a cluster mode, and it is to be switched on.
+	PowerCluster PowerAction = "cluster"
+	// PowerRefused: the host stays as it is (unknown host, a lecture or maintenance slot,
+	// a mode without a guest); Reason says why.
+	PowerRefused PowerAction = "refused"
+	// PowerReleased: the host's power-save exceptions are gone; it follows its schedule.
+	PowerReleased PowerAction = "released"
+)
+
+// PowerResult is one host's outcome.
+type PowerResult struct {
+	Host   string      `json:"host"`
+	Action PowerAction `json:"action"`
+	Reason string      `json:"reason,omitempty"`
+	// After the change: the mode the schedule gives the host now, until when.
+	Mode  string    `json:"mode,omitempty"`
+	Until time.Time `json:"until,omitzero"`
+	// Wake-on-LAN: the host's MAC and the UDP address to send the magic packet to (the
+	// directed broadcast of its boot server's subnet, port 9). Set for wake and cluster.
+	MAC      string `json:"mac,omitempty"`
+	WakeAddr string `json:"wakeAddr,omitempty"`
+}
+
+// PowerResponse answers a resume or suspend, one result per requested host, in order.
+type PowerResponse struct {
+	Hosts []PowerResult `json:"hosts"`
+}
+
+// Validate checks the request's shape; host names are looked up by the caller.
+func (r *PowerRequest) Validate() error {
+	if len(r.Hosts) == 0 {
+		return Invalid("no hosts given")
+	}
+	if len(r.Hosts) > MaxPowerHosts {
+		return Invalid("%d hosts in one request; at most %d", len(r.Hosts), MaxPowerHosts)
+	}
+	if r.ForMinutes < 0 || r.ForMinutes > MaxPowerSaveMinutes {
+		return Invalid("forMinutes %d out of range 0..%d", r.ForMinutes, MaxPowerSaveMinutes)
+	}
+	return nil
+}

@@ -71,6 +71,7 @@ func (c *compiler) modes() error {
 		}
 		c.modeIdx[m.Name] = uint16(len(e.modes))
 		e.modes = append(e.modes, m.Name)
+		e.yields = append(e.yields, m.Kind == model.KindLocalDisk)
 	}
 	def, ok := c.modeIdx[site.DefaultMode]
 	if !ok {
@@ -263,13 +264,25 @@ func (c *compiler) exceptions() error {
 		x *model.Exception
 		s span
 	}
-	byTarget := map[model.Target][]entry{}
-	var targets []model.Target // first-seen order, so that errors are deterministic
+	// Power-save exceptions are a layer of their own (see Engine.segment): they are
+	// keyed apart, so they neither overlap nor are overlapped by ordinary exceptions.
+	type key struct {
+		tg        model.Target
+		powerSave bool
+	}
+	byTarget := map[key][]entry{}
+	var targets []key // first-seen order, so that errors are deterministic
 	for i := range site.Exceptions {
 		x := &site.Exceptions[i]
 		m, ok := c.modeIdx[x.Mode]
 		if !ok {
 			return model.Invalid("exception %s: unknown mode %q", x.Name, x.Mode)
+		}
+		ps := x.Kind == model.ExceptionPowerSave
+		if ps {
+			if k := site.Mode(x.Mode).Kind; k != model.KindCluster {
+				return model.Invalid("exception %s: a power-save exception wakes hosts for the cluster, so its mode must be of kind cluster, not %s", x.Name, k)
+			}
 		}
 		if !x.End.After(x.Start) {
 			return model.Invalid("exception %s: end %s is not after start %s", x.Name, x.End.In(loc).Format(time.RFC3339), x.Start.In(loc).Format(time.RFC3339))
@@ -286,6 +299,8 @@ func (c *compiler) exceptions() error {
 			switch {
 			case tg.Pool != "" && tg.Host != "":
 				return model.Invalid("exception %s: a target is a pool or a host, not both", x.Name)
+			case tg.Pool != "" && ps:
+				return model.Invalid("exception %s: a power-save exception targets hosts, not pool %s", x.Name, tg.Pool)
 			case tg.Pool != "":
 				if c.pools[tg.Pool] == nil {
 					return model.Invalid("exception %s: unknown pool %q", x.Name, tg.Pool)
@@ -299,18 +314,19 @@ func (c *compiler) exceptions() error {
 			default:
 				return model.Invalid("exception %s: empty target", x.Name)
 			}
-			list, seen := byTarget[tg]
+			k := key{tg, ps}
+			list, seen := byTarget[k]
 			if !seen {
-				targets = append(targets, tg)
+				targets = append(targets, k)
 			}
 			if len(list) > 0 && list[len(list)-1].x == x {
 				continue // target listed twice: the same exception, not an overlap
 			}
-			byTarget[tg] = append(list, entry{x, span{start: x.Start, end: x.End, mode: m, text: text}})
+			byTarget[k] = append(list, entry{x, span{start: x.Start, end: x.End, mode: m, text: text}})
 		}
 	}
-	for _, tg := range targets {
-		list := byTarget[tg]
+	for _, k := range targets {
+		tg, list := k.tg, byTarget[k]
 		sort.SliceStable(list, func(a, b int) bool { return list[a].s.start.Before(list[b].s.start) })
 		owner := "host " + tg.Host
 		if tg.Pool != "" {
@@ -339,6 +355,10 @@ func (c *compiler) exceptions() error {
 		if hs == hs.pool.plain {
 			hs = &hostSched{table: hs.table, pool: hs.pool}
 			c.e.hosts[tg.Host] = hs
+		}
+		if k.powerSave {
+			hs.powerSave = spans
+			continue
 		}
 		hs.exc = spans
 	}

@@ -16,6 +16,9 @@ const (
 	LevelHostWeekly
 	LevelPoolWeekly
 	LevelSiteDefault
+	// LevelPowerSave: a power-save exception (Slurm's ResumeProgram) fills a slot that
+	// the levels above give to a local-disk mode, and only such a slot.
+	LevelPowerSave
 )
 
 func (l Level) String() string {
@@ -30,6 +33,8 @@ func (l Level) String() string {
 		return "pool weekly"
 	case LevelSiteDefault:
 		return "site default"
+	case LevelPowerSave:
+		return "power save"
 	}
 	return fmt.Sprintf("Level(%d)", int(l))
 }
@@ -82,6 +87,7 @@ type hostSched struct {
 	ruleTexts []string
 	pool      *poolSched
 	exc       []span
+	powerSave []span // power-save exceptions, sorted, not overlapping
 }
 
 // Engine answers schedule questions for one compiled site. It is immutable, so one
@@ -90,6 +96,7 @@ type hostSched struct {
 type Engine struct {
 	loc         *time.Location
 	modes       []string
+	yields      []bool // by mode: a local-disk mode, which power-save exceptions may fill
 	hosts       map[string]*hostSched
 	unknownMode string
 	unknownRule string

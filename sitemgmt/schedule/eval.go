@@ -46,7 +46,7 @@ func (e *Engine) AtUnknown(t time.Time) Decision {
 func (e *Engine) eval(hs *hostSched, t time.Time) Decision {
 	mode, level, text, end, open := e.segment(hs, t)
 	d := Decision{Mode: e.modes[mode], Level: level, Rule: text}
-	limit := 64 + 4*(len(hs.exc)+len(hs.pool.exc))
+	limit := 64 + 4*(len(hs.exc)+len(hs.pool.exc)+len(hs.powerSave))
 	for step := 0; !open && step < limit; step++ {
 		cur := end
 		var m uint16
@@ -81,6 +81,30 @@ func lastStarted(sp []span, t time.Time) int {
 // That is what makes DST exact: skipped wall slots are never visited, repeated ones are
 // visited twice.
 func (e *Engine) segment(hs *hostSched, t time.Time) (mode uint16, level Level, text string, end time.Time, open bool) {
+	mode, level, text, end, open = e.ruleSegment(hs, t)
+	if len(hs.powerSave) == 0 || !e.yields[mode] {
+		return
+	}
+	// The rules give the PC back to its local disk: a power-save exception, where one
+	// covers t, puts it in the cluster instead. Everything else (lectures, exams,
+	// desktop hours, maintenance) wins over power saving by construction.
+	ps := hs.powerSave
+	i := lastStarted(ps, t)
+	if i >= 0 && t.Before(ps[i].end) {
+		if open || ps[i].end.Before(end) {
+			end = ps[i].end
+		}
+		return ps[i].mode, LevelPowerSave, ps[i].text, end, false
+	}
+	if i+1 < len(ps) && (open || ps[i+1].start.Before(end)) {
+		end, open = ps[i+1].start, false
+	}
+	return
+}
+
+// ruleSegment is segment without power-save exceptions: exceptions, weekly rules and
+// the default.
+func (e *Engine) ruleSegment(hs *hostSched, t time.Time) (mode uint16, level Level, text string, end time.Time, open bool) {
 	var bound time.Time
 	bounded := false
 	limit := func(b time.Time) {
