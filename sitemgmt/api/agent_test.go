@@ -14,6 +14,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
 )
 
 var ctx = context.Background()
@@ -615,5 +616,81 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	}
 	if f, err := admin.SlurmNodes(ctx, feed.Revision, 0); err != nil || len(f.Reports) != 1 || f.Reports[0].Job != "42" {
 		t.Fatalf("feed reports: %+v %v", f, err)
+	}
+}
+
+// runPowerSaveSuite: Slurm's ResumeProgram/SuspendProgram calls. bob administers lab-b,
+// alice lab-a, dave only views. pc-b03 is given to its local disk all week for the test.
+func runPowerSaveSuite(t *testing.T, env *testenv.Env) {
+	admin := env.Admin()
+	bob := env.Client("bob", "bob-secret")
+	var pcb03 model.Host
+	if _, err := admin.Get("/api/v1/hosts/pc-b03", nil, &pcb03); err != nil {
+		t.Fatal(err)
+	}
+	local := pcb03
+	local.Weekly = []string{"daily 00:00-24:00 local-disk"}
+	if err := admin.Send("PUT", "/api/v1/hosts/pc-b03", nil, &local, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := admin.Send("PUT", "/api/v1/hosts/pc-b03", nil, &pcb03, nil); err != nil {
+			t.Error(err)
+		}
+	})
+
+	for _, tc := range []struct {
+		who  string
+		c    *client.Client
+		host string
+		want string
+	}{
+		{"viewer", env.Client("dave", "dave-secret"), "pc-b01", "only a site admin or an admin of pool lab-b"},
+		{"other pool's admin", env.Client("alice", "alice-secret"), "pc-b03", "user alice may not wake or release host pc-b03"},
+		{"host credential", hostClient(env, issue(t, admin, "pc-b01")), "pc-b01", "a host credential may only"},
+	} {
+		if _, err := tc.c.SlurmResume(ctx, model.PowerRequest{Hosts: []string{tc.host}}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s resumed %s: %v", tc.who, tc.host, err)
+		}
+	}
+	if _, err := bob.SlurmResume(ctx, model.PowerRequest{}); err == nil || !strings.Contains(err.Error(), "no hosts") {
+		t.Errorf("empty request: %v", err)
+	}
+
+	res, err := bob.SlurmResume(ctx, model.PowerRequest{Hosts: []string{"pc-b03", "pc-b01", "nope"}, ForMinutes: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]model.PowerResult{}
+	for _, r := range res.Hosts {
+		got[r.Host] = r
+	}
+	if r := got["pc-b03"]; r.Action != model.PowerCluster || r.Mode != "cluster" || r.MAC != "52:54:00:0b:00:03" || r.WakeAddr != "10.20.0.255:9" {
+		t.Errorf("pc-b03 (local disk): %+v", r)
+	}
+	// pc-b01 is a desktop or (nights, weekends) a cluster node: woken only.
+	if r := got["pc-b01"]; r.Action != model.PowerWake || r.MAC == "" {
+		t.Errorf("pc-b01: %+v", r)
+	}
+	if r := got["nope"]; r.Action != model.PowerRefused || !strings.Contains(r.Reason, "not a host") {
+		t.Errorf("unknown host: %+v", r)
+	}
+	var x model.Exception
+	if _, err := admin.Get("/api/v1/exceptions/"+powersave.ExceptionName("pc-b03"), nil, &x); err != nil ||
+		x.Kind != model.ExceptionPowerSave || x.Targets[0].Host != "pc-b03" || x.End.Sub(x.Start) != time.Hour {
+		t.Fatalf("power-save exception: %+v %v", x, err)
+	}
+	// The node agent's configuration follows: pc-b03 runs the cluster guest now.
+	cfg, err := admin.AgentConfigFor(ctx, "pc-b03")
+	if err != nil || cfg.Kind != model.KindCluster || cfg.Guest == nil {
+		t.Fatalf("pc-b03 agent config after resume: %+v %v", cfg, err)
+	}
+
+	res, err = bob.SlurmSuspend(ctx, model.PowerRequest{Hosts: []string{"pc-b03"}})
+	if err != nil || len(res.Hosts) != 1 || res.Hosts[0].Action != model.PowerReleased || res.Hosts[0].Mode != "local-disk" {
+		t.Fatalf("suspend: %+v %v", res, err)
+	}
+	if _, err := admin.Get("/api/v1/exceptions/"+powersave.ExceptionName("pc-b03"), nil, nil); err == nil {
+		t.Fatal("the power-save exception survived suspend")
 	}
 }

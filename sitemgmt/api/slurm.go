@@ -103,6 +103,15 @@ func (s *Server) slurmPower(resume bool) http.HandlerFunc {
 		now := s.opt.Now()
 		var plan *powersave.Plan
 		p := principal(r)
+		site := s.svc.Snapshot().Site
+		for _, name := range req.Hosts {
+			if h := site.Host(name); h != nil {
+				if err := p.CheckPowerSave(h); err != nil {
+					s.httpError(w, err)
+					return
+				}
+			}
+		}
 		_, err := s.svc.Update(r.Context(), p.Check, dryRun(r), func(site *model.Site) error {
 			var err error
 			if resume {

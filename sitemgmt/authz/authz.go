@@ -78,6 +78,17 @@ func (p Principal) CheckHostCredential(h *model.Host) error {
 	return &Forbidden{Msg: fmt.Sprintf("user %s may not manage the credential of host %s: only a site admin or an admin of pool %s may", p.UID, h.Name, h.Pool)}
 }
 
+// CheckPowerSave authorises Slurm's power saving calls for host h (waking it for jobs,
+// giving it back): a site admin or an admin of the host's pool — the account slurmctld's
+// ResumeProgram and SuspendProgram use. Checked even when the call changes nothing in
+// the site, because it also has PCs woken.
+func (p Principal) CheckPowerSave(h *model.Host) error {
+	if p.SiteAdmin || (!p.IsHost() && p.PoolAdmin[h.Pool]) {
+		return nil
+	}
+	return &Forbidden{Msg: fmt.Sprintf("user %s may not wake or release host %s for Slurm: only a site admin or an admin of pool %s may", p.UID, h.Name, h.Pool)}
+}
+
 // For derives a principal's roles from the site's role grants.
 func For(site *model.Site, uid string) Principal {
 	p := Principal{UID: uid, PoolAdmin: map[string]bool{}, Lecturer: map[string]bool{}}
