@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -237,9 +239,27 @@ HOSTLIST is a Slurm hostlist expression, e.g. pc[01-20],lab-b3.`
 // a guest again.
 func markDown(cmd *cobra.Command, scontrol string, r model.PowerResult) error {
 	reason := "overtime: not resumed: " + r.Reason
-	out, err := exec.CommandContext(cmd.Context(), scontrol, "update", "NodeName="+r.Host, "State=DOWN", "Reason="+reason).CombinedOutput()
+	out, err := exec.CommandContext(cmd.Context(), findTool(scontrol), "update", "NodeName="+r.Host, "State=DOWN", "Reason="+reason).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s update NodeName=%s State=DOWN: %v: %s", scontrol, r.Host, err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// findTool resolves a tool name through PATH and then the usual install directories:
+// slurmctld runs ResumeProgram with an almost empty environment, without PATH.
+func findTool(name string) string {
+	if strings.Contains(name, "/") {
+		return name
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/bin", "/usr/local/bin", "/opt/slurm/bin", "/usr/sbin"} {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return name // exec reports it missing
 }

@@ -53,6 +53,9 @@ type Host struct {
 	IP       string // the agent's own address on the bridge (its --listen and --guest-url)
 	GuestIP  string // the guest's DHCP address
 	Cluster  bool   // the host's schedule puts it in cluster mode all day
+	// LocalDisk: the schedule gives the host to its local disk all day, so it runs no
+	// guest (and Start does not wait for its node) until power saving wakes it.
+	LocalDisk bool
 	Session  *agentlab.Session
 	Agent    *Proc
 	tokenDir string
@@ -62,8 +65,11 @@ type Host struct {
 type Options struct {
 	Hosts  []Host // Name, MAC, Cluster; addresses are assigned
 	Policy string // YAML mapping of model.Policy for the pool
-	// SlurmConf is appended to slurm.conf (e.g. power saving settings).
+	// SlurmConf is appended to slurm.conf.
 	SlurmConf string
+	// PowerSave turns Slurm's power saving on with `overtime slurm resume|suspend` as
+	// ResumeProgram/SuspendProgram (wrappers that log to PowerLog) and this SuspendTime.
+	PowerSave time.Duration
 }
 
 // Lab is a running cluster.
@@ -79,8 +85,11 @@ type Lab struct {
 	API    string // http://10.31.0.1:8080
 	Conf   string // slurm.conf
 	Policy string
-	munge  string // munge socket
-	extra  string // Options.SlurmConf
+	// PowerLog collects the output of the power saving programs (Options.PowerSave).
+	PowerLog string
+	munge    string // munge socket
+	extra    string // Options.SlurmConf
+	password string // file with the site admin's password (sync daemon, power saving)
 }
 
 // Proc is a process of the lab with its output.
@@ -201,6 +210,11 @@ func Start(t testing.TB, opt Options) *Lab {
 	}
 	os.RemoveAll(filepath.Join(l.Dir, "imgbuild"))
 	l.PutSite()
+	l.password = filepath.Join(l.Dir, "admin.password")
+	os.WriteFile(l.password, []byte(testenv.AdminPassword+"\n"), 0o600)
+	if opt.PowerSave > 0 {
+		l.extra += l.powerSaveConf(opt.PowerSave)
+	}
 
 	// DHCP for the guests.
 	var dhcpHosts []string
@@ -238,17 +252,37 @@ func Start(t testing.TB, opt Options) *Lab {
 	}
 	for _, h := range l.Hosts {
 		h := h
+		if h.LocalDisk {
+			continue
+		}
 		l.waitFor("node "+h.Name+" registered", 60*time.Second, func() bool {
 			return strings.Contains(l.Slurm("scontrol", "-o", "show", "node", h.Name), "NodeName="+h.Name)
 		}, h.Agent)
 	}
 
-	// The sync daemon, as a viewer of the site.
-	pw := filepath.Join(l.Dir, "sync.password")
-	os.WriteFile(pw, []byte(testenv.AdminPassword+"\n"), 0o600)
+	// The sync daemon.
 	l.Sync = l.start("overtime-slurm-sync", l.slurmCmd(syncBin, "--server", l.API, "--user", "admin",
-		"--password-file", pw, "--wait", "25", "--resync", "10"))
+		"--password-file", l.password, "--wait", "25", "--resync", "10"))
 	return l
+}
+
+// powerSaveConf writes ResumeProgram and SuspendProgram wrappers (slurmctld passes only
+// the hostlist, so server and credentials are in the wrapper, as in production) and
+// returns the slurm.conf lines that enable power saving.
+func (l *Lab) powerSaveConf(suspendTime time.Duration) string {
+	l.PowerLog = filepath.Join(l.Dir, "power.log")
+	etc := filepath.Join(l.Dir, "etc")
+	os.MkdirAll(etc, 0o755)
+	var conf strings.Builder
+	for _, verb := range []string{"resume", "suspend"} {
+		wrapper := filepath.Join(etc, "overtime-"+verb)
+		script := fmt.Sprintf("#!/bin/sh\n# Slurm %sProgram: Overtime power saving (docs/slurm.md).\nexport SLURM_CONF=%s\necho \"$(date -u +%%FT%%TZ) %s $*\" >>%s\nexec %s --server %s --user admin --password-file %s slurm %s \"$@\" >>%s 2>&1\n",
+			strings.ToUpper(verb[:1])+verb[1:], filepath.Join(etc, "slurm.conf"), verb, l.PowerLog, l.Bin, l.API, l.password, verb, l.PowerLog)
+		os.WriteFile(wrapper, []byte(script), 0o755)
+		fmt.Fprintf(&conf, "%sProgram=%s\n", strings.ToUpper(verb[:1])+verb[1:], wrapper)
+	}
+	fmt.Fprintf(&conf, "SuspendTime=%d\nSuspendTimeout=10\nResumeTimeout=120\n", int(suspendTime.Seconds()))
+	return conf.String()
 }
 
 // slurmCmd is a command in the namespace with the lab's slurm.conf.
@@ -332,8 +366,11 @@ func (l *Lab) PutSite() {
 	var hosts strings.Builder
 	for _, h := range l.Hosts {
 		fmt.Fprintf(&hosts, "  - name: %s\n    mac: %q\n    pool: lab\n", h.Name, h.MAC)
-		if h.Cluster {
+		switch {
+		case h.Cluster:
 			hosts.WriteString("    weekly:\n      - daily 00:00-24:00 cluster\n")
+		case h.LocalDisk:
+			hosts.WriteString("    weekly:\n      - daily 00:00-24:00 local\n")
 		}
 	}
 	doc := fmt.Sprintf(`name: slurmlab
@@ -359,6 +396,11 @@ modes:
     kind: cluster
     image: desk
     guest: {image: compute, backend: container, vcpus: %[6]d, memoryMB: %[7]d, network: bridged, bridge: %[4]s, kernelArgs: /init}
+  - name: local
+    kind: local-disk
+  - name: maint
+    kind: maintenance
+    image: desk
 pools:
   - name: lab
     bootServer: bs1
@@ -388,7 +430,7 @@ SlurmctldHost=%[9]s(%[1]s)
 MailProg=/bin/true
 SlurmctldPort=%[2]d
 SlurmdPort=6818
-SlurmctldParameters=enable_configless
+SlurmctldParameters=enable_configless,cloud_reg_addrs
 AuthType=auth/munge
 AuthInfo=socket=%[3]s
 CredType=cred/munge

@@ -568,3 +568,32 @@ func TestBridged(t *testing.T) {
 		t.Fatalf("host end %s left after Stop", veth)
 	}
 }
+
+// The guest boots like a VM: its uptime starts at its own start, not the desktop's boot
+// (Slurm counts a powered-up node as resumed only when it reports a fresh boot).
+func TestFreshBootTime(t *testing.T) {
+	e := newEnv(t)
+	root, _ := buildBase(t, t.TempDir(), false)
+	b := e.backend(Options{})
+	name := randName("ot-uptime")
+	ctx := context.Background()
+	t.Cleanup(func() { _ = b.Stop(ctx, name) })
+	s := e.spec(name, root, "cut -d. -f1 /proc/uptime; exit 0")
+	if err := b.Start(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the guest shut off", 10*time.Second, func() bool {
+		st, _ := b.Status(ctx, name)
+		return st.State == guest.StateShutoff
+	})
+	host, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostUp, _ := strconv.ParseFloat(strings.Fields(string(host))[0], 64)
+	c := readTrim(t, filepath.Join(s.StateDir, "console.log"))
+	up, err := strconv.Atoi(c)
+	if err != nil || up > 30 || (hostUp > 120 && float64(up) > hostUp/2) {
+		t.Fatalf("guest uptime %q s (desktop's %.0f s); want the guest's own, a few seconds", c, hostUp)
+	}
+}
