@@ -48,17 +48,17 @@ const (
 
 // Host is one desktop of the lab.
 type Host struct {
-	Name     string
-	MAC      string // the desktop's MAC (the agent's --mac)
-	IP       string // the agent's own address on the bridge (its --listen and --guest-url)
-	GuestIP  string // the guest's DHCP address
-	Cluster  bool   // the host's schedule puts it in cluster mode all day
+	Name    string
+	MAC     string // the desktop's MAC (the agent's --mac)
+	IP      string // the agent's own address on the bridge (its --listen and --guest-url)
+	GuestIP string // the guest's DHCP address
+	Cluster bool   // the host's schedule puts it in cluster mode all day
 	// LocalDisk: the schedule gives the host to its local disk all day, so it runs no
 	// guest (and Start does not wait for its node) until power saving wakes it.
 	LocalDisk bool
-	Session  *agentlab.Session
-	Agent    *Proc
-	tokenDir string
+	Session   *agentlab.Session
+	Agent     *Proc
+	tokenDir  string
 }
 
 // Options choose the hosts and the pool policy.
