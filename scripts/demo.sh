@@ -158,6 +158,7 @@ start() {
 	fi
 
 	slurm_demo || exit 1
+	powersave_demo || exit 1
 
 	cat <<EOT
 
@@ -205,6 +206,19 @@ slurm_demo() {
 	# The test's narration, without Go's test framing and the daemons' logs.
 	sed -n '/== Slurm:/,/^--- PASS/p' "$D/slurm-demo.log" | grep -v -e '^--- PASS' -e '^=== ' |
 		sed -e 's/^ *slurm_demo_test.go:[0-9]*: //' -e 's/^/   | /'
+}
+
+# powersave_demo: Slurm power saving (TestSlurmPowerSave): a job for a PC that its schedule
+# gives to its local disk wakes it (Wake-on-LAN, power-save exception), runs, and the PC is
+# given back after SuspendTime; a PC in maintenance is refused.
+powersave_demo() {
+	echo
+	echo "== Slurm power saving: ResumeProgram wakes a local-disk PC for a job, SuspendProgram gives it back"
+	if ! go test -count=1 -timeout 10m -run '^TestSlurmPowerSave$' -v ./test/ > "$D/powersave-demo.log" 2>&1; then
+		tail -40 "$D/powersave-demo.log"; echo "demo: the power saving part failed (log: $D/powersave-demo.log)"; return 1
+	fi
+	sed -n '/^=== RUN   TestSlurmPowerSave$/,/^--- PASS/p' "$D/powersave-demo.log" | grep -v -e '^--- PASS' -e '^=== ' -e '^    --- ' |
+		sed -e 's/^ *slurm_powersave_test.go:[0-9]*: //' -e 's/^/   | /'
 }
 
 # vm: type a command on pc-a01's serial console.

@@ -78,7 +78,7 @@ func TestSlurmPowerSave(t *testing.T) {
 	t.Run("resume wakes the host into the cluster", func(t *testing.T) {
 		select {
 		case from := <-woken:
-			t.Logf("magic packet for pc3 from %s", from)
+			t.Logf("job %s for powered-down pc3: slurmctld ran ResumeProgram; Wake-on-LAN magic packet for pc3 from %s", job, from)
 		case <-time.After(90 * time.Second):
 			log, _ := os.ReadFile(l.PowerLog)
 			t.Fatalf("no Wake-on-LAN packet for pc3 within 90 s; power log:\n%s", log)
@@ -94,6 +94,8 @@ func TestSlurmPowerSave(t *testing.T) {
 			}
 			return j["JobState"] == "COMPLETED" && j["NodeList"] == "pc3"
 		})
+		t.Logf("power-save exception %s: pc3 in mode %s from %s to %s (site clock); job %s COMPLETED on pc3",
+			x.Name, x.Mode, x.Start.Format("Mon 15:04"), x.End.Format("Mon 15:04"), job)
 	})
 
 	t.Run("suspend gives the host back, the node stays powered down", func(t *testing.T) {
@@ -129,6 +131,7 @@ func TestSlurmPowerSave(t *testing.T) {
 		if !strings.Contains(n["State"], "POWER") || strings.HasPrefix(n["State"], "DOWN") || strings.HasPrefix(n["Reason"], "overtime:") {
 			t.Fatalf("pc3 after suspend: State=%s Reason=%q; want powered down, not DOWN", n["State"], n["Reason"])
 		}
+		t.Logf("after SuspendTime idle: exception released, guest stopped, Slurm node State=%s", n["State"])
 		log, _ := os.ReadFile(l.PowerLog)
 		for _, want := range []string{"resume pc3", "pc3  cluster", "suspend pc3", "pc3  released"} {
 			if !bytes.Contains(bytes.Join(bytes.Fields(log), []byte(" ")), []byte(strings.Join(strings.Fields(want), " "))) {
@@ -154,6 +157,9 @@ func TestSlurmPowerSave(t *testing.T) {
 		if _, err := admin.Get("/api/v1/exceptions/"+powersave.ExceptionName("pc3"), nil, nil); err == nil {
 			t.Fatal("a refused resume made a power-save exception")
 		}
+		t.Logf("pc3 in maintenance: resume refused, Slurm node State=%s Reason=%q", l.Node("pc3")["State"], l.Node("pc3")["Reason"])
 		l.Slurm("scancel", job)
+		log, _ := os.ReadFile(l.PowerLog)
+		t.Logf("what ResumeProgram and SuspendProgram printed:\n%s", log)
 	})
 }
