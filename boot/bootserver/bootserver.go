@@ -36,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/tools"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 )
 
@@ -148,13 +149,8 @@ func findTool(configured, name, pkg string) (string, error) {
 		}
 		return configured, nil
 	}
-	if p, err := exec.LookPath(name); err == nil {
+	if p := tools.Find(name, "/usr/sbin", "/sbin"); p != "" {
 		return p, nil
-	}
-	for _, d := range []string{"/usr/sbin", "/sbin"} {
-		if p := filepath.Join(d, name); fileExists(p) {
-			return p, nil
-		}
 	}
 	return "", fmt.Errorf("bootserver: %s not found (Debian package: %s)", name, pkg)
 }

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/overtime-hpc/overtime/internal/tools"
 	"github.com/overtime-hpc/overtime/sitemgmt/hostlist"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/wol"
@@ -239,27 +238,18 @@ HOSTLIST is a Slurm hostlist expression, e.g. pc[01-20],lab-b3.`
 // a guest again.
 func markDown(cmd *cobra.Command, scontrol string, r model.PowerResult) error {
 	reason := "overtime: not resumed: " + r.Reason
-	out, err := exec.CommandContext(cmd.Context(), findTool(scontrol), "update", "NodeName="+r.Host, "State=DOWN", "Reason="+reason).CombinedOutput()
+	out, err := exec.CommandContext(cmd.Context(), scontrolPath(scontrol), "update", "NodeName="+r.Host, "State=DOWN", "Reason="+reason).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s update NodeName=%s State=DOWN: %v: %s", scontrol, r.Host, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
 
-// findTool resolves a tool name through PATH and then the usual install directories:
-// slurmctld runs ResumeProgram with an almost empty environment, without PATH.
-func findTool(name string) string {
-	if strings.Contains(name, "/") {
-		return name
-	}
-	if p, err := exec.LookPath(name); err == nil {
+// scontrolPath: slurmctld runs ResumeProgram with an almost empty environment, without
+// PATH, so the usual install directories are searched too.
+func scontrolPath(name string) string {
+	if p := tools.Find(name, "/usr/bin", "/usr/local/bin", "/opt/slurm/bin"); p != "" {
 		return p
-	}
-	for _, dir := range []string{"/usr/bin", "/usr/local/bin", "/opt/slurm/bin", "/usr/sbin"} {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p
-		}
 	}
 	return name // exec reports it missing
 }

@@ -122,7 +122,8 @@ func (s *Server) slurmPower(resume bool) http.HandlerFunc {
 			if err != nil {
 				return err
 			}
-			return plan.Apply(site)
+			plan.Apply(site)
+			return nil
 		})
 		if err != nil {
 			s.httpError(w, err)

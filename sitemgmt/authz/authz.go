@@ -72,7 +72,7 @@ func (p Principal) AgentHost(requested string, forPost bool) (string, error) {
 // CheckHostCredential authorises issuing or revoking host h's node agent credential:
 // a site admin, or an admin of the host's pool.
 func (p Principal) CheckHostCredential(h *model.Host) error {
-	if p.SiteAdmin || (!p.IsHost() && p.PoolAdmin[h.Pool]) {
+	if p.adminsHost(h) {
 		return nil
 	}
 	return &Forbidden{Msg: fmt.Sprintf("user %s may not manage the credential of host %s: only a site admin or an admin of pool %s may", p.UID, h.Name, h.Pool)}
@@ -83,10 +83,15 @@ func (p Principal) CheckHostCredential(h *model.Host) error {
 // ResumeProgram and SuspendProgram use. Checked even when the call changes nothing in
 // the site, because it also has PCs woken.
 func (p Principal) CheckPowerSave(h *model.Host) error {
-	if p.SiteAdmin || (!p.IsHost() && p.PoolAdmin[h.Pool]) {
+	if p.adminsHost(h) {
 		return nil
 	}
 	return &Forbidden{Msg: fmt.Sprintf("user %s may not wake or release host %s for Slurm: only a site admin or an admin of pool %s may", p.UID, h.Name, h.Pool)}
+}
+
+// adminsHost: a site admin, or a user administering h's pool.
+func (p Principal) adminsHost(h *model.Host) bool {
+	return p.SiteAdmin || (!p.IsHost() && p.PoolAdmin[h.Pool])
 }
 
 // For derives a principal's roles from the site's role grants.

@@ -54,7 +54,7 @@ type Plan struct {
 
 // Apply edits site (a clone being built by the service): removes the released hosts'
 // power-save exceptions and adds the new ones.
-func (p *Plan) Apply(site *model.Site) error {
+func (p *Plan) Apply(site *model.Site) {
 	if len(p.release) > 0 {
 		kept := site.Exceptions[:0]
 		for _, x := range site.Exceptions {
@@ -69,7 +69,6 @@ func (p *Plan) Apply(site *model.Site) error {
 		site.Exceptions = kept
 	}
 	site.Exceptions = append(site.Exceptions, p.put...)
-	return nil
 }
 
 // Resume plans waking the requested hosts for Slurm at now. Errors concern the whole
