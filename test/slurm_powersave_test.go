@@ -25,6 +25,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 	"github.com/overtime-hpc/overtime/sitemgmt/wol"
 )
 
@@ -113,7 +114,7 @@ func TestSlurmPowerSave(t *testing.T) {
 				return false
 			}
 			rev = f.Revision
-			return len(f.Nodes) == 1 && f.Nodes[0].State == model.SlurmDown && strings.Contains(f.Nodes[0].Reason, "runs no compute guest")
+			return len(f.Nodes) == 1 && f.Nodes[0].State == wire.SlurmDown && strings.Contains(f.Nodes[0].Reason, "runs no compute guest")
 		})
 		// Two feed rounds of the sync daemon at or after that revision: the first one's
 		// reconcile has finished when the second is logged.

@@ -16,6 +16,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/bootlab"
 	"github.com/overtime-hpc/overtime/internal/slurmlab"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 func TestSlurm(t *testing.T) {
@@ -38,8 +39,8 @@ func TestSlurm(t *testing.T) {
 	}
 
 	t.Run("availability", func(t *testing.T) {
-		bootlab.Eventually(t, "pc2 dedicated", 30*time.Second, nodeIs("pc2", "IDLE", model.WeightDedicated, "overtime,dedicated"))
-		bootlab.Eventually(t, "pc1 desk empty", 30*time.Second, nodeIs("pc1", "IDLE", model.WeightDeskEmpty, "overtime,desktop,desk-empty"))
+		bootlab.Eventually(t, "pc2 dedicated", 30*time.Second, nodeIs("pc2", "IDLE", wire.WeightDedicated, "overtime,dedicated"))
+		bootlab.Eventually(t, "pc1 desk empty", 30*time.Second, nodeIs("pc1", "IDLE", wire.WeightDeskEmpty, "overtime,desktop,desk-empty"))
 	})
 
 	t.Run("desktop option", func(t *testing.T) {
@@ -60,7 +61,7 @@ func TestSlurm(t *testing.T) {
 		}
 		// The owner starts working: avoid jobs go to pc2 only.
 		press(t, pc1)
-		bootlab.Eventually(t, "pc1 owner-active", 10*time.Second, nodeIs("pc1", "IDLE", model.WeightOwnerActive, "overtime,desktop,owner-active"))
+		bootlab.Eventually(t, "pc1 owner-active", 10*time.Second, nodeIs("pc1", "IDLE", wire.WeightOwnerActive, "overtime,desktop,owner-active"))
 		if out, err := l.SlurmErr("sbatch", "--desktop=avoid", "-w", "pc1", "--wrap", "true"); err == nil {
 			t.Fatalf("avoid job accepted for pc1 while its owner works: %s", out)
 		}
@@ -73,9 +74,9 @@ func TestSlurm(t *testing.T) {
 	})
 
 	t.Run("owner activity within 2 s", func(t *testing.T) {
-		bootlab.Eventually(t, "pc1 desk empty again", 30*time.Second, nodeIs("pc1", "IDLE", model.WeightDeskEmpty, "overtime,desktop,desk-empty"))
+		bootlab.Eventually(t, "pc1 desk empty again", 30*time.Second, nodeIs("pc1", "IDLE", wire.WeightDeskEmpty, "overtime,desktop,desk-empty"))
 		at := press(t, pc1)
-		bootlab.Eventually(t, "owner-active feature", 10*time.Second, nodeIs("pc1", "", model.WeightOwnerActive, "overtime,desktop,owner-active"))
+		bootlab.Eventually(t, "owner-active feature", 10*time.Second, nodeIs("pc1", "", wire.WeightOwnerActive, "overtime,desktop,owner-active"))
 		d := time.Since(at)
 		t.Logf("key press -> Slurm node features and weight: %s (upper bound; includes scontrol polling)", d.Round(time.Millisecond))
 		if d > 2*time.Second {
@@ -102,7 +103,7 @@ func TestSlurm(t *testing.T) {
 			time.Sleep(500 * time.Millisecond) // the owner's typing rhythm, not synchronisation
 		}
 		bootlab.Eventually(t, "job completed", 60*time.Second, func() bool { return l.Job(id)["JobState"] == "COMPLETED" })
-		var rep *model.JobReport
+		var rep *wire.JobReport
 		bootlab.Eventually(t, "job report", 30*time.Second, func() bool {
 			r, err := l.Env.Admin().JobReport(context.Background(), id)
 			rep = r

@@ -21,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // newHostCredentialCmd is `overtime host credential HOST [--out FILE] [--revoke]`.
@@ -165,14 +166,14 @@ for more than three intervals (90 s).`,
 			if err != nil {
 				return err
 			}
-			var list []model.AgentStatus
+			var list []wire.AgentStatus
 			var v any
 			if len(args) == 1 {
 				st, err := c.AgentStatusOf(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
-				list, v = []model.AgentStatus{*st}, st
+				list, v = []wire.AgentStatus{*st}, st
 			} else {
 				if list, err = c.AgentStatus(cmd.Context(), pool); err != nil {
 					return err

@@ -14,6 +14,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // run executes a command tree with args and returns what it printed.
@@ -89,7 +90,7 @@ func TestAgentCommands(t *testing.T) {
 		t.Fatalf("credential to stdout: %v %q", err, out)
 	}
 	out, err = root("-o", "json", "host", "credential", "pc-b02")
-	var cred model.HostCredential
+	var cred wire.HostCredential
 	if err != nil || json.Unmarshal([]byte(out), &cred) != nil || cred.Host != "pc-b02" || !strings.HasPrefix(cred.Token, "ot1.pc-b02.") {
 		t.Fatalf("credential -o json: %v %s", err, out)
 	}
@@ -158,7 +159,7 @@ func TestAgentCommands(t *testing.T) {
 	}
 
 	// agent status and config, as the lead attaches them under `overtime agent`.
-	if err := agent.Heartbeat(ctx, model.Heartbeat{Mode: "desktop", OwnerState: model.StateNoUser, Action: model.ActionRun, GuestState: "running", Pressure: 1.5}); err != nil {
+	if err := agent.Heartbeat(ctx, wire.Heartbeat{Mode: "desktop", OwnerState: model.StateNoUser, Action: model.ActionRun, GuestState: "running", Pressure: 1.5}); err != nil {
 		t.Fatal(err)
 	}
 	g := &globals{server: env.HTTP.URL, user: "admin", output: "table"}
@@ -171,7 +172,7 @@ func TestAgentCommands(t *testing.T) {
 	}
 	g.output = "json"
 	out, err = run(t, newAgentStatusCmd(g), "pc-b01")
-	var st model.AgentStatus
+	var st wire.AgentStatus
 	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Host != "pc-b01" || st.Stale || st.GuestState != "running" {
 		t.Fatalf("agent status pc-b01 -o json: %v\n%s", err, out)
 	}
@@ -180,7 +181,7 @@ func TestAgentCommands(t *testing.T) {
 	}
 	g.output = "table"
 	out, err = run(t, newAgentConfigCmd(g), "--host", "pc-b01")
-	var cfg model.AgentConfig
+	var cfg wire.AgentConfig
 	if err != nil || json.Unmarshal([]byte(out), &cfg) != nil || cfg.Host != "pc-b01" || cfg.Mode != "desktop" || cfg.Policy.ThrottleCPU != 25 {
 		t.Fatalf("agent config: %v\n%s", err, out)
 	}

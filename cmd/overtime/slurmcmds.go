@@ -14,6 +14,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/tools"
 	"github.com/overtime-hpc/overtime/sitemgmt/hostlist"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 	"github.com/overtime-hpc/overtime/sitemgmt/wol"
 )
 
@@ -35,7 +36,7 @@ reports. Without JOBID, lists the recent reports (needs a role; --host narrows).
 			if err != nil {
 				return err
 			}
-			var list []model.JobReport
+			var list []wire.JobReport
 			var v any
 			if len(args) == 1 {
 				r, err := c.JobReport(cmd.Context(), args[0])
@@ -67,7 +68,7 @@ reports. Without JOBID, lists the recent reports (needs a role; --host narrows).
 	return cmd
 }
 
-func printJobReport(cmd *cobra.Command, r *model.JobReport) {
+func printJobReport(cmd *cobra.Command, r *wire.JobReport) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	pct := func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
 	share := func(s float64) string {
@@ -169,8 +170,8 @@ HOSTLIST is a Slurm hostlist expression, e.g. pc[01-20],lab-b3.`
 			if err != nil {
 				return err
 			}
-			req := model.PowerRequest{Hosts: hosts, Mode: mode, ForMinutes: int(forTime / time.Minute)}
-			var res *model.PowerResponse
+			req := wire.PowerRequest{Hosts: hosts, Mode: mode, ForMinutes: int(forTime / time.Minute)}
+			var res *wire.PowerResponse
 			if resume {
 				res, err = c.SlurmResume(cmd.Context(), req)
 			} else {
@@ -182,7 +183,7 @@ HOSTLIST is a Slurm hostlist expression, e.g. pc[01-20],lab-b3.`
 			var failed []string
 			for _, r := range res.Hosts {
 				switch {
-				case r.Action == model.PowerRefused:
+				case r.Action == wire.PowerRefused:
 					failed = append(failed, r.Host)
 					if resume && downCmd != "" {
 						if err := markDown(cmd, downCmd, r); err != nil {
@@ -224,7 +225,7 @@ HOSTLIST is a Slurm hostlist expression, e.g. pc[01-20],lab-b3.`
 	}
 	if resume {
 		cmd.Flags().StringVar(&mode, "mode", "", "cluster mode for local-disk hosts (default: the site's only cluster mode with a guest)")
-		cmd.Flags().DurationVar(&forTime, "for", time.Duration(model.DefaultPowerSaveMinutes)*time.Minute, "longest a power-save exception lasts if SuspendProgram never comes")
+		cmd.Flags().DurationVar(&forTime, "for", time.Duration(wire.DefaultPowerSaveMinutes)*time.Minute, "longest a power-save exception lasts if SuspendProgram never comes")
 		cmd.Flags().BoolVar(&noWake, "no-wake", false, "do not send Wake-on-LAN packets")
 		cmd.Flags().StringVar(&downCmd, "scontrol", "scontrol", "scontrol used to set refused nodes DOWN with the reason (empty: leave them to ResumeTimeout)")
 		cmd.Flags().DurationVar(&wakeAfter, "wake-timeout", 5*time.Second, "time allowed for sending one host's magic packets")
@@ -236,7 +237,7 @@ HOSTLIST is a Slurm hostlist expression, e.g. pc[01-20],lab-b3.`
 // slurmctld requeues its jobs onto other nodes now (rather than after ResumeTimeout).
 // The "overtime:" prefix marks the down as the sync daemon's to lift when the host runs
 // a guest again.
-func markDown(cmd *cobra.Command, scontrol string, r model.PowerResult) error {
+func markDown(cmd *cobra.Command, scontrol string, r wire.PowerResult) error {
 	reason := "overtime: not resumed: " + r.Reason
 	out, err := exec.CommandContext(cmd.Context(), scontrolPath(scontrol), "update", "NodeName="+r.Host, "State=DOWN", "Reason="+reason).CombinedOutput()
 	if err != nil {

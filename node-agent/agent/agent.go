@@ -32,15 +32,15 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/policy"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/render"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // SiteManager is the part of the site manager's API the agent uses (sitemgmt/client with
 // the host's bearer token).
 type SiteManager interface {
-	AgentConfig(ctx context.Context) (*model.AgentConfig, error)
-	Heartbeat(ctx context.Context, hb model.Heartbeat) error
-	PostJobReport(ctx context.Context, r model.JobReport) (*model.JobReport, error)
+	AgentConfig(ctx context.Context) (*wire.AgentConfig, error)
+	Heartbeat(ctx context.Context, hb wire.Heartbeat) error
+	PostJobReport(ctx context.Context, r wire.JobReport) (*wire.JobReport, error)
 }
 
 // Options configure an Agent.
@@ -85,7 +85,7 @@ type Agent struct {
 	configs chan configUpdate
 
 	// Loop state (owned by Run's goroutine).
-	cfg         *model.AgentConfig
+	cfg         *wire.AgentConfig
 	cfgFrom     string
 	engine      *policy.Engine
 	obs         policy.Observation
@@ -99,7 +99,7 @@ type Agent struct {
 	sawSessions bool
 
 	hbMu sync.Mutex
-	hb   model.Heartbeat
+	hb   wire.Heartbeat
 
 	guestPID atomic.Int64 // main process of the running guest (0: none), for GuestCPU
 
@@ -117,7 +117,7 @@ type applied struct {
 }
 
 type configUpdate struct {
-	cfg  *model.AgentConfig
+	cfg  *wire.AgentConfig
 	from string
 }
 
@@ -181,7 +181,7 @@ func (a *Agent) MetricsHandler() http.Handler {
 func (a *Agent) Signals() chan<- sensor.Event { return a.signals }
 
 // LastHeartbeat is the most recent heartbeat document (what /status shows).
-func (a *Agent) LastHeartbeat() model.Heartbeat {
+func (a *Agent) LastHeartbeat() wire.Heartbeat {
 	a.hbMu.Lock()
 	defer a.hbMu.Unlock()
 	return a.hb
@@ -305,7 +305,7 @@ func (a *Agent) signal(ev sensor.Event) {
 }
 
 // apply takes a new configuration (already checked) into force.
-func (a *Agent) apply(ctx context.Context, c *model.AgentConfig, from string) {
+func (a *Agent) apply(ctx context.Context, c *wire.AgentConfig, from string) {
 	first := a.cfg == nil
 	a.cfg = c
 	a.setConfigSource(from)
@@ -639,7 +639,7 @@ func (a *Agent) account() {
 }
 
 // spec builds the backend's guest spec from the configuration.
-func (a *Agent) spec(c *model.AgentConfig) (guest.Spec, error) {
+func (a *Agent) spec(c *wire.AgentConfig) (guest.Spec, error) {
 	g := c.Guest
 	if g == nil {
 		return guest.Spec{}, errors.New("no guest")
@@ -666,7 +666,7 @@ func (a *Agent) spec(c *model.AgentConfig) (guest.Spec, error) {
 	}
 	s := guest.Spec{
 		Name: g.Name, VCPUs: vcpus, MemoryMB: mem,
-		BaseImage: filepath.Join(dir, render.ImageRoot), BaseFormat: "squashfs",
+		BaseImage: filepath.Join(dir, model.ImageRoot), BaseFormat: "squashfs",
 		StateDir: filepath.Join(a.o.StateDir, "guest", g.Name),
 		Network:  g.Network, Bridge: g.Bridge, MAC: mac,
 		CPUIdle: true, Host: c.Host, AgentURL: a.o.GuestAgentURL,
@@ -681,8 +681,8 @@ func (a *Agent) spec(c *model.AgentConfig) (guest.Spec, error) {
 	case model.BackendQEMU, model.BackendXen:
 		// The image's own kernel and initrd, booted directly; the root is the read-only
 		// squashfs through the transient overlay.
-		s.Kernel = filepath.Join(dir, render.ImageKernel)
-		s.Initrd = filepath.Join(dir, render.ImageInitrd)
+		s.Kernel = filepath.Join(dir, model.ImageKernel)
+		s.Initrd = filepath.Join(dir, model.ImageInitrd)
 		s.Cmdline = strings.TrimSpace("root=/dev/vda rootfstype=squashfs ro console=ttyS0 panic=30 overtime.guest=" +
 			c.Host + " " + g.KernelArgs)
 		if g.Backend == model.BackendXen {
@@ -804,7 +804,7 @@ func (a *Agent) fetchLoop(ctx context.Context) {
 // updateHeartbeat refreshes the heartbeat document from the loop's state (the last
 // status check's view of the guest).
 func (a *Agent) updateHeartbeat() {
-	hb := model.Heartbeat{
+	hb := wire.Heartbeat{
 		Time: a.o.Now(), ConfigFrom: a.cfgFrom, OwnerState: a.dec.State, Action: a.dec.Action,
 		Pressure: a.obs.Pressure, Restarts: a.restarts, Version: a.o.Version,
 		GuestState: string(a.lastStatus.State), GuestCPUSeconds: a.lastStatus.CPUTime.Seconds(),

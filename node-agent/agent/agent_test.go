@@ -15,21 +15,22 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // fakeSite stands in for the site manager's agent API: the tests here are about what the
 // agent does with what it gets (bad documents, none at all); the real API and the agent
 // meet in test/agent_test.go.
 type fakeSite struct {
-	reports []model.JobReport
+	reports []wire.JobReport
 	mu      sync.Mutex
 	calls   int
-	cfg     *model.AgentConfig
+	cfg     *wire.AgentConfig
 	err     error
-	hbs     []model.Heartbeat
+	hbs     []wire.Heartbeat
 }
 
-func (f *fakeSite) AgentConfig(context.Context) (*model.AgentConfig, error) {
+func (f *fakeSite) AgentConfig(context.Context) (*wire.AgentConfig, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -37,26 +38,26 @@ func (f *fakeSite) AgentConfig(context.Context) (*model.AgentConfig, error) {
 		return nil, f.err
 	}
 	b, _ := json.Marshal(f.cfg) // a fresh copy, as from the wire
-	var c model.AgentConfig
+	var c wire.AgentConfig
 	json.Unmarshal(b, &c)
 	return &c, nil
 }
 
-func (f *fakeSite) Heartbeat(_ context.Context, hb model.Heartbeat) error {
+func (f *fakeSite) Heartbeat(_ context.Context, hb wire.Heartbeat) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.hbs = append(f.hbs, hb)
 	return nil
 }
 
-func (f *fakeSite) PostJobReport(_ context.Context, r model.JobReport) (*model.JobReport, error) {
+func (f *fakeSite) PostJobReport(_ context.Context, r wire.JobReport) (*wire.JobReport, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reports = append(f.reports, r)
 	return &r, nil
 }
 
-func (f *fakeSite) set(c *model.AgentConfig, err error) {
+func (f *fakeSite) set(c *wire.AgentConfig, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cfg, f.err = c, err
@@ -64,8 +65,8 @@ func (f *fakeSite) set(c *model.AgentConfig, err error) {
 
 const testMAC = "52:54:00:0c:00:01"
 
-func goodConfig() *model.AgentConfig {
-	return &model.AgentConfig{Host: "pc1", MAC: testMAC, Pool: "lab", Generated: time.Now(),
+func goodConfig() *wire.AgentConfig {
+	return &wire.AgentConfig{Host: "pc1", MAC: testMAC, Pool: "lab", Generated: time.Now(),
 		Mode: "maintenance", Kind: model.KindMaintenance, Policy: model.DefaultPolicy()}
 }
 
@@ -112,22 +113,22 @@ func TestBadConfigRejected(t *testing.T) {
 
 	bad := []struct {
 		name string
-		mod  func(c *model.AgentConfig)
+		mod  func(c *wire.AgentConfig)
 	}{
-		{"another PC's document", func(c *model.AgentConfig) { c.MAC = "52:54:00:0c:00:99"; c.Host = "pc99" }},
-		{"invalid policy", func(c *model.AgentConfig) { c.Policy.ThrottleCPU = 500 }},
-		{"hysteresis upside down", func(c *model.AgentConfig) { c.Policy.ThawPressure = 50; c.Policy.FreezePressure = 10 }},
-		{"guest name outside the agent's namespace", func(c *model.AgentConfig) {
+		{"another PC's document", func(c *wire.AgentConfig) { c.MAC = "52:54:00:0c:00:99"; c.Host = "pc99" }},
+		{"invalid policy", func(c *wire.AgentConfig) { c.Policy.ThrottleCPU = 500 }},
+		{"hysteresis upside down", func(c *wire.AgentConfig) { c.Policy.ThawPressure = 50; c.Policy.FreezePressure = 10 }},
+		{"guest name outside the agent's namespace", func(c *wire.AgentConfig) {
 			c.Kind, c.Mode = model.KindDesktop, "desktop"
-			c.Guest = &model.AgentGuest{Guest: model.Guest{Image: "compute"}, Name: "desktop-session",
+			c.Guest = &wire.AgentGuest{Guest: model.Guest{Image: "compute"}, Name: "desktop-session",
 				Resolved: model.ImageVersion{Version: "v1", Path: "compute/v1"}}
 		}},
-		{"image path escaping the image root", func(c *model.AgentConfig) {
+		{"image path escaping the image root", func(c *wire.AgentConfig) {
 			c.Kind, c.Mode = model.KindDesktop, "desktop"
-			c.Guest = &model.AgentGuest{Guest: model.Guest{Image: "compute"}, Name: "overtime-pc1",
+			c.Guest = &wire.AgentGuest{Guest: model.Guest{Image: "compute"}, Name: "overtime-pc1",
 				Resolved: model.ImageVersion{Version: "v1", Path: "../../etc"}}
 		}},
-		{"unknown mode kind", func(c *model.AgentConfig) { c.Kind = "party" }},
+		{"unknown mode kind", func(c *wire.AgentConfig) { c.Kind = "party" }},
 	}
 	for i, tc := range bad {
 		c := goodConfig()

@@ -9,12 +9,13 @@ import (
 	"strings"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // checkConfig refuses a configuration the agent must not act on: a document for another
 // PC (a token copied to the wrong machine), an invalid policy or guest. The previous
 // configuration stays in force.
-func checkConfig(c *model.AgentConfig, mac string) error {
+func checkConfig(c *wire.AgentConfig, mac string) error {
 	if c == nil {
 		return fmt.Errorf("empty configuration")
 	}
@@ -52,12 +53,12 @@ func checkConfig(c *model.AgentConfig, mac string) error {
 }
 
 // loadCache reads the last good configuration from the agent's tmpfs state directory.
-func loadCache(path string) (*model.AgentConfig, error) {
+func loadCache(path string) (*wire.AgentConfig, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var c model.AgentConfig
+	var c wire.AgentConfig
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -4,7 +4,7 @@ package agent
 // calls the agent at each job's start and end over HTTP on the host side of the guest
 // network (POST /v1/jobs/{id}/start|end on --listen). The agent keeps the counters — it
 // is the one that throttled and froze the guest — and turns the difference between the
-// two snapshots into a model.JobReport, which it posts to the site manager with its host
+// two snapshots into a wire.JobReport, which it posts to the site manager with its host
 // credential. The guest therefore needs no credential, and a job cannot write its own
 // report: the most a process in the guest can do is ask for a report of a job id.
 
@@ -22,6 +22,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // Counters are the agent's running totals since it started.
@@ -174,8 +175,8 @@ func readPSITotal(file string) float64 {
 }
 
 // Report turns two snapshots into a job report.
-func Report(job string, start, end Counters) model.JobReport {
-	r := model.JobReport{Job: job, Host: end.Host, Mode: end.Mode, Start: start.Time.UTC(), End: end.Time.UTC(),
+func Report(job string, start, end Counters) wire.JobReport {
+	r := wire.JobReport{Job: job, Host: end.Host, Mode: end.Mode, Start: start.Time.UTC(), End: end.Time.UTC(),
 		Seconds: end.Time.Sub(start.Time).Seconds(), Actions: map[model.GuestAction]int{}}
 	pos := func(v float64) float64 { return max(v, 0) }
 	r.ThrottledSeconds = pos(end.ThrottledSeconds - start.ThrottledSeconds)
@@ -191,7 +192,7 @@ func Report(job string, start, end Counters) model.JobReport {
 			r.Actions[k] = d
 		}
 	}
-	r.Summary = model.ReportSummary(r)
+	r.Summary = wire.ReportSummary(r)
 	return r
 }
 
@@ -255,7 +256,7 @@ func (a *Agent) JobHandler(mux *http.ServeMux) {
 func (a *Agent) jobCall(h func(w http.ResponseWriter, id string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
-		if err := model.ValidJobID(id); err != nil {
+		if err := wire.ValidJobID(id); err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 			return
 		}
@@ -265,7 +266,7 @@ func (a *Agent) jobCall(h func(w http.ResponseWriter, id string)) http.HandlerFu
 
 // jobReport is the report of job id from its start until now; end forgets the start.
 // Without a start it answers 409 itself and returns false.
-func (a *Agent) jobReport(w http.ResponseWriter, id string, end bool) (model.JobReport, bool) {
+func (a *Agent) jobReport(w http.ResponseWriter, id string, end bool) (wire.JobReport, bool) {
 	now := a.Counters()
 	a.jobsMu.Lock()
 	start, ok := a.jobStart[id]
@@ -275,7 +276,7 @@ func (a *Agent) jobReport(w http.ResponseWriter, id string, end bool) (model.Job
 	a.jobsMu.Unlock()
 	if !ok {
 		writeJSON(w, http.StatusConflict, map[string]string{"error": "no start recorded for job " + id + " on this agent (agent restarted, or the start call failed)"})
-		return model.JobReport{}, false
+		return wire.JobReport{}, false
 	}
 	return Report(id, start, now), true
 }

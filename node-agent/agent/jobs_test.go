@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 func TestCountersFold(t *testing.T) {
@@ -31,7 +32,7 @@ func TestReport(t *testing.T) {
 		OwnerActiveSeconds: 100, GuestCPUSeconds: 1150, StealSeconds: 5.5, DesktopStall: 14,
 		Actions: map[model.GuestAction]int{model.ActionThrottle: 6, model.ActionFreeze: 1}}
 	r := Report("42", start, end)
-	want := model.JobReport{Job: "42", Host: "pc1", Mode: "desktop", Seconds: 200, ThrottledSeconds: 30, FrozenSeconds: 10,
+	want := wire.JobReport{Job: "42", Host: "pc1", Mode: "desktop", Seconds: 200, ThrottledSeconds: 30, FrozenSeconds: 10,
 		OwnerActiveFraction: 0.25, GuestCPUSeconds: 150, StealSeconds: 2.5, DesktopSlowdown: 0.02}
 	for name, got := range map[string][2]float64{
 		"seconds": {r.Seconds, want.Seconds}, "throttled": {r.ThrottledSeconds, want.ThrottledSeconds},

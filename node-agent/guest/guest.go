@@ -30,7 +30,7 @@ const (
 )
 
 // Spec is everything a backend needs to start one guest. The agent fills it from the site
-// manager's model.AgentGuest and the host's facts.
+// manager's wire.AgentGuest and the host's facts.
 type Spec struct {
 	Name     string // domain / container name, e.g. overtime-pc-a01; [a-z0-9-]
 	VCPUs    int    // >= 1

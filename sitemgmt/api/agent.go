@@ -18,6 +18,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/render"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // The node agent's side of the API (docs/agent-api.md):
@@ -192,13 +193,7 @@ func (s *Server) createCredential(w http.ResponseWriter, r *http.Request) {
 	s.hostAuth.forget(h.Name)
 	s.opt.Log.Info("host credential issued", "host", h.Name, "by", principal(r).UID)
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, model.HostCredential{Host: h.Name, Token: tok, Created: s.opt.Now().UTC().Truncate(time.Second)})
-}
-
-// CredentialRevoked is the answer of DELETE /api/v1/hosts/{name}/credential.
-type CredentialRevoked struct {
-	Host    string `json:"host"`
-	Revoked bool   `json:"revoked"` // false: the host had no credential
+	writeJSON(w, http.StatusCreated, wire.HostCredential{Host: h.Name, Token: tok, Created: s.opt.Now().UTC().Truncate(time.Second)})
 }
 
 func (s *Server) revokeCredential(w http.ResponseWriter, r *http.Request) {
@@ -220,7 +215,7 @@ func (s *Server) revokeCredential(w http.ResponseWriter, r *http.Request) {
 	}
 	s.hostAuth.forget(h.Name)
 	s.opt.Log.Info("host credential revoked", "host", h.Name, "by", principal(r).UID, "had", old != "")
-	writeJSON(w, http.StatusOK, CredentialRevoked{Host: h.Name, Revoked: old != ""})
+	writeJSON(w, http.StatusOK, wire.CredentialRevoked{Host: h.Name, Revoked: old != ""})
 }
 
 // ---- configuration ----
@@ -249,7 +244,7 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) {
 // evaluated (mode, kind, next change), the pool's effective policy, and the mode's guest
 // with defaults filled, its image version resolved (pinned or newest) and located on the
 // host's boot server (HTTP and NFS, the same paths boot scripts use).
-func (s *Server) AgentConfigFor(snap *service.Snapshot, hostName string, now time.Time) (*model.AgentConfig, error) {
+func (s *Server) AgentConfigFor(snap *service.Snapshot, hostName string, now time.Time) (*wire.AgentConfig, error) {
 	site := snap.Site
 	h := site.Host(hostName)
 	if h == nil {
@@ -261,7 +256,7 @@ func (s *Server) AgentConfigFor(snap *service.Snapshot, hostName string, now tim
 	if m == nil {
 		return nil, fmt.Errorf("host %s: scheduled mode %q is not defined", h.Name, d.Mode)
 	}
-	cfg := &model.AgentConfig{
+	cfg := &wire.AgentConfig{
 		Host: h.Name, MAC: h.MAC, Pool: h.Pool,
 		Generated: now.In(loc).Truncate(time.Second),
 		Mode:      m.Name, Kind: m.Kind,
@@ -299,7 +294,7 @@ func (s *Server) AgentConfigFor(snap *service.Snapshot, hostName string, now tim
 		}
 		resolved := *v
 		resolved.Created = resolved.Created.UTC()
-		cfg.Guest = &model.AgentGuest{
+		cfg.Guest = &wire.AgentGuest{
 			Guest: g, Name: "overtime-" + h.Name, ImageKind: im.Kind, Resolved: resolved,
 			ImageURL: url, NFS: render.NFSImageDir(srv, v),
 		}
@@ -333,7 +328,7 @@ func (s *Server) agentServer(site *model.Site, h *model.Host) *model.BootServer 
 // that an owner's key press reaches Slurm in one round trip, not at the next poll.
 type agentStatus struct {
 	mu      sync.Mutex
-	last    map[string]model.HostStatus
+	last    map[string]wire.HostStatus
 	rev     uint64
 	changed chan struct{} // closed and replaced at every change
 	reports jobReports
@@ -341,11 +336,11 @@ type agentStatus struct {
 
 // put stores a heartbeat unless it is older than the one already stored: the agent posts
 // heartbeats from concurrent goroutines, and a late "run" must not overwrite "freeze".
-func (a *agentStatus) put(st model.HostStatus) bool {
+func (a *agentStatus) put(st wire.HostStatus) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.last == nil {
-		a.last = map[string]model.HostStatus{}
+		a.last = map[string]wire.HostStatus{}
 	}
 	if prev, ok := a.last[st.Host]; ok && st.Time.Before(prev.Time) {
 		return false
@@ -373,17 +368,17 @@ func (a *agentStatus) since() (uint64, <-chan struct{}) {
 	return a.rev, a.changed
 }
 
-func (a *agentStatus) get(host string) (model.HostStatus, bool) {
+func (a *agentStatus) get(host string) (wire.HostStatus, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st, ok := a.last[host]
 	return st, ok
 }
 
-func (a *agentStatus) all() []model.HostStatus {
+func (a *agentStatus) all() []wire.HostStatus {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]model.HostStatus, 0, len(a.last))
+	out := make([]wire.HostStatus, 0, len(a.last))
 	for _, st := range a.last {
 		out = append(out, st)
 	}
@@ -401,7 +396,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	var hb model.Heartbeat
+	var hb wire.Heartbeat
 	r.Body = http.MaxBytesReader(w, r.Body, maxHeartbeat)
 	if err := decodeJSON(r, &hb); err != nil {
 		s.httpError(w, err)
@@ -421,7 +416,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, notFound{"host", host})
 		return
 	}
-	st := model.HostStatus{Heartbeat: hb, Received: s.opt.Now().UTC(), Remote: remoteIP(r)}
+	st := wire.HostStatus{Heartbeat: hb, Received: s.opt.Now().UTC(), Remote: remoteIP(r)}
 	if !s.status.put(st) {
 		// Out of order (an older heartbeat overtaken by a newer one): accepted, not stored.
 		st, _ = s.status.get(host)
@@ -436,8 +431,8 @@ func remoteIP(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-func (s *Server) withStale(st model.HostStatus, now time.Time) model.AgentStatus {
-	return model.AgentStatus{HostStatus: st, Stale: now.Sub(st.Received) > model.StaleAfter}
+func (s *Server) withStale(st wire.HostStatus, now time.Time) wire.AgentStatus {
+	return wire.AgentStatus{HostStatus: st, Stale: now.Sub(st.Received) > wire.StaleAfter}
 }
 
 // agentStatusList lists the last heartbeat of every host of the current site that has
@@ -446,7 +441,7 @@ func (s *Server) agentStatusList(w http.ResponseWriter, r *http.Request) {
 	site := s.svc.Snapshot().Site
 	pool := r.URL.Query().Get("pool")
 	now := s.opt.Now()
-	out := []model.AgentStatus{}
+	out := []wire.AgentStatus{}
 	for _, st := range s.status.all() {
 		h := site.Host(st.Host)
 		if h == nil || (pool != "" && h.Pool != pool) {

@@ -15,6 +15,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 var ctx = context.Background()
@@ -94,7 +95,7 @@ func runAgentSuite(t *testing.T, env *testenv.Env) {
 			return func(c *client.Client) error { _, err := c.Get(path, q, nil); return err }
 		}
 		hb := func(host string) func(*client.Client) error {
-			return func(c *client.Client) error { return c.Heartbeat(ctx, model.Heartbeat{Host: host, Mode: "desktop"}) }
+			return func(c *client.Client) error { return c.Heartbeat(ctx, wire.Heartbeat{Host: host, Mode: "desktop"}) }
 		}
 		raw := func(tok string) *client.Client { return hostClient(env, tok) }
 		secretA := tokA[len("ot1.pc-a01."):]
@@ -171,7 +172,7 @@ func runAgentSuite(t *testing.T, env *testenv.Env) {
 		}
 		for _, do := range []func() error{
 			func() error { _, err := h2.AgentConfig(ctx); return err },
-			func() error { return h2.Heartbeat(ctx, model.Heartbeat{}) },
+			func() error { return h2.Heartbeat(ctx, wire.Heartbeat{}) },
 		} {
 			if err := do(); status(err) != 401 {
 				t.Fatalf("revoked token: %v", err)
@@ -311,19 +312,19 @@ func runAgentSuite(t *testing.T, env *testenv.Env) {
 	})
 
 	t.Run("heartbeats and status", func(t *testing.T) {
-		hb := model.Heartbeat{Time: env.Now.Add(-time.Second), Mode: "course-bio101", ConfigFrom: model.ConfigFromAPI,
+		hb := wire.Heartbeat{Time: env.Now.Add(-time.Second), Mode: "course-bio101", ConfigFrom: wire.ConfigFromAPI,
 			OwnerState: model.StateOwnerActive, Action: model.ActionFreeze, GuestState: "paused", Backend: "qemu",
 			Pressure: 21.5, GuestCPUSeconds: 1234.5, Restarts: 1, Version: "0.1"}
 		if err := a.Heartbeat(ctx, hb); err != nil {
 			t.Fatal(err)
 		}
 		for _, bad := range []struct {
-			hb  model.Heartbeat
+			hb  wire.Heartbeat
 			msg string
 		}{
-			{model.Heartbeat{OwnerState: "asleep"}, `unknown owner state "asleep"`},
-			{model.Heartbeat{Pressure: 500}, "pressure 500 out of range"},
-			{model.Heartbeat{GuestReason: "two\nlines"}, "not one line"},
+			{wire.Heartbeat{OwnerState: "asleep"}, `unknown owner state "asleep"`},
+			{wire.Heartbeat{Pressure: 500}, "pressure 500 out of range"},
+			{wire.Heartbeat{GuestReason: "two\nlines"}, "not one line"},
 		} {
 			if err := a.Heartbeat(ctx, bad.hb); status(err) != 400 || !strings.Contains(err.Error(), bad.msg) {
 				t.Errorf("bad heartbeat %+v: %v", bad.hb, err)
@@ -336,7 +337,7 @@ func runAgentSuite(t *testing.T, env *testenv.Env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got *model.AgentStatus
+		var got *wire.AgentStatus
 		for i := range list {
 			if list[i].Host == "pc-a01" {
 				got = &list[i]
@@ -412,13 +413,13 @@ func TestAgentStatusStale(t *testing.T) {
 	admin := &client.Client{BaseURL: srv.URL, User: "admin", Password: testenv.AdminPassword}
 	tok := issue(t, admin, "pc-b02")
 	host := client.NewWithToken(srv.URL, tok)
-	if err := host.Heartbeat(ctx, model.Heartbeat{}); err != nil {
+	if err := host.Heartbeat(ctx, wire.Heartbeat{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		after time.Duration
 		stale bool
-	}{{0, false}, {model.HeartbeatInterval, false}, {90 * time.Second, false}, {91 * time.Second, true}, {time.Hour, true}} {
+	}{{0, false}, {wire.HeartbeatInterval, false}, {90 * time.Second, false}, {91 * time.Second, true}, {time.Hour, true}} {
 		clk.set(env.Now.Add(tc.after))
 		st, err := admin.AgentStatusOf(ctx, "pc-b02")
 		if err != nil || st.Stale != tc.stale || !st.Received.Equal(env.Now) {
@@ -430,7 +431,7 @@ func TestAgentStatusStale(t *testing.T) {
 		}
 	}
 	// A new heartbeat makes it fresh again.
-	if err := host.Heartbeat(ctx, model.Heartbeat{Host: "pc-b02"}); err != nil {
+	if err := host.Heartbeat(ctx, wire.Heartbeat{Host: "pc-b02"}); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := admin.AgentStatusOf(ctx, "pc-b02"); err != nil || st.Stale {
@@ -451,7 +452,7 @@ func TestAgentConfigResolution(t *testing.T) {
 	env.ApplyExample(t)
 	admin := env.Admin()
 	wed := env.Now
-	at := func(host string, tm time.Time) *model.AgentConfig {
+	at := func(host string, tm time.Time) *wire.AgentConfig {
 		t.Helper()
 		cfg, err := env.API.AgentConfigFor(env.Svc.Snapshot(), host, tm)
 		if err != nil {
@@ -538,17 +539,17 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pcb02 model.SlurmNode
+	var pcb02 wire.SlurmNode
 	for _, n := range feed.Nodes {
 		if n.Name == "pc-b02" {
 			pcb02 = n
 		}
 	}
-	if pcb02.State != model.SlurmDown || !strings.Contains(pcb02.Reason, "no heartbeat") {
+	if pcb02.State != wire.SlurmDown || !strings.Contains(pcb02.Reason, "no heartbeat") {
 		t.Fatalf("pc-b02 before any heartbeat: %+v", pcb02)
 	}
 	// A long poll at the current revision returns when the heartbeat arrives.
-	got := make(chan *model.SlurmFeed, 1)
+	got := make(chan *wire.SlurmFeed, 1)
 	go func() {
 		f, err := admin.SlurmNodes(ctx, feed.Revision, 30*time.Second)
 		if err != nil {
@@ -558,7 +559,7 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	}()
 	time.Sleep(50 * time.Millisecond) // let the poll start waiting (the result is the same if not)
 	start := time.Now()
-	if err := host.Heartbeat(ctx, model.Heartbeat{Host: "pc-b02", Time: time.Now(), Mode: "desktop",
+	if err := host.Heartbeat(ctx, wire.Heartbeat{Host: "pc-b02", Time: time.Now(), Mode: "desktop",
 		OwnerState: model.StateOwnerActive, Action: model.ActionThrottle, GuestState: "running"}); err != nil {
 		t.Fatal(err)
 	}
@@ -567,19 +568,19 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 		t.Fatalf("long poll: %+v after %s", f, time.Since(start))
 	}
 	for _, n := range f.Nodes {
-		if n.Name == "pc-b02" && (n.State != model.SlurmUp || n.Features != "overtime,desktop,owner-active") {
+		if n.Name == "pc-b02" && (n.State != wire.SlurmUp || n.Features != "overtime,desktop,owner-active") {
 			t.Fatalf("pc-b02 after the heartbeat: %+v", n)
 		}
 	}
 	// An older heartbeat (posted late) does not overwrite a newer one.
-	if err := host.Heartbeat(ctx, model.Heartbeat{Host: "pc-b02", Time: time.Now().Add(-time.Minute), Action: model.ActionRun}); err != nil {
+	if err := host.Heartbeat(ctx, wire.Heartbeat{Host: "pc-b02", Time: time.Now().Add(-time.Minute), Action: model.ActionRun}); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := admin.AgentStatusOf(ctx, "pc-b02"); st.Action != model.ActionThrottle {
 		t.Fatalf("a late heartbeat overwrote the newer one: %+v", st)
 	}
 
-	rep := model.JobReport{Job: "42", Start: time.Now().Add(-time.Minute), End: time.Now(), Seconds: 60, ThrottledSeconds: 10}
+	rep := wire.JobReport{Job: "42", Start: time.Now().Add(-time.Minute), End: time.Now(), Seconds: 60, ThrottledSeconds: 10}
 	if _, err := admin.PostJobReport(ctx, rep); err == nil || !strings.Contains(err.Error(), "only a host's node agent") {
 		t.Fatalf("a user posted a job report: %v", err)
 	}
@@ -649,30 +650,30 @@ func runPowerSaveSuite(t *testing.T, env *testenv.Env) {
 		{"other pool's admin", env.Client("alice", "alice-secret"), "pc-b03", "user alice may not wake or release host pc-b03"},
 		{"host credential", hostClient(env, issue(t, admin, "pc-b01")), "pc-b01", "a host credential may only"},
 	} {
-		if _, err := tc.c.SlurmResume(ctx, model.PowerRequest{Hosts: []string{tc.host}}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := tc.c.SlurmResume(ctx, wire.PowerRequest{Hosts: []string{tc.host}}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s resumed %s: %v", tc.who, tc.host, err)
 		}
 	}
-	if _, err := bob.SlurmResume(ctx, model.PowerRequest{}); err == nil || !strings.Contains(err.Error(), "no hosts") {
+	if _, err := bob.SlurmResume(ctx, wire.PowerRequest{}); err == nil || !strings.Contains(err.Error(), "no hosts") {
 		t.Errorf("empty request: %v", err)
 	}
 
-	res, err := bob.SlurmResume(ctx, model.PowerRequest{Hosts: []string{"pc-b03", "pc-b01", "nope"}, ForMinutes: 60})
+	res, err := bob.SlurmResume(ctx, wire.PowerRequest{Hosts: []string{"pc-b03", "pc-b01", "nope"}, ForMinutes: 60})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]model.PowerResult{}
+	got := map[string]wire.PowerResult{}
 	for _, r := range res.Hosts {
 		got[r.Host] = r
 	}
-	if r := got["pc-b03"]; r.Action != model.PowerCluster || r.Mode != "cluster" || r.MAC != "52:54:00:0b:00:03" || r.WakeAddr != "10.20.0.255:9" {
+	if r := got["pc-b03"]; r.Action != wire.PowerCluster || r.Mode != "cluster" || r.MAC != "52:54:00:0b:00:03" || r.WakeAddr != "10.20.0.255:9" {
 		t.Errorf("pc-b03 (local disk): %+v", r)
 	}
 	// pc-b01 is a desktop or (nights, weekends) a cluster node: woken only.
-	if r := got["pc-b01"]; r.Action != model.PowerWake || r.MAC == "" {
+	if r := got["pc-b01"]; r.Action != wire.PowerWake || r.MAC == "" {
 		t.Errorf("pc-b01: %+v", r)
 	}
-	if r := got["nope"]; r.Action != model.PowerRefused || !strings.Contains(r.Reason, "not a host") {
+	if r := got["nope"]; r.Action != wire.PowerRefused || !strings.Contains(r.Reason, "not a host") {
 		t.Errorf("unknown host: %+v", r)
 	}
 	var x model.Exception
@@ -686,8 +687,8 @@ func runPowerSaveSuite(t *testing.T, env *testenv.Env) {
 		t.Fatalf("pc-b03 agent config after resume: %+v %v", cfg, err)
 	}
 
-	res, err = bob.SlurmSuspend(ctx, model.PowerRequest{Hosts: []string{"pc-b03"}})
-	if err != nil || len(res.Hosts) != 1 || res.Hosts[0].Action != model.PowerReleased || res.Hosts[0].Mode != "local-disk" {
+	res, err = bob.SlurmSuspend(ctx, wire.PowerRequest{Hosts: []string{"pc-b03"}})
+	if err != nil || len(res.Hosts) != 1 || res.Hosts[0].Action != wire.PowerReleased || res.Hosts[0].Mode != "local-disk" {
 		t.Fatalf("suspend: %+v %v", res, err)
 	}
 	if _, err := admin.Get("/api/v1/exceptions/"+powersave.ExceptionName("pc-b03"), nil, nil); err == nil {

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/render"
 )
 
 // Boot files over HTTP: the kernel, initrd and (for lpxelinux) the syslinux modules a PC
@@ -104,15 +103,15 @@ func (s *Server) imageCheck(m *model.Mode, v *model.ImageVersion) string {
 		return "image directory of the boot server is unusable"
 	}
 	defer root.Close()
-	for _, f := range []string{render.ImageKernel, render.ImageInitrd, render.ImageRoot} {
-		if f == render.ImageKernel && m.Kernel != "" || f == render.ImageInitrd && m.Initrd != "" {
+	for _, f := range []string{model.ImageKernel, model.ImageInitrd, model.ImageRoot} {
+		if f == model.ImageKernel && m.Kernel != "" || f == model.ImageInitrd && m.Initrd != "" {
 			continue // the mode brings its own
 		}
 		fi, err := root.Stat(path.Join(v.Path, f))
 		if err != nil || !fi.Mode().IsRegular() {
 			return "image " + m.Image + " " + v.Version + " has no " + f + " on the boot server"
 		}
-		if f == render.ImageRoot && v.Size > 0 && fi.Size() != v.Size {
+		if f == model.ImageRoot && v.Size > 0 && fi.Size() != v.Size {
 			return "image " + m.Image + " " + v.Version + " " + f + " on the boot server has the wrong size"
 		}
 	}

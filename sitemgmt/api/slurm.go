@@ -9,6 +9,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
 	"github.com/overtime-hpc/overtime/sitemgmt/slurmnode"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // The Slurm side of the API (docs/slurm.md):
@@ -71,10 +72,10 @@ func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 	}
 	site := s.svc.Snapshot().Site
 	now := s.opt.Now()
-	feed := model.SlurmFeed{Revision: rev, Nodes: []model.SlurmNode{}, Reports: []model.JobReportLine{}}
+	feed := wire.SlurmFeed{Revision: rev, Nodes: []wire.SlurmNode{}, Reports: []wire.JobReportLine{}}
 	for i := range site.Hosts {
 		h := &site.Hosts[i]
-		var st *model.AgentStatus
+		var st *wire.AgentStatus
 		if hs, ok := s.status.get(h.Name); ok {
 			x := s.withStale(hs, now)
 			st = &x
@@ -83,7 +84,7 @@ func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(feed.Nodes, func(i, j int) bool { return feed.Nodes[i].Name < feed.Nodes[j].Name })
 	for _, jr := range s.status.reportsSince(since) {
-		feed.Reports = append(feed.Reports, model.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
+		feed.Reports = append(feed.Reports, wire.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
 	}
 	writeJSON(w, http.StatusOK, feed)
 }
@@ -94,7 +95,7 @@ func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 // any exception change (a site admin, or an admin of every host's pool).
 func (s *Server) slurmPower(resume bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req model.PowerRequest
+		var req wire.PowerRequest
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 		if err := decodeJSON(r, &req); err != nil {
 			s.httpError(w, err)
@@ -135,7 +136,7 @@ func (s *Server) slurmPower(resume bool) http.HandlerFunc {
 		for _, res := range plan.Results {
 			s.opt.Log.Info("slurm power saving", "resume", resume, "host", res.Host, "action", res.Action, "mode", res.Mode, "reason", res.Reason)
 		}
-		writeJSON(w, http.StatusOK, model.PowerResponse{Hosts: plan.Results})
+		writeJSON(w, http.StatusOK, wire.PowerResponse{Hosts: plan.Results})
 	}
 }
 
@@ -148,7 +149,7 @@ func (s *Server) postJobReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "user "+p.UID+" may not post job reports: only a host's node agent may")
 		return
 	}
-	var jr model.JobReport
+	var jr wire.JobReport
 	r.Body = http.MaxBytesReader(w, r.Body, maxJobReport)
 	if err := decodeJSON(r, &jr); err != nil {
 		s.httpError(w, err)
@@ -161,7 +162,7 @@ func (s *Server) postJobReport(w http.ResponseWriter, r *http.Request) {
 	}
 	jr.Host = host
 	if jr.Summary == "" {
-		jr.Summary = model.ReportSummary(jr)
+		jr.Summary = wire.ReportSummary(jr)
 	}
 	if err := jr.Validate(); err != nil {
 		s.httpError(w, err)
@@ -174,7 +175,7 @@ func (s *Server) postJobReport(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getJobReport(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := model.ValidJobID(id); err != nil {
+	if err := wire.ValidJobID(id); err != nil {
 		s.httpError(w, err)
 		return
 	}
@@ -188,7 +189,7 @@ func (s *Server) getJobReport(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listJobReports(w http.ResponseWriter, r *http.Request) {
 	host := r.URL.Query().Get("host")
-	out := []model.JobReport{}
+	out := []wire.JobReport{}
 	for _, jr := range s.status.reportsSince(0) {
 		if host == "" || jr.Host == host {
 			out = append(out, jr)
@@ -203,13 +204,13 @@ type jobReports map[string]revReport
 
 type revReport struct {
 	rev uint64
-	r   model.JobReport
+	r   wire.JobReport
 }
 
 // maxReports bounds the reports kept (about 1 KiB each).
 const maxReports = 20000
 
-func (a *agentStatus) putReport(r model.JobReport) {
+func (a *agentStatus) putReport(r wire.JobReport) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.bumpLocked()
@@ -229,7 +230,7 @@ func (a *agentStatus) putReport(r model.JobReport) {
 	}
 }
 
-func (a *agentStatus) report(job string) (model.JobReport, bool) {
+func (a *agentStatus) report(job string) (wire.JobReport, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	x, ok := a.reports[job]
@@ -237,7 +238,7 @@ func (a *agentStatus) report(job string) (model.JobReport, bool) {
 }
 
 // reportsSince lists the reports that arrived after revision rev, in arrival order.
-func (a *agentStatus) reportsSince(rev uint64) []model.JobReport {
+func (a *agentStatus) reportsSince(rev uint64) []wire.JobReport {
 	a.mu.Lock()
 	var list []revReport
 	for _, x := range a.reports {
@@ -247,7 +248,7 @@ func (a *agentStatus) reportsSince(rev uint64) []model.JobReport {
 	}
 	a.mu.Unlock()
 	sort.Slice(list, func(i, j int) bool { return list[i].rev < list[j].rev })
-	out := make([]model.JobReport, len(list))
+	out := make([]wire.JobReport, len(list))
 	for i, x := range list {
 		out[i] = x.r
 	}

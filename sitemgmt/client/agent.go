@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // Node agent endpoints (docs/agent-api.md). The agent's own calls, AgentConfig and
@@ -67,8 +67,8 @@ func (c *Client) sendCtx(ctx context.Context, method, path string, in, out any) 
 }
 
 // AgentConfig fetches the configuration of the client's own host (token clients).
-func (c *Client) AgentConfig(ctx context.Context) (*model.AgentConfig, error) {
-	var cfg model.AgentConfig
+func (c *Client) AgentConfig(ctx context.Context) (*wire.AgentConfig, error) {
+	var cfg wire.AgentConfig
 	if err := c.getCtx(ctx, "/api/v1/agent/config", nil, &cfg); err != nil {
 		return nil, err
 	}
@@ -77,8 +77,8 @@ func (c *Client) AgentConfig(ctx context.Context) (*model.AgentConfig, error) {
 
 // AgentConfigFor fetches the configuration the site manager would give host's agent now
 // (users, for debugging; a token client may name only its own host).
-func (c *Client) AgentConfigFor(ctx context.Context, host string) (*model.AgentConfig, error) {
-	var cfg model.AgentConfig
+func (c *Client) AgentConfigFor(ctx context.Context, host string) (*wire.AgentConfig, error) {
+	var cfg wire.AgentConfig
 	if err := c.getCtx(ctx, "/api/v1/agent/config", url.Values{"host": {host}}, &cfg); err != nil {
 		return nil, err
 	}
@@ -87,17 +87,17 @@ func (c *Client) AgentConfigFor(ctx context.Context, host string) (*model.AgentC
 
 // Heartbeat posts the agent's state (token clients). An empty hb.Host is filled in by the
 // server with the token's host.
-func (c *Client) Heartbeat(ctx context.Context, hb model.Heartbeat) error {
+func (c *Client) Heartbeat(ctx context.Context, hb wire.Heartbeat) error {
 	return c.sendCtx(ctx, http.MethodPost, "/api/v1/agent/heartbeat", hb, nil)
 }
 
 // AgentStatus lists the last heartbeat of every host that sent one (pool "" = all).
-func (c *Client) AgentStatus(ctx context.Context, pool string) ([]model.AgentStatus, error) {
+func (c *Client) AgentStatus(ctx context.Context, pool string) ([]wire.AgentStatus, error) {
 	var q url.Values
 	if pool != "" {
 		q = url.Values{"pool": {pool}}
 	}
-	var out []model.AgentStatus
+	var out []wire.AgentStatus
 	if err := c.getCtx(ctx, "/api/v1/agent/status", q, &out); err != nil {
 		return nil, err
 	}
@@ -106,8 +106,8 @@ func (c *Client) AgentStatus(ctx context.Context, pool string) ([]model.AgentSta
 
 // AgentStatusOf is one host's last heartbeat (an APIError with Status 404 when it has
 // sent none since the site manager started).
-func (c *Client) AgentStatusOf(ctx context.Context, host string) (*model.AgentStatus, error) {
-	var st model.AgentStatus
+func (c *Client) AgentStatusOf(ctx context.Context, host string) (*wire.AgentStatus, error) {
+	var st wire.AgentStatus
 	if err := c.getCtx(ctx, "/api/v1/agent/status/"+url.PathEscape(host), nil, &st); err != nil {
 		return nil, err
 	}
@@ -116,8 +116,8 @@ func (c *Client) AgentStatusOf(ctx context.Context, host string) (*model.AgentSt
 
 // CreateHostCredential issues a new bearer token for host, replacing its previous one.
 // The token is in the answer only: the site manager keeps just its hash.
-func (c *Client) CreateHostCredential(ctx context.Context, host string) (*model.HostCredential, error) {
-	var cred model.HostCredential
+func (c *Client) CreateHostCredential(ctx context.Context, host string) (*wire.HostCredential, error) {
+	var cred wire.HostCredential
 	if err := c.sendCtx(ctx, http.MethodPost, "/api/v1/hosts/"+url.PathEscape(host)+"/credential", nil, &cred); err != nil {
 		return nil, err
 	}
@@ -137,8 +137,8 @@ func (c *Client) RevokeHostCredential(ctx context.Context, host string) (revoked
 }
 
 // PostJobReport sends a job's interference report (node agent: host token).
-func (c *Client) PostJobReport(ctx context.Context, r model.JobReport) (*model.JobReport, error) {
-	var out model.JobReport
+func (c *Client) PostJobReport(ctx context.Context, r wire.JobReport) (*wire.JobReport, error) {
+	var out wire.JobReport
 	if err := c.sendCtx(ctx, http.MethodPost, "/api/v1/agent/jobs", r, &out); err != nil {
 		return nil, err
 	}
@@ -146,8 +146,8 @@ func (c *Client) PostJobReport(ctx context.Context, r model.JobReport) (*model.J
 }
 
 // JobReport fetches one job's interference report.
-func (c *Client) JobReport(ctx context.Context, job string) (*model.JobReport, error) {
-	var out model.JobReport
+func (c *Client) JobReport(ctx context.Context, job string) (*wire.JobReport, error) {
+	var out wire.JobReport
 	if err := c.getCtx(ctx, "/api/v1/jobs/"+url.PathEscape(job), nil, &out); err != nil {
 		return nil, err
 	}
@@ -155,12 +155,12 @@ func (c *Client) JobReport(ctx context.Context, job string) (*model.JobReport, e
 }
 
 // JobReports lists recent reports (host "" = all).
-func (c *Client) JobReports(ctx context.Context, host string) ([]model.JobReport, error) {
+func (c *Client) JobReports(ctx context.Context, host string) ([]wire.JobReport, error) {
 	var q url.Values
 	if host != "" {
 		q = url.Values{"host": {host}}
 	}
-	var out []model.JobReport
+	var out []wire.JobReport
 	if err := c.getCtx(ctx, "/api/v1/jobs", q, &out); err != nil {
 		return nil, err
 	}
@@ -169,12 +169,12 @@ func (c *Client) JobReports(ctx context.Context, host string) ([]model.JobReport
 
 // SlurmNodes fetches the desired Slurm node states; with wait > 0 it long-polls until the
 // revision passes since.
-func (c *Client) SlurmNodes(ctx context.Context, since uint64, wait time.Duration) (*model.SlurmFeed, error) {
+func (c *Client) SlurmNodes(ctx context.Context, since uint64, wait time.Duration) (*wire.SlurmFeed, error) {
 	q := url.Values{"since": {strconv.FormatUint(since, 10)}}
 	if wait > 0 {
 		q.Set("wait", strconv.FormatFloat(wait.Seconds(), 'f', -1, 64))
 	}
-	var out model.SlurmFeed
+	var out wire.SlurmFeed
 	if err := c.getCtx(ctx, "/api/v1/slurm/nodes", q, &out); err != nil {
 		return nil, err
 	}
@@ -183,16 +183,16 @@ func (c *Client) SlurmNodes(ctx context.Context, since uint64, wait time.Duratio
 
 // SlurmResume asks the site manager to make hosts available to Slurm (power saving's
 // ResumeProgram); SlurmSuspend gives them back to their schedule (SuspendProgram).
-func (c *Client) SlurmResume(ctx context.Context, req model.PowerRequest) (*model.PowerResponse, error) {
+func (c *Client) SlurmResume(ctx context.Context, req wire.PowerRequest) (*wire.PowerResponse, error) {
 	return c.slurmPower(ctx, "/api/v1/slurm/resume", req)
 }
 
-func (c *Client) SlurmSuspend(ctx context.Context, req model.PowerRequest) (*model.PowerResponse, error) {
+func (c *Client) SlurmSuspend(ctx context.Context, req wire.PowerRequest) (*wire.PowerResponse, error) {
 	return c.slurmPower(ctx, "/api/v1/slurm/suspend", req)
 }
 
-func (c *Client) slurmPower(ctx context.Context, path string, req model.PowerRequest) (*model.PowerResponse, error) {
-	var out model.PowerResponse
+func (c *Client) slurmPower(ctx context.Context, path string, req wire.PowerRequest) (*wire.PowerResponse, error) {
+	var out wire.PowerResponse
 	if err := c.sendCtx(ctx, http.MethodPost, path, req, &out); err != nil {
 		return nil, err
 	}

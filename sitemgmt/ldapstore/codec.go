@@ -1,7 +1,10 @@
 package ldapstore
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -157,7 +160,7 @@ func poolEntry(p *model.Pool) entry {
 	var err error
 	// An empty policy means the default one, like none (model.Site.Sort drops it too).
 	if p.Policy != nil && !p.Policy.IsZero() {
-		policy, err = jsonValue("pool "+p.Name+" policy", p.Policy, model.MarshalPolicy)
+		policy, err = jsonValue("pool "+p.Name+" policy", p.Policy, marshalPolicy)
 	}
 	return entry{classes: []string{ocPool}, attrs: []attr{
 		{"", aCN, []string{p.Name}},
@@ -202,7 +205,7 @@ func bootServerEntry(b *model.BootServer) entry {
 }
 
 func modeEntry(m *model.Mode) entry {
-	guest, err := jsonValue("mode "+m.Name+" guest", m.Guest, model.MarshalGuest)
+	guest, err := jsonValue("mode "+m.Name+" guest", m.Guest, marshalGuest)
 	return entry{err: err, classes: []string{ocMode}, attrs: []attr{
 		{"", aCN, []string{m.Name}},
 		{"kind", aModeKind, opt(string(m.Kind))},
@@ -360,4 +363,44 @@ func (l layout) entityEntry(x *index, kind, name string) (entry, bool) {
 		}
 	}
 	return entry{}, false
+}
+
+// marshalPolicy and unmarshalPolicy are the LDAP encoding of a policy (compact JSON, one
+// attribute value). Unknown fields are refused so a typo does not silently keep a default.
+func marshalPolicy(p model.Policy) (string, error) {
+	b, err := json.Marshal(p)
+	return string(b), err
+}
+
+func unmarshalPolicy(s string) (model.Policy, error) {
+	var p model.Policy
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return model.Policy{}, fmt.Errorf("policy: %w", err)
+	}
+	if dec.More() {
+		return model.Policy{}, fmt.Errorf("policy: trailing data after the JSON object")
+	}
+	return p, p.Validate()
+}
+
+// marshalGuest and unmarshalGuest are the LDAP encoding of a mode's guest (compact JSON,
+// one attribute value), strict like the policy's.
+func marshalGuest(g model.Guest) (string, error) {
+	b, err := json.Marshal(g)
+	return string(b), err
+}
+
+func unmarshalGuest(s string) (model.Guest, error) {
+	var g model.Guest
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&g); err != nil {
+		return model.Guest{}, fmt.Errorf("guest: %w", err)
+	}
+	if dec.More() {
+		return model.Guest{}, fmt.Errorf("guest: trailing data after the JSON object")
+	}
+	return g, g.Validate()
 }

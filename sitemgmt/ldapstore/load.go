@@ -141,7 +141,7 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 				BootServer: a.one(aBootServer), Weekly: a.all(aWeekly),
 			}
 			if v := a.one(aPolicy); v != "" {
-				pol, err := model.UnmarshalPolicy(v)
+				pol, err := unmarshalPolicy(v)
 				if err != nil {
 					return nil, decodeErr(e.DN, "%s: %v", aPolicy, err)
 				}
@@ -161,7 +161,7 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 				Kernel: a.one(aKernel), Initrd: a.one(aInitrd), KernelArgs: a.one(aKernelArgs),
 			}
 			if v := a.one(aGuest); v != "" {
-				g, err := model.UnmarshalGuest(v)
+				g, err := unmarshalGuest(v)
 				if err != nil {
 					return nil, decodeErr(e.DN, "%s: %v", aGuest, err)
 				}

@@ -1,21 +1,17 @@
 package model
 
 import (
-	"encoding/json"
-	"fmt"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
-// This file holds what the node agent (node-agent/) and the site manager exchange: the
-// per-pool sharing policy, the compute guest a mode runs, the configuration document an
-// agent fetches, and the heartbeat it posts. Policy and Guest are stored in LDAP (on the
-// pool and mode entries) and edited like every other field; AgentConfig and Heartbeat are
-// only API documents.
+// This file holds the parts of the site that the node agent acts on: the per-pool
+// sharing policy and the compute guest a mode runs. Both are stored in LDAP (on the pool
+// and mode entries) and edited like every other field; the documents the agent fetches
+// and posts are in sitemgmt/wire.
 
 // OwnerState is what the node agent concludes about the person at the desk (and the
 // schedule). Exactly one applies at a time.
@@ -44,6 +40,22 @@ const (
 
 // GuestActions lists every action, from least to most restrictive.
 var GuestActions = []GuestAction{ActionRun, ActionThrottle, ActionFreeze, ActionEvict}
+
+// Valid refuses a state this version does not know.
+func (s OwnerState) Valid() error {
+	if !oneOf(s, OwnerStates) {
+		return invalid("unknown owner state %q (one of %s)", s, joinStrings(OwnerStates))
+	}
+	return nil
+}
+
+// Valid refuses an action this version does not know.
+func (a GuestAction) Valid() error {
+	if !oneOf(a, GuestActions) {
+		return invalid("unknown action %q (one of %s)", a, joinStrings(GuestActions))
+	}
+	return nil
+}
 
 // Severity orders actions: a larger value restricts the guest more.
 func (a GuestAction) Severity() int {
@@ -180,8 +192,8 @@ func (p Policy) Effective() Policy {
 // Validate checks a (possibly partial) policy; the effective policy must be consistent too.
 func (p Policy) Validate() error {
 	for st, a := range p.Actions {
-		if !oneOf(st, OwnerStates) {
-			return invalid("policy: unknown owner state %q (one of %s)", st, joinStrings(OwnerStates))
+		if err := st.Valid(); err != nil {
+			return invalid("policy: %v", err)
 		}
 		if !oneOf(a, GuestActions) {
 			return invalid("policy: unknown action %q for %s (one of %s)", a, st, joinStrings(GuestActions))
@@ -325,108 +337,12 @@ func (g Guest) WithDefaults() Guest {
 	return g
 }
 
-// AgentConfig is the document GET /api/v1/agent/config returns to a node agent: everything
-// it needs to decide and act until the next change, resolved by the site manager (schedule
-// evaluated, policy defaults filled, image version resolved).
-type AgentConfig struct {
-	Host       string      `json:"host"`
-	MAC        string      `json:"mac"`
-	Pool       string      `json:"pool"`
-	Generated  time.Time   `json:"generated"`           // server time the document was made
-	Mode       string      `json:"mode"`                // mode the schedule gives now
-	Kind       ModeKind    `json:"kind"`                // its kind
-	NextChange time.Time   `json:"nextChange,omitzero"` // when the schedule changes next (absent: no change ahead)
-	NextMode   string      `json:"nextMode,omitempty"`
-	Policy     Policy      `json:"policy"`          // effective: every field set
-	Guest      *AgentGuest `json:"guest,omitempty"` // nil: this mode runs no guest
-	// GuestUnavailable says why Guest is nil although the mode names a guest (its image
-	// has no published version, no boot server serves the host). The agent treats it like
-	// a mode without a guest; the text is for people (agent status, logs).
-	GuestUnavailable string `json:"guestUnavailable,omitempty"`
-}
-
-// AgentGuest is a Guest with defaults filled and its image version resolved.
-type AgentGuest struct {
-	Guest
-	Name      string       `json:"name"`      // libvirt domain / container name: overtime-<host>
-	ImageKind ImageKind    `json:"imageKind"` // compute or course-vm
-	Resolved  ImageVersion `json:"resolved"`  // the version to run; Path is relative to the image root
-	// ImageURL is the HTTP base of the version's directory on the host's boot server
-	// (kernel, initrd, root image); NFS is "server:/export/path" of the same directory.
-	ImageURL string `json:"imageURL"`
-	NFS      string `json:"nfs"`
-}
-
-// Heartbeat is what a node agent posts to POST /api/v1/agent/heartbeat.
-type Heartbeat struct {
-	Host            string      `json:"host"`
-	Time            time.Time   `json:"time"`       // agent's clock
-	Mode            string      `json:"mode"`       // mode of the configuration in force
-	ConfigFrom      string      `json:"configFrom"` // "api" or "cache" (site manager unreachable)
-	OwnerState      OwnerState  `json:"ownerState"`
-	Action          GuestAction `json:"action"`     // in force
-	GuestState      string      `json:"guestState"` // backend's view: running, paused, shut off, absent, crashed, unavailable
-	GuestReason     string      `json:"guestReason,omitempty"`
-	Backend         string      `json:"backend,omitempty"`
-	Pressure        float64     `json:"pressure"` // max desktop PSI some avg10, percent
-	GuestCPUSeconds float64     `json:"guestCPUSeconds"`
-	Restarts        int         `json:"restarts"` // guest restarts after crashes since agent start
-	Version         string      `json:"version,omitempty"`
-}
-
-// HostStatus is the site manager's record of a host's last heartbeat (GET /api/v1/agent/status).
-type HostStatus struct {
-	Heartbeat
-	Received time.Time `json:"received"` // server time
-	Remote   string    `json:"remote"`   // source address
-}
-
 func joinStrings[T ~string](v []T) string {
 	s := make([]string, len(v))
 	for i, x := range v {
 		s[i] = string(x)
 	}
 	return strings.Join(s, ", ")
-}
-
-// MarshalPolicy and UnmarshalPolicy are the LDAP encoding of a policy (compact JSON, one
-// attribute value). Unknown fields are refused so a typo does not silently keep a default.
-func MarshalPolicy(p Policy) (string, error) {
-	b, err := json.Marshal(p)
-	return string(b), err
-}
-
-func UnmarshalPolicy(s string) (Policy, error) {
-	var p Policy
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return Policy{}, fmt.Errorf("policy: %w", err)
-	}
-	if dec.More() {
-		return Policy{}, fmt.Errorf("policy: trailing data after the JSON object")
-	}
-	return p, p.Validate()
-}
-
-// MarshalGuest and UnmarshalGuest are the LDAP encoding of a mode's guest (compact JSON,
-// one attribute value), strict like the policy's.
-func MarshalGuest(g Guest) (string, error) {
-	b, err := json.Marshal(g)
-	return string(b), err
-}
-
-func UnmarshalGuest(s string) (Guest, error) {
-	var g Guest
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&g); err != nil {
-		return Guest{}, fmt.Errorf("guest: %w", err)
-	}
-	if dec.More() {
-		return Guest{}, fmt.Errorf("guest: trailing data after the JSON object")
-	}
-	return g, g.Validate()
 }
 
 // Clone returns a deep copy (the actions map and RemoteActive are not shared).
@@ -490,78 +406,4 @@ func (g *Guest) Clone() *Guest {
 // are the same).
 func SameGuest(a, b *Guest) bool {
 	return reflect.DeepEqual(a.Clone(), b.Clone())
-}
-
-// HeartbeatInterval is how often a node agent posts a heartbeat; a host whose last
-// heartbeat is older than StaleAfter is shown stale.
-const (
-	HeartbeatInterval = 30 * time.Second
-	StaleAfter        = 3 * HeartbeatInterval
-)
-
-// ConfigFrom values of a heartbeat.
-const (
-	ConfigFromAPI   = "api"   // the configuration in force was fetched from the site manager
-	ConfigFromCache = "cache" // the site manager was unreachable; the agent uses its last copy
-)
-
-// Validate checks a heartbeat before the site manager keeps it: known states and actions,
-// bounded one-line strings, finite non-negative numbers. Empty fields are allowed (an
-// agent that does not know yet).
-func (h Heartbeat) Validate() error {
-	if h.Host != "" {
-		if err := ValidHostname(h.Host); err != nil {
-			return invalid("heartbeat: %v", err)
-		}
-	}
-	if h.Mode != "" {
-		if err := ValidName("mode", h.Mode); err != nil {
-			return invalid("heartbeat: %v", err)
-		}
-	}
-	if h.ConfigFrom != "" && h.ConfigFrom != ConfigFromAPI && h.ConfigFrom != ConfigFromCache {
-		return invalid("heartbeat: configFrom %q must be %q or %q", h.ConfigFrom, ConfigFromAPI, ConfigFromCache)
-	}
-	if h.OwnerState != "" && !oneOf(h.OwnerState, OwnerStates) {
-		return invalid("heartbeat: unknown owner state %q (one of %s)", h.OwnerState, joinStrings(OwnerStates))
-	}
-	if h.Action != "" && !oneOf(h.Action, GuestActions) {
-		return invalid("heartbeat: unknown action %q (one of %s)", h.Action, joinStrings(GuestActions))
-	}
-	for _, f := range []struct {
-		name, v string
-		max     int
-	}{{"guestState", h.GuestState, 64}, {"guestReason", h.GuestReason, 200}, {"backend", h.Backend, 64}, {"version", h.Version, 64}} {
-		if len(f.v) > f.max {
-			return invalid("heartbeat: %s too long (%d bytes, at most %d)", f.name, len(f.v), f.max)
-		}
-		if !utf8.ValidString(f.v) || strings.ContainsFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return invalid("heartbeat: %s %q is not one line of text", f.name, f.v)
-		}
-	}
-	if !(h.Pressure >= 0 && h.Pressure <= 100) {
-		return invalid("heartbeat: pressure %g out of range (0-100 percent)", h.Pressure)
-	}
-	if !(h.GuestCPUSeconds >= 0 && h.GuestCPUSeconds < 1e15) {
-		return invalid("heartbeat: guestCPUSeconds %g out of range", h.GuestCPUSeconds)
-	}
-	if h.Restarts < 0 {
-		return invalid("heartbeat: negative restarts")
-	}
-	return nil
-}
-
-// AgentStatus is one entry of GET /api/v1/agent/status: a host's last heartbeat as the
-// site manager received it, and whether it is stale (older than StaleAfter).
-type AgentStatus struct {
-	HostStatus
-	Stale bool `json:"stale"`
-}
-
-// HostCredential is the answer of POST /api/v1/hosts/{name}/credential: the host's new
-// bearer token, shown this once (the directory keeps only its SHA-256).
-type HostCredential struct {
-	Host    string    `json:"host"`
-	Token   string    `json:"token"`
-	Created time.Time `json:"created"`
 }

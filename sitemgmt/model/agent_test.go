@@ -1,7 +1,6 @@
 package model
 
 import (
-	"encoding/json"
 	"math"
 	"reflect"
 	"slices"
@@ -74,36 +73,7 @@ func TestPolicyEffective(t *testing.T) {
 	}
 }
 
-func TestPolicyCodec(t *testing.T) {
-	p := Policy{Actions: map[OwnerState]GuestAction{StateOwnerActive: ActionFreeze}, IdleAfter: Duration(90 * time.Second), FreezePressure: 12.5, ThawPressure: 2}
-	s, err := MarshalPolicy(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s != `{"actions":{"owner-active":"freeze"},"idleAfter":"1m30s","freezePressure":12.5,"thawPressure":2}` {
-		t.Fatalf("encoding: %s", s)
-	}
-	back, err := UnmarshalPolicy(s)
-	if err != nil || !reflect.DeepEqual(back, p) {
-		t.Fatalf("round trip: %+v %v", back, err)
-	}
-	for in, msg := range map[string]string{
-		`{"idleAftr":"5m"}`:                     `unknown field "idleAftr"`,
-		`{"idleAfter":300}`:                     "cannot unmarshal number",
-		`{"idleAfter":"5 minutes"}`:             "invalid duration",
-		`{"throttleCPU":500}`:                   "throttleCPU 500 out of range",
-		`{"actions":{"owner-active":"sleep"}}`:  `unknown action "sleep"`,
-		`{} {}`:                                 "trailing data",
-		`[1,2]`:                                 "cannot unmarshal array",
-		`{"actions":{"no-user":"run"}, "x": 1}`: `unknown field "x"`,
-	} {
-		if _, err := UnmarshalPolicy(in); err == nil || !strings.Contains(err.Error(), msg) {
-			t.Errorf("UnmarshalPolicy(%s): %v, want %q", in, err, msg)
-		}
-	}
-}
-
-func TestGuestValidateAndCodec(t *testing.T) {
+func TestGuestValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		g    Guest
@@ -125,24 +95,6 @@ func TestGuestValidateAndCodec(t *testing.T) {
 		err := tc.g.Validate()
 		if (tc.msg == "") != (err == nil) || (err != nil && !strings.HasPrefix(err.Error(), tc.msg)) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.msg)
-		}
-	}
-	g := Guest{Image: "compute", Version: "1", Network: NetNAT, Ports: []string{"6818:6818"}}
-	s, err := MarshalGuest(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back, err := UnmarshalGuest(s); err != nil || !reflect.DeepEqual(back, g) {
-		t.Fatalf("round trip %s: %+v %v", s, back, err)
-	}
-	for in, msg := range map[string]string{
-		`{"image":"compute","vcpu":2}`:   `unknown field "vcpu"`,
-		`{"image":"compute","vcpus":-2}`: "vcpus -2 out of range",
-		`{"image":""}`:                   "invalid image name",
-		`{"image":"c"}{}`:                "trailing data",
-	} {
-		if _, err := UnmarshalGuest(in); err == nil || !strings.Contains(err.Error(), msg) {
-			t.Errorf("UnmarshalGuest(%s): %v, want %q", in, err, msg)
 		}
 	}
 	if d := (Guest{Image: "c"}).WithDefaults(); d.Backend != BackendQEMU || d.Network != NetBridged || d.Bridge != "br0" {
@@ -246,53 +198,6 @@ func TestDiffAgentFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	replay(t, agentSite(), next, true)
-}
-
-func TestHeartbeatValidate(t *testing.T) {
-	ok := Heartbeat{Host: "pc-a01", Mode: "desktop", ConfigFrom: ConfigFromAPI, OwnerState: StateOwnerIdle, Action: ActionRun,
-		GuestState: "running", GuestReason: `domain "overtime-pc-a01" started`, Pressure: 3.5, GuestCPUSeconds: 12}
-	if err := ok.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if err := (Heartbeat{}).Validate(); err != nil {
-		t.Fatalf("empty heartbeat: %v", err)
-	}
-	for _, tc := range []struct {
-		name string
-		mod  func(h *Heartbeat)
-		msg  string
-	}{
-		{"bad host", func(h *Heartbeat) { h.Host = "pc*)(cn=*" }, "heartbeat: invalid hostname"},
-		{"bad mode", func(h *Heartbeat) { h.Mode = "Desk Top" }, "heartbeat: invalid mode name"},
-		{"config from", func(h *Heartbeat) { h.ConfigFrom = "disk" }, `heartbeat: configFrom "disk" must be "api" or "cache"`},
-		{"owner state", func(h *Heartbeat) { h.OwnerState = "asleep" }, `heartbeat: unknown owner state "asleep"`},
-		{"action", func(h *Heartbeat) { h.Action = "nap" }, `heartbeat: unknown action "nap"`},
-		{"newline", func(h *Heartbeat) { h.GuestReason = "a\nb" }, "heartbeat: guestReason"},
-		{"long", func(h *Heartbeat) { h.Version = strings.Repeat("v", 65) }, "heartbeat: version too long"},
-		{"pressure", func(h *Heartbeat) { h.Pressure = 101 }, "heartbeat: pressure 101 out of range"},
-		{"NaN cpu", func(h *Heartbeat) { h.GuestCPUSeconds = math.NaN() }, "heartbeat: guestCPUSeconds NaN out of range"},
-		{"restarts", func(h *Heartbeat) { h.Restarts = -1 }, "heartbeat: negative restarts"},
-	} {
-		h := ok
-		tc.mod(&h)
-		if err := h.Validate(); err == nil || !strings.HasPrefix(err.Error(), tc.msg) {
-			t.Errorf("%s: got %v, want %q", tc.name, err, tc.msg)
-		}
-	}
-}
-
-func TestAgentConfigJSON(t *testing.T) {
-	b, err := json.Marshal(AgentConfig{Host: "pc", Policy: DefaultPolicy()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(b), "nextChange") || strings.Contains(string(b), `"guest"`) {
-		t.Fatalf("zero next change or nil guest encoded: %s", b)
-	}
-	b, _ = json.Marshal(AgentConfig{NextChange: t0})
-	if !strings.Contains(string(b), `"nextChange":"2026-11-02T08:00:00Z"`) {
-		t.Fatalf("next change missing: %s", b)
-	}
 }
 
 // Every field of Policy and Guest takes part in comparisons (Diff) and in IsZero: when a

@@ -157,6 +157,14 @@ type Image struct {
 
 // ImageVersion is one immutable, published build of an image. Once written it is never
 // modified; a new build is a new version.
+// Names of the files inside a published image version directory (ImageVersion.Path):
+// boot scripts point PCs at them, boot servers export them, node agents run them.
+const (
+	ImageKernel = "vmlinuz"
+	ImageInitrd = "initrd.img"
+	ImageRoot   = "root.squashfs"
+)
+
 type ImageVersion struct {
 	Version string    `json:"version" yaml:"version"` // e.g. 2026.11.21-1
 	SHA256  string    `json:"sha256" yaml:"sha256"`   // of the root image file

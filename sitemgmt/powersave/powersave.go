@@ -27,6 +27,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 	"github.com/overtime-hpc/overtime/sitemgmt/wol"
 )
 
@@ -47,7 +48,7 @@ func ExceptionName(host string) string {
 // Plan is what a resume or suspend will do: per-host results (Host, Action, Reason) and
 // the edit of the site that carries them out.
 type Plan struct {
-	Results []model.PowerResult
+	Results []wire.PowerResult
 	put     []model.Exception
 	release map[string]bool // hosts whose power-save exceptions go
 }
@@ -73,7 +74,7 @@ func (p *Plan) Apply(site *model.Site) {
 
 // Resume plans waking the requested hosts for Slurm at now. Errors concern the whole
 // request (no usable cluster mode, bad request); per-host refusals are results.
-func Resume(site *model.Site, eng *schedule.Engine, req model.PowerRequest, now time.Time) (*Plan, error) {
+func Resume(site *model.Site, eng *schedule.Engine, req wire.PowerRequest, now time.Time) (*Plan, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -85,7 +86,7 @@ func Resume(site *model.Site, eng *schedule.Engine, req model.PowerRequest, now 
 	start := slotFloor(now, loc)
 	minutes := req.ForMinutes
 	if minutes == 0 {
-		minutes = model.DefaultPowerSaveMinutes
+		minutes = wire.DefaultPowerSaveMinutes
 	}
 	end := start.Add(time.Duration((minutes+9)/10*10) * time.Minute)
 	if !end.After(now) {
@@ -93,7 +94,7 @@ func Resume(site *model.Site, eng *schedule.Engine, req model.PowerRequest, now 
 	}
 	p := &Plan{release: map[string]bool{}}
 	for _, name := range dedupe(req.Hosts) {
-		r := model.PowerResult{Host: name, Action: model.PowerRefused}
+		r := wire.PowerResult{Host: name, Action: wire.PowerRefused}
 		h := site.Host(name)
 		if h == nil {
 			r.Reason = fmt.Sprintf("%q is not a host of this site", name)
@@ -108,9 +109,9 @@ func Resume(site *model.Site, eng *schedule.Engine, req model.PowerRequest, now 
 		}
 		switch {
 		case d.Level == schedule.LevelPowerSave || m.Kind == model.KindLocalDisk:
-			r.Action = model.PowerCluster
+			r.Action = wire.PowerCluster
 		case (m.Kind == model.KindDesktop || m.Kind == model.KindCluster) && m.Guest != nil:
-			r.Action = model.PowerWake
+			r.Action = wire.PowerWake
 		case m.Kind == model.KindCourseVM:
 			r.Reason = fmt.Sprintf("host %s is in course VM mode %s (%s)%s: a lecture slot always wins", name, d.Mode, d.Rule, until)
 		case m.Kind == model.KindMaintenance:
@@ -118,7 +119,7 @@ func Resume(site *model.Site, eng *schedule.Engine, req model.PowerRequest, now 
 		default:
 			r.Reason = fmt.Sprintf("host %s is in mode %s (%s)%s, which runs no compute guest", name, d.Mode, d.Rule, until)
 		}
-		if r.Action != model.PowerRefused && localDiskAhead(site, eng, h, now, end) {
+		if r.Action != wire.PowerRefused && localDiskAhead(site, eng, h, now, end) {
 			// The host's coming slots include local-disk ones, now or after desktop
 			// hours: the exception keeps it in the cluster through them. Renewed from
 			// now: the host's old power-save exceptions go.
@@ -151,15 +152,15 @@ func localDiskAhead(site *model.Site, eng *schedule.Engine, h *model.Host, from,
 }
 
 // Suspend plans giving the requested hosts back to their schedule.
-func Suspend(site *model.Site, req model.PowerRequest) (*Plan, error) {
+func Suspend(site *model.Site, req wire.PowerRequest) (*Plan, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	p := &Plan{release: map[string]bool{}}
 	for _, name := range dedupe(req.Hosts) {
-		r := model.PowerResult{Host: name, Action: model.PowerReleased}
+		r := wire.PowerResult{Host: name, Action: wire.PowerReleased}
 		if site.Host(name) == nil {
-			r.Action, r.Reason = model.PowerRefused, fmt.Sprintf("%q is not a host of this site", name)
+			r.Action, r.Reason = wire.PowerRefused, fmt.Sprintf("%q is not a host of this site", name)
 		} else {
 			p.release[name] = true
 		}
@@ -170,7 +171,7 @@ func Suspend(site *model.Site, req model.PowerRequest) (*Plan, error) {
 
 // Describe fills what the changed site now says about each result's host: its mode
 // until when, and for hosts to wake their MAC and Wake-on-LAN address.
-func Describe(site *model.Site, eng *schedule.Engine, results []model.PowerResult, now time.Time) {
+func Describe(site *model.Site, eng *schedule.Engine, results []wire.PowerResult, now time.Time) {
 	for i := range results {
 		r := &results[i]
 		h := site.Host(r.Host)
@@ -179,7 +180,7 @@ func Describe(site *model.Site, eng *schedule.Engine, results []model.PowerResul
 		}
 		d := eng.AtHost(h, now)
 		r.Mode, r.Until = d.Mode, d.Next
-		if r.Action == model.PowerWake || r.Action == model.PowerCluster {
+		if r.Action == wire.PowerWake || r.Action == wire.PowerCluster {
 			r.MAC = h.MAC
 			r.WakeAddr = fmt.Sprintf("255.255.255.255:%d", WakePort)
 			if bs := site.BootServer(site.HostBootServer(h)); bs != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // site: lab's PCs are desktops on weekdays 08:00-18:00, local disk otherwise; pc-lec has
@@ -47,7 +48,7 @@ func site(t *testing.T) (*model.Site, *time.Location) {
 
 // resume runs a whole resume the way the API does: plan, apply to a clone, validate,
 // compile, describe.
-func resume(t *testing.T, s *model.Site, req model.PowerRequest, now time.Time) (*model.Site, *schedule.Engine, []model.PowerResult) {
+func resume(t *testing.T, s *model.Site, req wire.PowerRequest, now time.Time) (*model.Site, *schedule.Engine, []wire.PowerResult) {
 	t.Helper()
 	eng, err := schedule.Compile(s)
 	if err != nil {
@@ -60,7 +61,7 @@ func resume(t *testing.T, s *model.Site, req model.PowerRequest, now time.Time) 
 	return apply(t, s, p, now)
 }
 
-func apply(t *testing.T, s *model.Site, p *Plan, now time.Time) (*model.Site, *schedule.Engine, []model.PowerResult) {
+func apply(t *testing.T, s *model.Site, p *Plan, now time.Time) (*model.Site, *schedule.Engine, []wire.PowerResult) {
 	t.Helper()
 	next := s.Clone()
 	p.Apply(next)
@@ -83,23 +84,23 @@ func TestResume(t *testing.T) {
 		name       string
 		host       string
 		now        time.Time
-		action     model.PowerAction
+		action     wire.PowerAction
 		mode       string // after
 		until      time.Time
 		exception  bool   // a power-save exception was made
 		reasonPart string // refused
 	}{
-		{"local-disk night: into the cluster for 12 h", "pc1", at(1, 19, 7), model.PowerCluster, "cluster", at(2, 7, 0), true, ""},
-		{"desktop hours: wake only, but keep the evening", "pc1", at(1, 17, 0), model.PowerWake, "desktop", at(1, 18, 0), true, ""},
-		{"a lecture slot always wins", "pc-lec", at(2, 18, 30), model.PowerRefused, "course", at(2, 20, 0), false, "a lecture slot always wins"},
-		{"maintenance", "pc-maint", at(1, 12, 0), model.PowerRefused, "maint", at(2, 0, 0), false, "maintenance mode maint"},
-		{"cluster hours: wake, the morning's local slot filled", "pc-night", at(1, 21, 0), model.PowerWake, "cluster", at(2, 8, 0), true, ""},
-		{"cluster all week: wake, no exception", "pc-always", at(1, 21, 0), model.PowerWake, "cluster", time.Time{}, false, ""},
-		{"unknown host", "nope", at(1, 19, 0), model.PowerRefused, "", time.Time{}, false, `"nope" is not a host`},
+		{"local-disk night: into the cluster for 12 h", "pc1", at(1, 19, 7), wire.PowerCluster, "cluster", at(2, 7, 0), true, ""},
+		{"desktop hours: wake only, but keep the evening", "pc1", at(1, 17, 0), wire.PowerWake, "desktop", at(1, 18, 0), true, ""},
+		{"a lecture slot always wins", "pc-lec", at(2, 18, 30), wire.PowerRefused, "course", at(2, 20, 0), false, "a lecture slot always wins"},
+		{"maintenance", "pc-maint", at(1, 12, 0), wire.PowerRefused, "maint", at(2, 0, 0), false, "maintenance mode maint"},
+		{"cluster hours: wake, the morning's local slot filled", "pc-night", at(1, 21, 0), wire.PowerWake, "cluster", at(2, 8, 0), true, ""},
+		{"cluster all week: wake, no exception", "pc-always", at(1, 21, 0), wire.PowerWake, "cluster", time.Time{}, false, ""},
+		{"unknown host", "nope", at(1, 19, 0), wire.PowerRefused, "", time.Time{}, false, `"nope" is not a host`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			next, _, res := resume(t, s, model.PowerRequest{Hosts: []string{tc.host}}, tc.now)
+			next, _, res := resume(t, s, wire.PowerRequest{Hosts: []string{tc.host}}, tc.now)
 			if len(res) != 1 {
 				t.Fatalf("results: %+v", res)
 			}
@@ -118,7 +119,7 @@ func TestResume(t *testing.T) {
 					t.Errorf("exception: %+v", x)
 				}
 			}
-			wake := tc.action == model.PowerWake || tc.action == model.PowerCluster
+			wake := tc.action == wire.PowerWake || tc.action == wire.PowerCluster
 			if wake && (r.WakeAddr != "10.31.0.255:9" || r.MAC == "") || !wake && r.MAC != "" {
 				t.Errorf("wake: mac %q addr %q", r.MAC, r.WakeAddr)
 			}
@@ -131,7 +132,7 @@ func TestResume(t *testing.T) {
 func TestResumeCoversComingLocalSlots(t *testing.T) {
 	s, loc := site(t)
 	at := func(d, h int) time.Time { return time.Date(2026, 12, d, h, 0, 0, 0, loc) }
-	_, eng, _ := resume(t, s, model.PowerRequest{Hosts: []string{"pc-night"}}, at(1, 21))
+	_, eng, _ := resume(t, s, wire.PowerRequest{Hosts: []string{"pc-night"}}, at(1, 21))
 	d, _ := eng.At("pc-night", at(2, 7))
 	if d.Mode != "cluster" || d.Level != schedule.LevelPowerSave || !d.Next.Equal(at(2, 8)) || d.NextMode != "desktop" {
 		t.Fatalf("07:00 next morning: %+v", d)
@@ -141,18 +142,18 @@ func TestResumeCoversComingLocalSlots(t *testing.T) {
 func TestResumeRenewsAndSuspendReleases(t *testing.T) {
 	s, loc := site(t)
 	at := func(h, m int) time.Time { return time.Date(2026, 12, 1, h, m, 0, 0, loc) }
-	s1, _, _ := resume(t, s, model.PowerRequest{Hosts: []string{"pc1", "pc1"}, ForMinutes: 60}, at(19, 0))
+	s1, _, _ := resume(t, s, wire.PowerRequest{Hosts: []string{"pc1", "pc1"}, ForMinutes: 60}, at(19, 0))
 	if n := countPowerSave(s1); n != 1 {
 		t.Fatalf("%d power-save exceptions, want 1", n)
 	}
 	// Renewed an hour later: still one exception, from the new slot on.
-	s2, _, res := resume(t, s1, model.PowerRequest{Hosts: []string{"pc1"}, ForMinutes: 60}, at(19, 55))
+	s2, _, res := resume(t, s1, wire.PowerRequest{Hosts: []string{"pc1"}, ForMinutes: 60}, at(19, 55))
 	x := s2.Exception(ExceptionName("pc1"))
-	if countPowerSave(s2) != 1 || !x.Start.Equal(at(19, 50)) || !x.End.Equal(at(20, 50)) || res[0].Action != model.PowerCluster {
+	if countPowerSave(s2) != 1 || !x.Start.Equal(at(19, 50)) || !x.End.Equal(at(20, 50)) || res[0].Action != wire.PowerCluster {
 		t.Fatalf("renewed: %+v %+v", x, res)
 	}
 	eng2, _ := schedule.Compile(s2)
-	p, err := Suspend(s2, model.PowerRequest{Hosts: []string{"pc1", "ghost"}})
+	p, err := Suspend(s2, wire.PowerRequest{Hosts: []string{"pc1", "ghost"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestResumeRenewsAndSuspendReleases(t *testing.T) {
 	if countPowerSave(s3) != 0 {
 		t.Fatalf("suspend left %d power-save exceptions", countPowerSave(s3))
 	}
-	if res[0].Action != model.PowerReleased || res[0].Mode != "local" || res[1].Action != model.PowerRefused {
+	if res[0].Action != wire.PowerReleased || res[0].Mode != "local" || res[1].Action != wire.PowerRefused {
 		t.Fatalf("suspend results: %+v", res)
 	}
 	if d, _ := eng2.At("pc1", at(20, 0)); d.Mode != "cluster" {
@@ -174,7 +175,7 @@ func TestSuspendSharedException(t *testing.T) {
 	s.Exceptions = append(s.Exceptions, model.Exception{Name: "night-run", Kind: model.ExceptionPowerSave, Mode: "cluster",
 		Start: time.Date(2026, 12, 1, 18, 0, 0, 0, loc), End: time.Date(2026, 12, 2, 8, 0, 0, 0, loc),
 		Targets: []model.Target{{Host: "pc1"}, {Host: "pc-lec"}}})
-	p, _ := Suspend(s, model.PowerRequest{Hosts: []string{"pc1"}})
+	p, _ := Suspend(s, wire.PowerRequest{Hosts: []string{"pc1"}})
 	next, _, _ := apply(t, s, p, time.Date(2026, 12, 1, 19, 0, 0, 0, loc))
 	x := next.Exception("night-run")
 	if x == nil || len(x.Targets) != 1 || x.Targets[0].Host != "pc-lec" {
@@ -188,20 +189,20 @@ func TestResumeRequestErrors(t *testing.T) {
 	now := time.Date(2026, 12, 1, 19, 0, 0, 0, loc)
 	for _, tc := range []struct {
 		name string
-		req  model.PowerRequest
+		req  wire.PowerRequest
 		want string
 	}{
-		{"no hosts", model.PowerRequest{}, "no hosts"},
-		{"too long", model.PowerRequest{Hosts: []string{"pc1"}, ForMinutes: model.MaxPowerSaveMinutes + 1}, "out of range"},
-		{"unknown mode", model.PowerRequest{Hosts: []string{"pc1"}, Mode: "nope"}, "no such mode"},
-		{"not a cluster mode", model.PowerRequest{Hosts: []string{"pc1"}, Mode: "desktop"}, "not a cluster mode"},
+		{"no hosts", wire.PowerRequest{}, "no hosts"},
+		{"too long", wire.PowerRequest{Hosts: []string{"pc1"}, ForMinutes: wire.MaxPowerSaveMinutes + 1}, "out of range"},
+		{"unknown mode", wire.PowerRequest{Hosts: []string{"pc1"}, Mode: "nope"}, "no such mode"},
+		{"not a cluster mode", wire.PowerRequest{Hosts: []string{"pc1"}, Mode: "desktop"}, "not a cluster mode"},
 	} {
 		if _, err := Resume(s, eng, tc.req, now); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
 		}
 	}
 	s.Modes[1].Guest = nil // the only cluster mode has no guest
-	if _, err := Resume(s, eng, model.PowerRequest{Hosts: []string{"pc1"}}, now); err == nil || !strings.Contains(err.Error(), "no cluster mode with a compute guest") {
+	if _, err := Resume(s, eng, wire.PowerRequest{Hosts: []string{"pc1"}}, now); err == nil || !strings.Contains(err.Error(), "no cluster mode with a compute guest") {
 		t.Errorf("no cluster mode: %v", err)
 	}
 }

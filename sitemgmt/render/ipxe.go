@@ -2,6 +2,8 @@ package render
 
 import (
 	"io"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
 // ipxeUnsafe lists characters that display text must not carry into an iPXE script on
@@ -61,8 +63,8 @@ func IPXE(out io.Writer, b Boot) error {
 			// line: the EFI stub of the kernel finds it that way when iPXE runs on UEFI;
 			// BIOS kernels ignore the argument.
 			if e.initrd != "" {
-				w.line("kernel %s initrd=%s %s || goto %s", e.kernel, ImageInitrd, e.cmdline, labelFailed)
-				w.line("initrd --name %s %s || goto %s", ImageInitrd, e.initrd, labelFailed)
+				w.line("kernel %s initrd=%s %s || goto %s", e.kernel, model.ImageInitrd, e.cmdline, labelFailed)
+				w.line("initrd --name %s %s || goto %s", model.ImageInitrd, e.initrd, labelFailed)
 			} else {
 				w.line("kernel %s %s || goto %s", e.kernel, e.cmdline, labelFailed)
 			}

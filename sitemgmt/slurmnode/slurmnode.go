@@ -11,15 +11,16 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // Desired maps one host to its Slurm node. st is the host's last heartbeat (nil: none since
 // the site manager started); a stale heartbeat means the desktop is off or its agent is
 // gone.
-func Desired(site *model.Site, host *model.Host, st *model.AgentStatus, now time.Time) model.SlurmNode {
-	n := model.SlurmNode{Name: host.Name, Weight: model.WeightOwnerActive}
-	feat := []string{model.FeatureOvertime}
-	down := func(state model.SlurmNodeState, why string) model.SlurmNode {
+func Desired(site *model.Site, host *model.Host, st *wire.AgentStatus, now time.Time) wire.SlurmNode {
+	n := wire.SlurmNode{Name: host.Name, Weight: wire.WeightOwnerActive}
+	feat := []string{wire.FeatureOvertime}
+	down := func(state wire.SlurmNodeState, why string) wire.SlurmNode {
 		n.State = state
 		n.Reason = "overtime: " + why
 		n.Features = strings.Join(feat, ",")
@@ -29,10 +30,10 @@ func Desired(site *model.Site, host *model.Host, st *model.AgentStatus, now time
 		return n
 	}
 	if st == nil {
-		return down(model.SlurmDown, fmt.Sprintf("no heartbeat from %s's node agent (desktop off?)", host.Name))
+		return down(wire.SlurmDown, fmt.Sprintf("no heartbeat from %s's node agent (desktop off?)", host.Name))
 	}
 	if st.Stale {
-		return down(model.SlurmDown, fmt.Sprintf("no heartbeat from %s's node agent since %s (desktop off?)", host.Name, st.Received.UTC().Format(time.RFC3339)))
+		return down(wire.SlurmDown, fmt.Sprintf("no heartbeat from %s's node agent since %s (desktop off?)", host.Name, st.Received.UTC().Format(time.RFC3339)))
 	}
 	n.Comment = fmt.Sprintf("overtime: mode %s, owner %s, guest %s, %s (heartbeat %s)", st.Mode, st.OwnerState, st.Action, st.GuestState, st.Time.UTC().Format(time.RFC3339))
 	kind := model.ModeKind("")
@@ -41,41 +42,41 @@ func Desired(site *model.Site, host *model.Host, st *model.AgentStatus, now time
 	}
 	switch kind {
 	case model.KindCluster:
-		feat = append(feat, model.FeatureDedicated)
+		feat = append(feat, wire.FeatureDedicated)
 	case model.KindDesktop:
-		feat = append(feat, model.FeatureDesktop)
+		feat = append(feat, wire.FeatureDesktop)
 	}
 	if st.GuestState == "none" || (kind != model.KindCluster && kind != model.KindDesktop) {
-		return down(model.SlurmDown, fmt.Sprintf("%s is in mode %s, which runs no compute guest", host.Name, st.Mode))
+		return down(wire.SlurmDown, fmt.Sprintf("%s is in mode %s, which runs no compute guest", host.Name, st.Mode))
 	}
 	switch st.Action {
 	case model.ActionEvict:
-		return down(model.SlurmEvicted, fmt.Sprintf("guest on %s evicted: the owner needed the desktop (%s)", host.Name, st.OwnerState))
+		return down(wire.SlurmEvicted, fmt.Sprintf("guest on %s evicted: the owner needed the desktop (%s)", host.Name, st.OwnerState))
 	case model.ActionFreeze:
-		return down(model.SlurmFrozen, fmt.Sprintf("guest on %s frozen: the owner needs the desktop", host.Name))
+		return down(wire.SlurmFrozen, fmt.Sprintf("guest on %s frozen: the owner needs the desktop", host.Name))
 	}
 	switch st.GuestState {
 	case "running":
 	case "paused":
-		return down(model.SlurmFrozen, fmt.Sprintf("guest on %s paused", host.Name))
+		return down(wire.SlurmFrozen, fmt.Sprintf("guest on %s paused", host.Name))
 	default:
 		why := st.GuestState
 		if st.GuestReason != "" {
 			why += ": " + st.GuestReason
 		}
-		return down(model.SlurmDown, fmt.Sprintf("guest on %s not running (%s)", host.Name, why))
+		return down(wire.SlurmDown, fmt.Sprintf("guest on %s not running (%s)", host.Name, why))
 	}
 	switch {
 	case kind == model.KindCluster:
-		n.Weight = model.WeightDedicated
+		n.Weight = wire.WeightDedicated
 	case st.OwnerState == model.StateOwnerActive:
-		feat = append(feat, model.FeatureOwnerActive)
-		n.Weight = model.WeightOwnerActive
+		feat = append(feat, wire.FeatureOwnerActive)
+		n.Weight = wire.WeightOwnerActive
 	default:
-		feat = append(feat, model.FeatureDeskEmpty)
-		n.Weight = model.WeightDeskEmpty
+		feat = append(feat, wire.FeatureDeskEmpty)
+		n.Weight = wire.WeightDeskEmpty
 	}
-	n.State = model.SlurmUp
+	n.State = wire.SlurmUp
 	n.Features = strings.Join(feat, ",")
 	return n
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 func TestDesired(t *testing.T) {
@@ -16,8 +17,8 @@ func TestDesired(t *testing.T) {
 		{Name: "maint", Kind: model.KindMaintenance},
 	}}
 	host := &model.Host{Name: "pc1"}
-	hb := func(mode string, owner model.OwnerState, action model.GuestAction, guest string) *model.AgentStatus {
-		return &model.AgentStatus{HostStatus: model.HostStatus{Heartbeat: model.Heartbeat{
+	hb := func(mode string, owner model.OwnerState, action model.GuestAction, guest string) *wire.AgentStatus {
+		return &wire.AgentStatus{HostStatus: wire.HostStatus{Heartbeat: wire.Heartbeat{
 			Host: "pc1", Time: now, Mode: mode, OwnerState: owner, Action: action, GuestState: guest,
 		}, Received: now}}
 	}
@@ -25,22 +26,22 @@ func TestDesired(t *testing.T) {
 	stale.Stale = true
 	for _, c := range []struct {
 		name     string
-		st       *model.AgentStatus
-		state    model.SlurmNodeState
+		st       *wire.AgentStatus
+		state    wire.SlurmNodeState
 		features string
 		weight   int
 		reason   string
 	}{
-		{"no heartbeat", nil, model.SlurmDown, "overtime", 100, "no heartbeat"},
-		{"stale heartbeat", stale, model.SlurmDown, "overtime", 100, "since"},
-		{"cluster mode", hb("cluster", model.StateAfterHours, model.ActionRun, "running"), model.SlurmUp, "overtime,dedicated", 1, ""},
-		{"empty desk", hb("desktop", model.StateNoUser, model.ActionRun, "running"), model.SlurmUp, "overtime,desktop,desk-empty", 10, ""},
-		{"owner idle", hb("desktop", model.StateOwnerIdle, model.ActionRun, "running"), model.SlurmUp, "overtime,desktop,desk-empty", 10, ""},
-		{"owner active, throttled", hb("desktop", model.StateOwnerActive, model.ActionThrottle, "running"), model.SlurmUp, "overtime,desktop,owner-active", 100, ""},
-		{"frozen", hb("desktop", model.StateOwnerActive, model.ActionFreeze, "paused"), model.SlurmFrozen, "overtime,desktop", 100, "frozen"},
-		{"evicted", hb("desktop", model.StateOwnerActive, model.ActionEvict, "absent"), model.SlurmEvicted, "overtime,desktop", 100, "evicted"},
-		{"maintenance", hb("maint", model.StateMaintenance, model.ActionRun, "none"), model.SlurmDown, "overtime", 100, "runs no compute guest"},
-		{"guest crashed", hb("desktop", model.StateNoUser, model.ActionRun, "crashed"), model.SlurmDown, "overtime,desktop", 100, "not running (crashed)"},
+		{"no heartbeat", nil, wire.SlurmDown, "overtime", 100, "no heartbeat"},
+		{"stale heartbeat", stale, wire.SlurmDown, "overtime", 100, "since"},
+		{"cluster mode", hb("cluster", model.StateAfterHours, model.ActionRun, "running"), wire.SlurmUp, "overtime,dedicated", 1, ""},
+		{"empty desk", hb("desktop", model.StateNoUser, model.ActionRun, "running"), wire.SlurmUp, "overtime,desktop,desk-empty", 10, ""},
+		{"owner idle", hb("desktop", model.StateOwnerIdle, model.ActionRun, "running"), wire.SlurmUp, "overtime,desktop,desk-empty", 10, ""},
+		{"owner active, throttled", hb("desktop", model.StateOwnerActive, model.ActionThrottle, "running"), wire.SlurmUp, "overtime,desktop,owner-active", 100, ""},
+		{"frozen", hb("desktop", model.StateOwnerActive, model.ActionFreeze, "paused"), wire.SlurmFrozen, "overtime,desktop", 100, "frozen"},
+		{"evicted", hb("desktop", model.StateOwnerActive, model.ActionEvict, "absent"), wire.SlurmEvicted, "overtime,desktop", 100, "evicted"},
+		{"maintenance", hb("maint", model.StateMaintenance, model.ActionRun, "none"), wire.SlurmDown, "overtime", 100, "runs no compute guest"},
+		{"guest crashed", hb("desktop", model.StateNoUser, model.ActionRun, "crashed"), wire.SlurmDown, "overtime,desktop", 100, "not running (crashed)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := Desired(site, host, c.st, now)

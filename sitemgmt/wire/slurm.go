@@ -1,10 +1,12 @@
-package model
+package wire
 
 import (
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
 // Slurm node states as the site manager wants them (GET /api/v1/slurm/nodes). The sync
@@ -92,8 +94,8 @@ type JobReport struct {
 	// desktop's CPU pressure (PSI "some") during the job. A later calibration refines it.
 	DesktopSlowdown float64 `json:"desktopSlowdown"`
 	// Actions counts the policy's transitions into throttle, freeze and evict.
-	Actions map[GuestAction]int `json:"actions,omitempty"`
-	Summary string              `json:"summary"`
+	Actions map[model.GuestAction]int `json:"actions,omitempty"`
+	Summary string                    `json:"summary"`
 	// Received is set by the site manager.
 	Received time.Time `json:"received,omitzero"`
 }
@@ -103,7 +105,7 @@ var jobIDRe = regexp.MustCompile(`^[0-9]{1,10}(_[0-9]{1,10})?$`)
 // ValidJobID accepts Slurm job ids (and array task ids like 123_4).
 func ValidJobID(id string) error {
 	if !jobIDRe.MatchString(id) {
-		return invalid("job id %q: must be a Slurm job id (digits, optionally _N)", id)
+		return model.Invalid("job id %q: must be a Slurm job id (digits, optionally _N)", id)
 	}
 	return nil
 }
@@ -114,24 +116,24 @@ func (r JobReport) Validate() error {
 		return err
 	}
 	if r.Host != "" {
-		if err := ValidHostname(r.Host); err != nil {
-			return invalid("job report: %v", err)
+		if err := model.ValidHostname(r.Host); err != nil {
+			return model.Invalid("job report: %v", err)
 		}
 	}
 	if r.End.Before(r.Start) {
-		return invalid("job report: end %s before start %s", r.End, r.Start)
+		return model.Invalid("job report: end %s before start %s", r.End, r.Start)
 	}
 	for name, v := range map[string]float64{"seconds": r.Seconds, "throttledSeconds": r.ThrottledSeconds,
 		"frozenSeconds": r.FrozenSeconds, "guestCPUSeconds": r.GuestCPUSeconds, "stealSeconds": r.StealSeconds} {
 		if v < 0 || v != v {
-			return invalid("job report: %s %v must be a non-negative number", name, v)
+			return model.Invalid("job report: %s %v must be a non-negative number", name, v)
 		}
 	}
 	if r.OwnerActiveFraction < 0 || r.OwnerActiveFraction > 1 || r.DesktopSlowdown < 0 || r.DesktopSlowdown > 1 {
-		return invalid("job report: fractions must be within 0..1")
+		return model.Invalid("job report: fractions must be within 0..1")
 	}
 	if len(r.Summary) > 400 || strings.ContainsAny(r.Summary, "\n\r") {
-		return invalid("job report: summary must be one line of at most 400 bytes")
+		return model.Invalid("job report: summary must be one line of at most 400 bytes")
 	}
 	return nil
 }
@@ -204,13 +206,13 @@ type PowerResponse struct {
 // Validate checks the request's shape; host names are looked up by the caller.
 func (r *PowerRequest) Validate() error {
 	if len(r.Hosts) == 0 {
-		return Invalid("no hosts given")
+		return model.Invalid("no hosts given")
 	}
 	if len(r.Hosts) > MaxPowerHosts {
-		return Invalid("%d hosts in one request; at most %d", len(r.Hosts), MaxPowerHosts)
+		return model.Invalid("%d hosts in one request; at most %d", len(r.Hosts), MaxPowerHosts)
 	}
 	if r.ForMinutes < 0 || r.ForMinutes > MaxPowerSaveMinutes {
-		return Invalid("forMinutes %d out of range 0..%d", r.ForMinutes, MaxPowerSaveMinutes)
+		return model.Invalid("forMinutes %d out of range 0..%d", r.ForMinutes, MaxPowerSaveMinutes)
 	}
 	return nil
 }

@@ -1,0 +1,152 @@
+package wire
+
+import (
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// The node agent's side of the API (docs/agent-api.md): the configuration document an
+// agent fetches, the heartbeat it posts, and what the site manager answers about them.
+
+// AgentConfig is the document GET /api/v1/agent/config returns to a node agent: everything
+// it needs to decide and act until the next change, resolved by the site manager (schedule
+// evaluated, policy defaults filled, image version resolved).
+type AgentConfig struct {
+	Host       string         `json:"host"`
+	MAC        string         `json:"mac"`
+	Pool       string         `json:"pool"`
+	Generated  time.Time      `json:"generated"`           // server time the document was made
+	Mode       string         `json:"mode"`                // mode the schedule gives now
+	Kind       model.ModeKind `json:"kind"`                // its kind
+	NextChange time.Time      `json:"nextChange,omitzero"` // when the schedule changes next (absent: no change ahead)
+	NextMode   string         `json:"nextMode,omitempty"`
+	Policy     model.Policy   `json:"policy"`          // effective: every field set
+	Guest      *AgentGuest    `json:"guest,omitempty"` // nil: this mode runs no guest
+	// GuestUnavailable says why Guest is nil although the mode names a guest (its image
+	// has no published version, no boot server serves the host). The agent treats it like
+	// a mode without a guest; the text is for people (agent status, logs).
+	GuestUnavailable string `json:"guestUnavailable,omitempty"`
+}
+
+// AgentGuest is a mode's model.Guest with defaults filled and its image version resolved.
+type AgentGuest struct {
+	model.Guest
+	Name      string             `json:"name"`      // libvirt domain / container name: overtime-<host>
+	ImageKind model.ImageKind    `json:"imageKind"` // compute or course-vm
+	Resolved  model.ImageVersion `json:"resolved"`  // the version to run; Path is relative to the image root
+	// ImageURL is the HTTP base of the version's directory on the host's boot server
+	// (kernel, initrd, root image); NFS is "server:/export/path" of the same directory.
+	ImageURL string `json:"imageURL"`
+	NFS      string `json:"nfs"`
+}
+
+// Heartbeat is what a node agent posts to POST /api/v1/agent/heartbeat.
+type Heartbeat struct {
+	Host            string            `json:"host"`
+	Time            time.Time         `json:"time"`       // agent's clock
+	Mode            string            `json:"mode"`       // mode of the configuration in force
+	ConfigFrom      string            `json:"configFrom"` // "api" or "cache" (site manager unreachable)
+	OwnerState      model.OwnerState  `json:"ownerState"`
+	Action          model.GuestAction `json:"action"`     // in force
+	GuestState      string            `json:"guestState"` // backend's view: running, paused, shut off, absent, crashed, unavailable
+	GuestReason     string            `json:"guestReason,omitempty"`
+	Backend         string            `json:"backend,omitempty"`
+	Pressure        float64           `json:"pressure"` // max desktop PSI some avg10, percent
+	GuestCPUSeconds float64           `json:"guestCPUSeconds"`
+	Restarts        int               `json:"restarts"` // guest restarts after crashes since agent start
+	Version         string            `json:"version,omitempty"`
+}
+
+// HostStatus is the site manager's record of a host's last heartbeat (GET /api/v1/agent/status).
+type HostStatus struct {
+	Heartbeat
+	Received time.Time `json:"received"` // server time
+	Remote   string    `json:"remote"`   // source address
+}
+
+// HeartbeatInterval is how often a node agent posts a heartbeat; a host whose last
+// heartbeat is older than StaleAfter is shown stale.
+const (
+	HeartbeatInterval = 30 * time.Second
+	StaleAfter        = 3 * HeartbeatInterval
+)
+
+// ConfigFrom values of a heartbeat.
+const (
+	ConfigFromAPI   = "api"   // the configuration in force was fetched from the site manager
+	ConfigFromCache = "cache" // the site manager was unreachable; the agent uses its last copy
+)
+
+// Validate checks a heartbeat before the site manager keeps it: known states and actions,
+// bounded one-line strings, finite non-negative numbers. Empty fields are allowed (an
+// agent that does not know yet).
+func (h Heartbeat) Validate() error {
+	if h.Host != "" {
+		if err := model.ValidHostname(h.Host); err != nil {
+			return model.Invalid("heartbeat: %v", err)
+		}
+	}
+	if h.Mode != "" {
+		if err := model.ValidName("mode", h.Mode); err != nil {
+			return model.Invalid("heartbeat: %v", err)
+		}
+	}
+	if h.ConfigFrom != "" && h.ConfigFrom != ConfigFromAPI && h.ConfigFrom != ConfigFromCache {
+		return model.Invalid("heartbeat: configFrom %q must be %q or %q", h.ConfigFrom, ConfigFromAPI, ConfigFromCache)
+	}
+	if h.OwnerState != "" {
+		if err := h.OwnerState.Valid(); err != nil {
+			return model.Invalid("heartbeat: %v", err)
+		}
+	}
+	if h.Action != "" {
+		if err := h.Action.Valid(); err != nil {
+			return model.Invalid("heartbeat: %v", err)
+		}
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"guestState", h.GuestState, 64}, {"guestReason", h.GuestReason, 200}, {"backend", h.Backend, 64}, {"version", h.Version, 64}} {
+		if len(f.v) > f.max {
+			return model.Invalid("heartbeat: %s too long (%d bytes, at most %d)", f.name, len(f.v), f.max)
+		}
+		if !utf8.ValidString(f.v) || strings.ContainsFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return model.Invalid("heartbeat: %s %q is not one line of text", f.name, f.v)
+		}
+	}
+	if !(h.Pressure >= 0 && h.Pressure <= 100) {
+		return model.Invalid("heartbeat: pressure %g out of range (0-100 percent)", h.Pressure)
+	}
+	if !(h.GuestCPUSeconds >= 0 && h.GuestCPUSeconds < 1e15) {
+		return model.Invalid("heartbeat: guestCPUSeconds %g out of range", h.GuestCPUSeconds)
+	}
+	if h.Restarts < 0 {
+		return model.Invalid("heartbeat: negative restarts")
+	}
+	return nil
+}
+
+// AgentStatus is one entry of GET /api/v1/agent/status: a host's last heartbeat as the
+// site manager received it, and whether it is stale (older than StaleAfter).
+type AgentStatus struct {
+	HostStatus
+	Stale bool `json:"stale"`
+}
+
+// HostCredential is the answer of POST /api/v1/hosts/{name}/credential: the host's new
+// bearer token, shown this once (the directory keeps only its SHA-256).
+type HostCredential struct {
+	Host    string    `json:"host"`
+	Token   string    `json:"token"`
+	Created time.Time `json:"created"`
+}
+
+// CredentialRevoked is the answer of DELETE /api/v1/hosts/{name}/credential.
+type CredentialRevoked struct {
+	Host    string `json:"host"`
+	Revoked bool   `json:"revoked"` // false: the host had no credential
+}
