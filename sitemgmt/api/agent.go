@@ -5,10 +5,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +14,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
 	"github.com/overtime-hpc/overtime/sitemgmt/hostcred"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/render"
+	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
@@ -233,157 +231,25 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	cfg, err := s.AgentConfigFor(s.svc.Snapshot(), host, s.opt.Now())
 	if err != nil {
-		s.httpError(w, err)
+		s.serviceError(w, err)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, cfg)
 }
 
-// AgentConfigFor resolves a host's node agent configuration at now: the schedule
-// evaluated (mode, kind, next change), the pool's effective policy, and the mode's guest
-// with defaults filled, its image version resolved (pinned or newest) and located on the
-// host's boot server (HTTP and NFS, the same paths boot scripts use).
-func (s *Server) AgentConfigFor(snap *service.Snapshot, hostName string, now time.Time) (*wire.AgentConfig, error) {
-	site := snap.Site
-	h := site.Host(hostName)
-	if h == nil {
-		return nil, notFound{"host", hostName}
+// AgentConfigFor is the configuration host's node agent gets from snap at now: the
+// resolver's assignment (sitemgmt/resolve) as the agent's document. An unknown host is a
+// *resolve.UnknownHostError (404).
+func (s *Server) AgentConfigFor(snap *service.Snapshot, host string, now time.Time) (*wire.AgentConfig, error) {
+	a, err := snap.Resolver.Host(host, resolve.Query{At: now, BootServer: s.opt.BootServer})
+	if err != nil {
+		return nil, err
 	}
-	loc := snap.Engine.Location()
-	d := snap.Engine.AtHost(h, now)
-	m := site.Mode(d.Mode)
-	if m == nil {
-		return nil, fmt.Errorf("host %s: scheduled mode %q is not defined", h.Name, d.Mode)
-	}
-	cfg := &wire.AgentConfig{
-		Host: h.Name, MAC: h.MAC, Pool: h.Pool,
-		Generated: now.In(loc).Truncate(time.Second),
-		Mode:      m.Name, Kind: m.Kind,
-		NextMode: d.NextMode,
-		Policy:   model.DefaultPolicy(),
-	}
-	if !d.Next.IsZero() {
-		cfg.NextChange = d.Next.In(loc)
-	}
-	if p := site.Pool(h.Pool); p != nil && p.Policy != nil {
-		cfg.Policy = p.Policy.Effective()
-	}
-	if m.Guest == nil {
-		return cfg, nil
-	}
-	g := m.Guest.WithDefaults()
-	im := site.Image(g.Image)
-	if im == nil {
-		return nil, fmt.Errorf("mode %s: guest image %q is not defined", m.Name, g.Image)
-	}
-	v := im.Version(g.Version)
-	srv := s.agentServer(site, h)
-	switch {
-	case v == nil && g.Version != "":
-		cfg.GuestUnavailable = fmt.Sprintf("image %s version %s is not published", im.Name, g.Version)
-	case v == nil:
-		cfg.GuestUnavailable = fmt.Sprintf("image %s has no published version", im.Name)
-	case srv == nil:
-		cfg.GuestUnavailable = "no boot server serves host " + h.Name + " (the site has none)"
-	default:
-		url, err := render.ImageURL(srv, v)
-		if err != nil {
-			cfg.GuestUnavailable = fmt.Sprintf("boot server %s: %v", srv.Name, err)
-			break
-		}
-		resolved := *v
-		resolved.Created = resolved.Created.UTC()
-		cfg.Guest = &wire.AgentGuest{
-			Guest: g, Name: "overtime-" + h.Name, ImageKind: im.Kind, Resolved: resolved,
-			ImageURL: url, NFS: render.NFSImageDir(srv, v),
-		}
-	}
-	return cfg, nil
-}
-
-// agentServer is the boot server whose HTTP and NFS exports a host's guest image comes
-// from: the host's own (or its pool's), else the one this instance answers for, else the
-// site's first; nil on a site without boot servers.
-func (s *Server) agentServer(site *model.Site, h *model.Host) *model.BootServer {
-	if b := site.BootServer(site.HostBootServer(h)); b != nil {
-		return b
-	}
-	if b := site.BootServer(s.opt.BootServer); b != nil {
-		return b
-	}
-	if len(site.BootServers) > 0 {
-		return &site.BootServers[0]
-	}
-	return nil
+	return a.AgentConfig()
 }
 
 // ---- heartbeats and status ----
-
-// agentStatus holds the last heartbeat of every host, in memory: it is state, not
-// configuration, and writing it to LDAP every 30 s per host would cost a directory write
-// per heartbeat for nothing a restart could not rebuild within one interval.
-//
-// Every change bumps a revision and wakes the long polls of GET /api/v1/slurm/nodes, so
-// that an owner's key press reaches Slurm in one round trip, not at the next poll.
-type agentStatus struct {
-	mu      sync.Mutex
-	last    map[string]wire.HostStatus
-	rev     uint64
-	changed chan struct{} // closed and replaced at every change
-	reports jobReports
-}
-
-// put stores a heartbeat unless it is older than the one already stored: the agent posts
-// heartbeats from concurrent goroutines, and a late "run" must not overwrite "freeze".
-func (a *agentStatus) put(st wire.HostStatus) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.last == nil {
-		a.last = map[string]wire.HostStatus{}
-	}
-	if prev, ok := a.last[st.Host]; ok && st.Time.Before(prev.Time) {
-		return false
-	}
-	a.last[st.Host] = st
-	a.bumpLocked()
-	return true
-}
-
-func (a *agentStatus) bumpLocked() {
-	a.rev++
-	if a.changed != nil {
-		close(a.changed)
-	}
-	a.changed = make(chan struct{})
-}
-
-// since returns the revision and a channel closed at the next change.
-func (a *agentStatus) since() (uint64, <-chan struct{}) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.changed == nil {
-		a.changed = make(chan struct{})
-	}
-	return a.rev, a.changed
-}
-
-func (a *agentStatus) get(host string) (wire.HostStatus, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	st, ok := a.last[host]
-	return st, ok
-}
-
-func (a *agentStatus) all() []wire.HostStatus {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]wire.HostStatus, 0, len(a.last))
-	for _, st := range a.last {
-		out = append(out, st)
-	}
-	return out
-}
 
 // maxHeartbeat bounds a heartbeat body; a real one is a few hundred bytes.
 const maxHeartbeat = 16 << 10
@@ -408,18 +274,10 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hb.Host = host
-	if err := hb.Validate(); err != nil {
-		s.httpError(w, err)
+	st, err := s.svc.PutHeartbeat(hb, s.opt.Now(), remoteIP(r))
+	if err != nil {
+		s.serviceError(w, err)
 		return
-	}
-	if s.svc.Snapshot().Site.Host(host) == nil {
-		s.httpError(w, notFound{"host", host})
-		return
-	}
-	st := wire.HostStatus{Heartbeat: hb, Received: s.opt.Now().UTC(), Remote: remoteIP(r)}
-	if !s.status.put(st) {
-		// Out of order (an older heartbeat overtaken by a newer one): accepted, not stored.
-		st, _ = s.status.get(host)
 	}
 	writeJSON(w, http.StatusOK, st)
 }
@@ -431,38 +289,32 @@ func remoteIP(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-func (s *Server) withStale(st wire.HostStatus, now time.Time) wire.AgentStatus {
-	return wire.AgentStatus{HostStatus: st, Stale: now.Sub(st.Received) > wire.StaleAfter}
-}
-
 // agentStatusList lists the last heartbeat of every host of the current site that has
 // posted one since this server started (?pool= narrows to one pool), by host name.
 func (s *Server) agentStatusList(w http.ResponseWriter, r *http.Request) {
-	site := s.svc.Snapshot().Site
-	pool := r.URL.Query().Get("pool")
-	now := s.opt.Now()
-	out := []wire.AgentStatus{}
-	for _, st := range s.status.all() {
-		h := site.Host(st.Host)
-		if h == nil || (pool != "" && h.Pool != pool) {
-			continue
-		}
-		out = append(out, s.withStale(st, now))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, s.svc.AgentStatuses(r.URL.Query().Get("pool"), s.opt.Now()))
 }
 
 func (s *Server) agentStatusOne(w http.ResponseWriter, r *http.Request) {
 	host := r.PathValue("host")
-	if s.svc.Snapshot().Site.Host(host) == nil {
-		s.httpError(w, notFound{"host", host})
+	st, ok, err := s.svc.AgentStatus(host, s.opt.Now())
+	if err != nil {
+		s.serviceError(w, err)
 		return
 	}
-	st, ok := s.status.get(host)
 	if !ok {
 		writeError(w, http.StatusNotFound, "no heartbeat from host "+host+" since the site manager started")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.withStale(st, s.opt.Now()))
+	writeJSON(w, http.StatusOK, st)
+}
+
+// serviceError answers an error of the service or the resolver: "no such entity" is a
+// 404 with its own message, everything else as httpError maps it.
+func (s *Server) serviceError(w http.ResponseWriter, err error) {
+	if isNotFound(err) {
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	}
+	s.httpError(w, err)
 }

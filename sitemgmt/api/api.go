@@ -60,7 +60,6 @@ type Server struct {
 	mux      *http.ServeMux
 	auth     authCache
 	hostAuth hostAuthCache
-	status   agentStatus // last heartbeat per host (agent.go)
 }
 
 // New builds the handler tree.
@@ -436,18 +435,15 @@ func (s *Server) modeAt(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	d, err := snap.Engine.At(host, t)
-	if err != nil {
-		if snap.Site.Host(host) == nil {
-			s.httpError(w, notFound{"host", host})
-			return
-		}
-		s.httpError(w, err)
+	h := snap.Site.Host(host)
+	if h == nil {
+		s.httpError(w, notFound{"host", host})
 		return
 	}
+	m, d := snap.Resolver.ModeAt(h, t)
 	loc := snap.Engine.Location()
 	out := ModeAt{Host: host, Time: t.In(loc), Mode: d.Mode, Level: d.Level.String(), Rule: d.Rule, NextMode: d.NextMode}
-	if m := snap.Site.Mode(d.Mode); m != nil {
+	if m != nil {
 		out.Kind = string(m.Kind)
 	}
 	if !d.Next.IsZero() {

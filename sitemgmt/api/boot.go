@@ -8,21 +8,33 @@ import (
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/render"
-	"github.com/overtime-hpc/overtime/sitemgmt/service"
+	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 )
 
 // Boot endpoints. A PC in the middle of PXE cannot log in, retry cleverly or read an
 // error page: every well-formed request gets a bootable answer (a MAC not in the
 // directory gets the site's configured unknown-host mode), malformed ones a 400, and the
 // answer is computed from the in-memory snapshot, so that a storm of PCs switched on at
-// 08:00 costs no LDAP round trips.
+// 08:00 costs no LDAP round trips. What a PC gets is decided by sitemgmt/resolve; these
+// handlers only parse the path and render the answer.
+
+// bootQuery is the context of a boot request: now, the boot server this instance answers
+// for, and the address the request came in on (the last fallback for a site without
+// boot servers, so that the script's URLs still point somewhere that answers).
+func (s *Server) bootQuery(r *http.Request) resolve.Query {
+	return resolve.Query{At: s.opt.Now(), BootServer: s.opt.BootServer, Self: r.Host}
+}
 
 // bootChain is the DHCP filename for iPXE clients: a two-line script that chains to the
 // per-MAC script, because iPXE does not expand ${mac} in a DHCP-supplied filename.
 func (s *Server) bootChain(w http.ResponseWriter, r *http.Request) {
-	srv := s.defaultServer(s.svc.Snapshot(), r)
+	srv, _ := s.svc.Snapshot().Resolver.BootServer(nil, s.bootQuery(r))
+	httpURL := ""
+	if srv != nil {
+		httpURL = srv.HTTPURL
+	}
 	var buf bytes.Buffer
-	if err := render.IPXEChain(&buf, srv.HTTPURL); err != nil {
+	if err := render.IPXEChain(&buf, httpURL); err != nil {
 		s.bootError(w, r, err)
 		return
 	}
@@ -72,76 +84,15 @@ func isHexOrUUID(s string) bool {
 	return true
 }
 
-// BootFor assembles what the renderers need for one MAC at the current instant. An empty
-// mac means "no MAC known" (PXELINUX default file) and is treated as unknown.
-func (s *Server) BootFor(snap *service.Snapshot, r *http.Request, mac string) render.Boot {
-	site := snap.Site
-	now := s.opt.Now()
-	b := render.Boot{MAC: mac, Timeout: s.opt.MenuTimeout, Loc: snap.Engine.Location(), Check: s.imageCheck}
-	var host *model.Host
-	if mac != "" {
-		host = snap.HostByMAC(mac)
-	}
-	if host != nil {
-		d := snap.Engine.AtHost(host, now)
-		b.Host, b.Reason, b.Until = host, d.Rule, d.Next
-		b.Mode = site.Mode(d.Mode)
-		b.Server = site.BootServer(site.HostBootServer(host))
-	} else {
-		d := snap.Engine.AtUnknown(now)
-		b.Reason = d.Rule
-		b.Mode = site.Mode(d.Mode)
-	}
-	if b.Server == nil {
-		b.Server = s.defaultServer(snap, r)
-	}
-	b.Image = resolveImage(site, b.Mode)
-	for i := range site.Modes {
-		m := &site.Modes[i]
-		if m == b.Mode || (m.Kind != model.KindLocalDisk && m.Kind != model.KindMaintenance) {
-			continue
-		}
-		b.Others = append(b.Others, render.MenuEntry{Mode: m, Image: resolveImage(site, m)})
-	}
-	return b
-}
-
-func resolveImage(site *model.Site, m *model.Mode) *model.ImageVersion {
-	if m == nil || m.Image == "" {
-		return nil
-	}
-	im := site.Image(m.Image)
-	if im == nil {
-		return nil
-	}
-	return im.Version(m.ImageVersion)
-}
-
 func (s *Server) renderBoot(w http.ResponseWriter, r *http.Request, mac string, fn func(io.Writer, render.Boot) error) {
-	snap := s.svc.Snapshot()
-	b := s.BootFor(snap, r, mac)
+	b := s.svc.Snapshot().Resolver.MAC(mac, s.bootQuery(r)).Boot()
+	b.Timeout, b.Check = s.opt.MenuTimeout, s.imageCheck
 	var buf bytes.Buffer
 	if err := fn(&buf, b); err != nil {
 		s.bootError(w, r, err)
 		return
 	}
 	writeText(w, buf.Bytes())
-}
-
-// defaultServer is the boot server for MACs the directory does not know: the configured
-// one, the site's first, or, on a site without boot servers, the address the request came
-// in on (so that the script's URLs still point somewhere that answers).
-func (s *Server) defaultServer(snap *service.Snapshot, r *http.Request) *model.BootServer {
-	site := snap.Site
-	if s.opt.BootServer != "" {
-		if b := site.BootServer(s.opt.BootServer); b != nil {
-			return b
-		}
-	}
-	if len(site.BootServers) > 0 {
-		return &site.BootServers[0]
-	}
-	return &model.BootServer{Name: "self", HTTPURL: "http://" + r.Host, DHCP: model.DHCPFull}
 }
 
 // bootError: rendering failed on data that passed validation. Log it loudly; the client
@@ -168,7 +119,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request) {
 	snap := s.svc.Snapshot()
 	site := snap.Site
 	now := s.opt.Now()
-	modeOf := func(h *model.Host) *model.Mode { return site.Mode(snap.Engine.AtHost(h, now).Mode) }
+	modeOf := func(h *model.Host) *model.Mode { m, _ := snap.Resolver.ModeAt(h, now); return m }
 	q := r.URL.Query()
 	server := func() (*model.BootServer, bool) {
 		name := q.Get("server")

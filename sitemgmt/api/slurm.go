@@ -2,13 +2,10 @@ package api
 
 import (
 	"net/http"
-	"sort"
 	"strconv"
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
-	"github.com/overtime-hpc/overtime/sitemgmt/slurmnode"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
@@ -57,42 +54,16 @@ func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(time.Duration(n*float64(time.Second)), maxSlurmWait)
 	}
-	rev, changed := s.status.since()
-	if rev <= since && wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return
-		}
-		t.Stop()
-		rev, _ = s.status.since()
-	}
-	site := s.svc.Snapshot().Site
-	now := s.opt.Now()
-	feed := wire.SlurmFeed{Revision: rev, Nodes: []wire.SlurmNode{}, Reports: []wire.JobReportLine{}}
-	for i := range site.Hosts {
-		h := &site.Hosts[i]
-		var st *wire.AgentStatus
-		if hs, ok := s.status.get(h.Name); ok {
-			x := s.withStale(hs, now)
-			st = &x
-		}
-		feed.Nodes = append(feed.Nodes, slurmnode.Desired(site, h, st, now))
-	}
-	sort.Slice(feed.Nodes, func(i, j int) bool { return feed.Nodes[i].Name < feed.Nodes[j].Name })
-	for _, jr := range s.status.reportsSince(since) {
-		feed.Reports = append(feed.Reports, wire.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
+	feed, err := s.svc.SlurmFeed(r.Context(), since, wait, s.opt.Now)
+	if err != nil {
+		return // the client went away during the long poll
 	}
 	writeJSON(w, http.StatusOK, feed)
 }
 
-// slurmPower answers Slurm's power saving programs. The plan is made inside the write,
-// from the snapshot the write starts from, so that a concurrent change cannot slip
-// between deciding and writing; the exceptions it adds or removes are authorised like
-// any exception change (a site admin, or an admin of every host's pool).
+// slurmPower answers Slurm's power saving programs: the caller must administer every
+// named host's pool (checked here, before the write); the service plans and writes the
+// exceptions inside the write, where they are authorised like any exception change.
 func (s *Server) slurmPower(resume bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req wire.PowerRequest
@@ -101,8 +72,6 @@ func (s *Server) slurmPower(resume bool) http.HandlerFunc {
 			s.httpError(w, err)
 			return
 		}
-		now := s.opt.Now()
-		var plan *powersave.Plan
 		p := principal(r)
 		site := s.svc.Snapshot().Site
 		for _, name := range req.Hosts {
@@ -113,30 +82,12 @@ func (s *Server) slurmPower(resume bool) http.HandlerFunc {
 				}
 			}
 		}
-		_, err := s.svc.Update(r.Context(), p.Check, dryRun(r), func(site *model.Site) error {
-			var err error
-			if resume {
-				plan, err = powersave.Resume(site, s.svc.Snapshot().Engine, req, now)
-			} else {
-				plan, err = powersave.Suspend(site, req)
-			}
-			if err != nil {
-				return err
-			}
-			plan.Apply(site)
-			return nil
-		})
+		results, err := s.svc.SlurmPower(r.Context(), p.Check, dryRun(r), resume, req, s.opt.Now())
 		if err != nil {
 			s.httpError(w, err)
 			return
 		}
-		// After the write (or, in a dry run, without it): what the schedule now says.
-		snap := s.svc.Snapshot()
-		powersave.Describe(snap.Site, snap.Engine, plan.Results, now)
-		for _, res := range plan.Results {
-			s.opt.Log.Info("slurm power saving", "resume", resume, "host", res.Host, "action", res.Action, "mode", res.Mode, "reason", res.Reason)
-		}
-		writeJSON(w, http.StatusOK, wire.PowerResponse{Hosts: plan.Results})
+		writeJSON(w, http.StatusOK, wire.PowerResponse{Hosts: results})
 	}
 }
 
@@ -161,15 +112,11 @@ func (s *Server) postJobReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jr.Host = host
-	if jr.Summary == "" {
-		jr.Summary = wire.ReportSummary(jr)
-	}
-	if err := jr.Validate(); err != nil {
+	jr, err = s.svc.PutJobReport(jr, s.opt.Now())
+	if err != nil {
 		s.httpError(w, err)
 		return
 	}
-	jr.Received = s.opt.Now().UTC()
-	s.status.putReport(jr)
 	writeJSON(w, http.StatusOK, jr)
 }
 
@@ -179,7 +126,7 @@ func (s *Server) getJobReport(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	jr, ok := s.status.report(id)
+	jr, ok := s.svc.JobReport(id)
 	if !ok {
 		writeError(w, http.StatusNotFound, "no interference report for job "+id+" (it has not ended on an Overtime node since the site manager started)")
 		return
@@ -188,69 +135,5 @@ func (s *Server) getJobReport(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listJobReports(w http.ResponseWriter, r *http.Request) {
-	host := r.URL.Query().Get("host")
-	out := []wire.JobReport{}
-	for _, jr := range s.status.reportsSince(0) {
-		if host == "" || jr.Host == host {
-			out = append(out, jr)
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// jobReports keeps the most recent reports in memory, by job, each with the revision it
-// arrived at. Slurm keeps the durable copy of batch jobs' reports (AdminComment).
-type jobReports map[string]revReport
-
-type revReport struct {
-	rev uint64
-	r   wire.JobReport
-}
-
-// maxReports bounds the reports kept (about 1 KiB each).
-const maxReports = 20000
-
-func (a *agentStatus) putReport(r wire.JobReport) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.bumpLocked()
-	if a.reports == nil {
-		a.reports = jobReports{}
-	}
-	// A requeued job runs again and reports again: the latest run replaces it.
-	a.reports[r.Job] = revReport{rev: a.rev, r: r}
-	if len(a.reports) > maxReports {
-		oldest := r.Job
-		for job, x := range a.reports {
-			if x.rev < a.reports[oldest].rev {
-				oldest = job
-			}
-		}
-		delete(a.reports, oldest)
-	}
-}
-
-func (a *agentStatus) report(job string) (wire.JobReport, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	x, ok := a.reports[job]
-	return x.r, ok
-}
-
-// reportsSince lists the reports that arrived after revision rev, in arrival order.
-func (a *agentStatus) reportsSince(rev uint64) []wire.JobReport {
-	a.mu.Lock()
-	var list []revReport
-	for _, x := range a.reports {
-		if x.rev > rev {
-			list = append(list, x)
-		}
-	}
-	a.mu.Unlock()
-	sort.Slice(list, func(i, j int) bool { return list[i].rev < list[j].rev })
-	out := make([]wire.JobReport, len(list))
-	for i, x := range list {
-		out[i] = x.r
-	}
-	return out
+	writeJSON(w, http.StatusOK, s.svc.JobReports(r.URL.Query().Get("host")))
 }

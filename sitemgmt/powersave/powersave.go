@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 	"github.com/overtime-hpc/overtime/sitemgmt/wol"
@@ -72,17 +73,19 @@ func (p *Plan) Apply(site *model.Site) {
 	site.Exceptions = append(site.Exceptions, p.put...)
 }
 
-// Resume plans waking the requested hosts for Slurm at now. Errors concern the whole
-// request (no usable cluster mode, bad request); per-host refusals are results.
-func Resume(site *model.Site, eng *schedule.Engine, req wire.PowerRequest, now time.Time) (*Plan, error) {
+// Resume plans waking the requested hosts for Slurm at now, judged by what res (the site
+// the change starts from) gives them. Errors concern the whole request (no usable
+// cluster mode, bad request); per-host refusals are results.
+func Resume(res *resolve.Resolver, req wire.PowerRequest, now time.Time) (*Plan, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	site := res.Site()
 	cluster, err := clusterMode(site, req.Mode)
 	if err != nil {
 		return nil, err
 	}
-	loc := eng.Location()
+	loc := res.Location()
 	start := slotFloor(now, loc)
 	minutes := req.ForMinutes
 	if minutes == 0 {
@@ -101,8 +104,7 @@ func Resume(site *model.Site, eng *schedule.Engine, req wire.PowerRequest, now t
 			p.Results = append(p.Results, r)
 			continue
 		}
-		d := eng.AtHost(h, now)
-		m := site.Mode(d.Mode)
+		m, d := res.ModeAt(h, now)
 		until := ""
 		if !d.Next.IsZero() {
 			until = " until " + d.Next.In(loc).Format("Mon 15:04")
@@ -119,7 +121,7 @@ func Resume(site *model.Site, eng *schedule.Engine, req wire.PowerRequest, now t
 		default:
 			r.Reason = fmt.Sprintf("host %s is in mode %s (%s)%s, which runs no compute guest", name, d.Mode, d.Rule, until)
 		}
-		if r.Action != wire.PowerRefused && localDiskAhead(site, eng, h, now, end) {
+		if r.Action != wire.PowerRefused && localDiskAhead(res, h, now, end) {
 			// The host's coming slots include local-disk ones, now or after desktop
 			// hours: the exception keeps it in the cluster through them. Renewed from
 			// now: the host's old power-save exceptions go.
@@ -137,10 +139,10 @@ func Resume(site *model.Site, eng *schedule.Engine, req wire.PowerRequest, now t
 
 // localDiskAhead reports whether the schedule gives h a local-disk mode (or has it in a
 // power-save slot) at some point in [from, to).
-func localDiskAhead(site *model.Site, eng *schedule.Engine, h *model.Host, from, to time.Time) bool {
+func localDiskAhead(res *resolve.Resolver, h *model.Host, from, to time.Time) bool {
 	for t, step := from, 0; t.Before(to) && step < 1000; step++ {
-		d := eng.AtHost(h, t)
-		if d.Level == schedule.LevelPowerSave || site.Mode(d.Mode).Kind == model.KindLocalDisk {
+		m, d := res.ModeAt(h, t)
+		if d.Level == schedule.LevelPowerSave || m.Kind == model.KindLocalDisk {
 			return true
 		}
 		if d.Next.IsZero() {
@@ -152,14 +154,14 @@ func localDiskAhead(site *model.Site, eng *schedule.Engine, h *model.Host, from,
 }
 
 // Suspend plans giving the requested hosts back to their schedule.
-func Suspend(site *model.Site, req wire.PowerRequest) (*Plan, error) {
+func Suspend(res *resolve.Resolver, req wire.PowerRequest) (*Plan, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	p := &Plan{release: map[string]bool{}}
 	for _, name := range dedupe(req.Hosts) {
 		r := wire.PowerResult{Host: name, Action: wire.PowerReleased}
-		if site.Host(name) == nil {
+		if res.Site().Host(name) == nil {
 			r.Action, r.Reason = wire.PowerRefused, fmt.Sprintf("%q is not a host of this site", name)
 		} else {
 			p.release[name] = true
@@ -169,21 +171,24 @@ func Suspend(site *model.Site, req wire.PowerRequest) (*Plan, error) {
 	return p, nil
 }
 
-// Describe fills what the changed site now says about each result's host: its mode
-// until when, and for hosts to wake their MAC and Wake-on-LAN address.
-func Describe(site *model.Site, eng *schedule.Engine, results []wire.PowerResult, now time.Time) {
+// Describe fills what res (the changed site) now says about each result's host: its mode
+// until when, and for hosts to wake their MAC and Wake-on-LAN address. The magic packet
+// goes to the subnet of the boot server named for the host (its own or its pool's): a
+// fallback boot server's subnet says nothing about the host's network, so then it is
+// the local broadcast of the machine that sends it.
+func Describe(res *resolve.Resolver, results []wire.PowerResult, now time.Time) {
 	for i := range results {
 		r := &results[i]
-		h := site.Host(r.Host)
+		h := res.Site().Host(r.Host)
 		if h == nil {
 			continue
 		}
-		d := eng.AtHost(h, now)
+		_, d := res.ModeAt(h, now)
 		r.Mode, r.Until = d.Mode, d.Next
 		if r.Action == wire.PowerWake || r.Action == wire.PowerCluster {
 			r.MAC = h.MAC
 			r.WakeAddr = fmt.Sprintf("255.255.255.255:%d", WakePort)
-			if bs := site.BootServer(site.HostBootServer(h)); bs != nil {
+			if bs, from := res.BootServer(h, resolve.Query{At: now}); from.Homed() {
 				if a, err := wol.BroadcastAddr(bs.Subnet, WakePort); err == nil {
 					r.WakeAddr = a
 				}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
@@ -54,7 +55,7 @@ func resume(t *testing.T, s *model.Site, req wire.PowerRequest, now time.Time) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Resume(s, eng, req, now)
+	p, err := Resume(resolve.New(s, eng), req, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func apply(t *testing.T, s *model.Site, p *Plan, now time.Time) (*model.Site, *s
 	if err != nil {
 		t.Fatalf("schedule after the change: %v", err)
 	}
-	Describe(next, eng, p.Results, now)
+	Describe(resolve.New(next, eng), p.Results, now)
 	return next, eng, p.Results
 }
 
@@ -153,7 +154,7 @@ func TestResumeRenewsAndSuspendReleases(t *testing.T) {
 		t.Fatalf("renewed: %+v %+v", x, res)
 	}
 	eng2, _ := schedule.Compile(s2)
-	p, err := Suspend(s2, wire.PowerRequest{Hosts: []string{"pc1", "ghost"}})
+	p, err := Suspend(resolve.New(s2, eng2), wire.PowerRequest{Hosts: []string{"pc1", "ghost"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,11 @@ func TestSuspendSharedException(t *testing.T) {
 	s.Exceptions = append(s.Exceptions, model.Exception{Name: "night-run", Kind: model.ExceptionPowerSave, Mode: "cluster",
 		Start: time.Date(2026, 12, 1, 18, 0, 0, 0, loc), End: time.Date(2026, 12, 2, 8, 0, 0, 0, loc),
 		Targets: []model.Target{{Host: "pc1"}, {Host: "pc-lec"}}})
-	p, _ := Suspend(s, wire.PowerRequest{Hosts: []string{"pc1"}})
+	eng, err := schedule.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := Suspend(resolve.New(s, eng), wire.PowerRequest{Hosts: []string{"pc1"}})
 	next, _, _ := apply(t, s, p, time.Date(2026, 12, 1, 19, 0, 0, 0, loc))
 	x := next.Exception("night-run")
 	if x == nil || len(x.Targets) != 1 || x.Targets[0].Host != "pc-lec" {
@@ -197,12 +202,12 @@ func TestResumeRequestErrors(t *testing.T) {
 		{"unknown mode", wire.PowerRequest{Hosts: []string{"pc1"}, Mode: "nope"}, "no such mode"},
 		{"not a cluster mode", wire.PowerRequest{Hosts: []string{"pc1"}, Mode: "desktop"}, "not a cluster mode"},
 	} {
-		if _, err := Resume(s, eng, tc.req, now); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Resume(resolve.New(s, eng), tc.req, now); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
 		}
 	}
 	s.Modes[1].Guest = nil // the only cluster mode has no guest
-	if _, err := Resume(s, eng, wire.PowerRequest{Hosts: []string{"pc1"}}, now); err == nil || !strings.Contains(err.Error(), "no cluster mode with a compute guest") {
+	if _, err := Resume(resolve.New(s, eng), wire.PowerRequest{Hosts: []string{"pc1"}}, now); err == nil || !strings.Contains(err.Error(), "no cluster mode with a compute guest") {
 		t.Errorf("no cluster mode: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
 )
 
@@ -34,23 +35,21 @@ type Backend interface {
 type Snapshot struct {
 	Site   *model.Site
 	Engine *schedule.Engine
-	Loaded time.Time
-	byMAC  map[string]*model.Host
+	// Resolver answers "what does host H get now" for this site; every reader that needs
+	// a host's mode, boot server, image or guest asks it.
+	Resolver *resolve.Resolver
+	Loaded   time.Time
 }
 
 // HostByMAC finds a host by canonical MAC.
-func (s *Snapshot) HostByMAC(mac string) *model.Host { return s.byMAC[mac] }
+func (s *Snapshot) HostByMAC(mac string) *model.Host { return s.Resolver.HostByMAC(mac) }
 
 func newSnapshot(site *model.Site) (*Snapshot, error) {
 	eng, err := schedule.Compile(site)
 	if err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{Site: site, Engine: eng, Loaded: time.Now(), byMAC: make(map[string]*model.Host, len(site.Hosts))}
-	for i := range site.Hosts {
-		snap.byMAC[site.Hosts[i].MAC] = &site.Hosts[i]
-	}
-	return snap, nil
+	return &Snapshot{Site: site, Engine: eng, Resolver: resolve.New(site, eng), Loaded: time.Now()}, nil
 }
 
 // Service owns the snapshot and serialises writes.
@@ -59,6 +58,7 @@ type Service struct {
 	log     *slog.Logger
 	writeMu sync.Mutex
 	snap    atomic.Pointer[Snapshot]
+	agents  agentState // heartbeats and job reports (agents.go)
 }
 
 // New loads the site and compiles it. A directory whose content does not validate is
@@ -134,11 +134,18 @@ type Authorizer func(cur, next *model.Site, changes []model.Change) error
 // written in dependency order, or nothing is written; a store failure half way leaves a
 // directory whose references are intact (see model.Diff) and the snapshot is reloaded.
 func (s *Service) Update(ctx context.Context, authz Authorizer, dryRun bool, fn func(site *model.Site) error) ([]model.Change, error) {
+	return s.update(ctx, authz, dryRun, func(_ *Snapshot, next *model.Site) error { return fn(next) })
+}
+
+// update is Update for changes planned from the snapshot the write starts from (cur):
+// under the write lock, so that nothing can change between deciding and writing.
+func (s *Service) update(ctx context.Context, authz Authorizer, dryRun bool, fn func(cur *Snapshot, next *model.Site) error) ([]model.Change, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	cur := s.snap.Load().Site
+	curSnap := s.snap.Load()
+	cur := curSnap.Site
 	next := cur.Clone()
-	if err := fn(next); err != nil {
+	if err := fn(curSnap, next); err != nil {
 		return nil, err
 	}
 	next.Sort()

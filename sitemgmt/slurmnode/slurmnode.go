@@ -1,8 +1,13 @@
 // Package slurmnode decides what Slurm should think of each host's compute guest, from the
-// node agent's last heartbeat and the mode it runs. It is pure: the API serves its result
-// (GET /api/v1/slurm/nodes) and the sync daemon (scheduler-plugin/sync, C, libslurm)
+// node agent's last heartbeat and the mode it runs. It is pure: the service assembles the
+// feed (GET /api/v1/slurm/nodes) and the sync daemon (scheduler-plugin/sync, C, libslurm)
 // applies it. Keeping the mapping here, next to the schedule and the policy, means the
 // daemon on the Slurm controller needs no knowledge of modes, pools or owner states.
+//
+// It judges the mode the agent reports running, not the one the schedule gives now
+// (sitemgmt/resolve): the node's state must describe the guest that exists, and the agent
+// switches modes at the schedule's change instants by itself (its configuration names
+// the next change).
 package slurmnode
 
 import (
@@ -16,9 +21,10 @@ import (
 
 // Desired maps one host to its Slurm node. st is the host's last heartbeat (nil: none since
 // the site manager started); a stale heartbeat means the desktop is off or its agent is
-// gone.
-func Desired(site *model.Site, host *model.Host, st *wire.AgentStatus, now time.Time) wire.SlurmNode {
-	n := wire.SlurmNode{Name: host.Name, Weight: wire.WeightOwnerActive}
+// gone. running is the site's mode of the name the heartbeat reports (nil: none, or a
+// mode the site no longer has).
+func Desired(host string, st *wire.AgentStatus, running *model.Mode) wire.SlurmNode {
+	n := wire.SlurmNode{Name: host, Weight: wire.WeightOwnerActive}
 	feat := []string{wire.FeatureOvertime}
 	down := func(state wire.SlurmNodeState, why string) wire.SlurmNode {
 		n.State = state
@@ -30,15 +36,15 @@ func Desired(site *model.Site, host *model.Host, st *wire.AgentStatus, now time.
 		return n
 	}
 	if st == nil {
-		return down(wire.SlurmDown, fmt.Sprintf("no heartbeat from %s's node agent (desktop off?)", host.Name))
+		return down(wire.SlurmDown, fmt.Sprintf("no heartbeat from %s's node agent (desktop off?)", host))
 	}
 	if st.Stale {
-		return down(wire.SlurmDown, fmt.Sprintf("no heartbeat from %s's node agent since %s (desktop off?)", host.Name, st.Received.UTC().Format(time.RFC3339)))
+		return down(wire.SlurmDown, fmt.Sprintf("no heartbeat from %s's node agent since %s (desktop off?)", host, st.Received.UTC().Format(time.RFC3339)))
 	}
 	n.Comment = fmt.Sprintf("overtime: mode %s, owner %s, guest %s, %s (heartbeat %s)", st.Mode, st.OwnerState, st.Action, st.GuestState, st.Time.UTC().Format(time.RFC3339))
 	kind := model.ModeKind("")
-	if m := site.Mode(st.Mode); m != nil {
-		kind = m.Kind
+	if running != nil {
+		kind = running.Kind
 	}
 	switch kind {
 	case model.KindCluster:
@@ -47,24 +53,24 @@ func Desired(site *model.Site, host *model.Host, st *wire.AgentStatus, now time.
 		feat = append(feat, wire.FeatureDesktop)
 	}
 	if st.GuestState == "none" || (kind != model.KindCluster && kind != model.KindDesktop) {
-		return down(wire.SlurmDown, fmt.Sprintf("%s is in mode %s, which runs no compute guest", host.Name, st.Mode))
+		return down(wire.SlurmDown, fmt.Sprintf("%s is in mode %s, which runs no compute guest", host, st.Mode))
 	}
 	switch st.Action {
 	case model.ActionEvict:
-		return down(wire.SlurmEvicted, fmt.Sprintf("guest on %s evicted: the owner needed the desktop (%s)", host.Name, st.OwnerState))
+		return down(wire.SlurmEvicted, fmt.Sprintf("guest on %s evicted: the owner needed the desktop (%s)", host, st.OwnerState))
 	case model.ActionFreeze:
-		return down(wire.SlurmFrozen, fmt.Sprintf("guest on %s frozen: the owner needs the desktop", host.Name))
+		return down(wire.SlurmFrozen, fmt.Sprintf("guest on %s frozen: the owner needs the desktop", host))
 	}
 	switch st.GuestState {
 	case "running":
 	case "paused":
-		return down(wire.SlurmFrozen, fmt.Sprintf("guest on %s paused", host.Name))
+		return down(wire.SlurmFrozen, fmt.Sprintf("guest on %s paused", host))
 	default:
 		why := st.GuestState
 		if st.GuestReason != "" {
 			why += ": " + st.GuestReason
 		}
-		return down(wire.SlurmDown, fmt.Sprintf("guest on %s not running (%s)", host.Name, why))
+		return down(wire.SlurmDown, fmt.Sprintf("guest on %s not running (%s)", host, why))
 	}
 	switch {
 	case kind == model.KindCluster:

@@ -16,7 +16,6 @@ func TestDesired(t *testing.T) {
 		{Name: "cluster", Kind: model.KindCluster},
 		{Name: "maint", Kind: model.KindMaintenance},
 	}}
-	host := &model.Host{Name: "pc1"}
 	hb := func(mode string, owner model.OwnerState, action model.GuestAction, guest string) *wire.AgentStatus {
 		return &wire.AgentStatus{HostStatus: wire.HostStatus{Heartbeat: wire.Heartbeat{
 			Host: "pc1", Time: now, Mode: mode, OwnerState: owner, Action: action, GuestState: guest,
@@ -42,9 +41,14 @@ func TestDesired(t *testing.T) {
 		{"evicted", hb("desktop", model.StateOwnerActive, model.ActionEvict, "absent"), wire.SlurmEvicted, "overtime,desktop", 100, "evicted"},
 		{"maintenance", hb("maint", model.StateMaintenance, model.ActionRun, "none"), wire.SlurmDown, "overtime", 100, "runs no compute guest"},
 		{"guest crashed", hb("desktop", model.StateNoUser, model.ActionRun, "crashed"), wire.SlurmDown, "overtime,desktop", 100, "not running (crashed)"},
+		{"mode the site no longer has", hb("gone", model.StateNoUser, model.ActionRun, "running"), wire.SlurmDown, "overtime", 100, "runs no compute guest"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := Desired(site, host, c.st, now)
+			var running *model.Mode
+			if c.st != nil {
+				running = site.Mode(c.st.Mode)
+			}
+			n := Desired("pc1", c.st, running)
 			if n.Name != "pc1" || n.State != c.state || n.Features != c.features || n.Weight != c.weight {
 				t.Fatalf("got %+v, want state %s features %s weight %d", n, c.state, c.features, c.weight)
 			}

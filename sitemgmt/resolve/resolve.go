@@ -1,0 +1,278 @@
+// Package resolve answers the one question every consumer of the schedule asks: what does
+// host H get at instant T? Boot scripts, the node agent's configuration, the slurm.conf
+// render and Slurm power saving all take their answer from here, so that a host is never
+// told one boot server (or one image version) by its boot menu and another by its agent.
+//
+// It is pure: no I/O, no HTTP, no clock. Everything that depends on who asks (the boot
+// server this site-manager instance answers for, the address a boot request came in on)
+// and when (the instant) is an explicit input (Query).
+package resolve
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/render"
+	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+)
+
+// Resolver answers for one validated site and its compiled schedule (a snapshot). It is
+// immutable after New and safe for any number of goroutines.
+type Resolver struct {
+	site  *model.Site
+	eng   *schedule.Engine
+	byMAC map[string]*model.Host
+}
+
+// New indexes site (which must have passed Validate) and eng (compiled from it). Build it
+// once per snapshot: indexing is linear in the number of hosts, answering is not.
+func New(site *model.Site, eng *schedule.Engine) *Resolver {
+	r := &Resolver{site: site, eng: eng, byMAC: make(map[string]*model.Host, len(site.Hosts))}
+	for i := range site.Hosts {
+		r.byMAC[site.Hosts[i].MAC] = &site.Hosts[i]
+	}
+	return r
+}
+
+// Site is the site the resolver answers for. Read it, never modify it.
+func (r *Resolver) Site() *model.Site { return r.site }
+
+// Location is the site's time zone.
+func (r *Resolver) Location() *time.Location { return r.eng.Location() }
+
+// HostByMAC finds a host by canonical MAC (nil: not in the directory).
+func (r *Resolver) HostByMAC(mac string) *model.Host { return r.byMAC[mac] }
+
+// Query is the context of a question besides the host.
+type Query struct {
+	At time.Time
+	// BootServer is the boot server this site-manager instance answers for (`overtime
+	// serve --boot-server`); "" for none. It serves hosts whose own and pool's boot
+	// server are unset, before the site's first one.
+	BootServer string
+	// Self is the address (host[:port]) a boot script request came in on. On a site
+	// without boot servers, boot scripts point there, so that their URLs reach something
+	// that answers. "" (the node agent, renders): no such fallback.
+	Self string
+}
+
+// ServerSource says which step of the fallback rule chose Assignment.Server.
+type ServerSource int
+
+const (
+	ServerNone     ServerSource = iota // no boot server: the site has none and Query.Self is empty
+	ServerHost                         // the host's own boot server
+	ServerPool                         // its pool's
+	ServerInstance                     // the one this instance answers for (Query.BootServer)
+	ServerFirst                        // the site's first
+	ServerSelf                         // the request's own address (Query.Self)
+)
+
+// Homed reports whether the boot server was named for the host (its own or its pool's)
+// rather than a fallback: only then is its subnet the host's network (Wake-on-LAN).
+func (s ServerSource) Homed() bool { return s == ServerHost || s == ServerPool }
+
+// SelfServerName is the name of the boot server made up from Query.Self.
+const SelfServerName = "self"
+
+// Assignment is everything a host gets at an instant.
+type Assignment struct {
+	At   time.Time
+	Loc  *time.Location // the site's zone
+	Host *model.Host    // nil: a MAC not in the directory (or none given)
+	MAC  string         // canonical; "" when the question named no MAC and no known host
+	Pool *model.Pool    // nil for unknown hosts
+	// Mode is the scheduled mode (nil only on a site that does not validate) and Decision
+	// why (deciding rule and level), until when and what comes next.
+	Mode     *model.Mode
+	Decision schedule.Decision
+	// Image is the version Mode boots: the pinned one, else the newest; nil when the mode
+	// boots no image or its image has no (such) version yet.
+	Image *model.ImageVersion
+	// Server is the boot server that answers the host and serves its images, chosen by
+	// the one fallback rule (BootServer); nil only with ServerNone.
+	Server     *model.BootServer
+	ServerFrom ServerSource
+	// Others are the boot menu's other selectable entries (the site's local-disk and
+	// maintenance modes), each with its resolved image.
+	Others []render.MenuEntry
+	// Guest is Mode's guest with defaults filled, its version resolved and located on
+	// Server; nil when the mode runs none or it cannot run, and then GuestUnavailable says
+	// why if the mode names a guest. Only known hosts get a guest.
+	Guest            *wire.AgentGuest
+	GuestUnavailable string
+	Policy           model.Policy // the pool's effective policy (defaults for unknown hosts)
+}
+
+// UnknownHostError is the answer for a host name the site does not have.
+type UnknownHostError struct{ Name string }
+
+func (e *UnknownHostError) Error() string { return fmt.Sprintf("host %q not found", e.Name) }
+
+// NotFound marks the error for callers that map "not found" to a status code.
+func (e *UnknownHostError) NotFound() bool { return true }
+
+// Host answers for the named host.
+func (r *Resolver) Host(name string, q Query) (*Assignment, error) {
+	h := r.site.Host(name)
+	if h == nil {
+		return nil, &UnknownHostError{Name: name}
+	}
+	return r.For(h, q), nil
+}
+
+// MAC answers for a canonical MAC. A MAC not in the directory, or "" (a request that
+// names none, like pxelinux.cfg/default), gets the site's unknown-host mode: a PC in PXE
+// must always be told something bootable.
+func (r *Resolver) MAC(mac string, q Query) *Assignment {
+	if h := r.byMAC[mac]; h != nil && mac != "" {
+		return r.For(h, q)
+	}
+	return r.resolve(nil, mac, q)
+}
+
+// For answers for h, a host of the resolver's site.
+func (r *Resolver) For(h *model.Host, q Query) *Assignment { return r.resolve(h, h.MAC, q) }
+
+// ModeAt is the schedule part of an assignment alone (no boot server, image or guest),
+// for callers that walk many hosts or instants: the mode h is in at t and why. A nil h
+// is an unknown host.
+func (r *Resolver) ModeAt(h *model.Host, t time.Time) (*model.Mode, schedule.Decision) {
+	var d schedule.Decision
+	if h == nil {
+		d = r.eng.AtUnknown(t)
+	} else {
+		d = r.eng.AtHost(h, t)
+	}
+	return r.site.Mode(d.Mode), d
+}
+
+// BootServer is the one fallback rule for "which boot server answers h" (h nil: an
+// unknown host): its own, else its pool's; else the one this instance answers for
+// (q.BootServer); else the site's first; else, on a site without boot servers, the
+// request's own address (q.Self); else none.
+func (r *Resolver) BootServer(h *model.Host, q Query) (*model.BootServer, ServerSource) {
+	site := r.site
+	if h != nil {
+		if h.BootServer != "" {
+			if b := site.BootServer(h.BootServer); b != nil {
+				return b, ServerHost
+			}
+		} else if b := site.BootServer(site.HostBootServer(h)); b != nil {
+			return b, ServerPool
+		}
+	}
+	if q.BootServer != "" {
+		if b := site.BootServer(q.BootServer); b != nil {
+			return b, ServerInstance
+		}
+	}
+	if len(site.BootServers) > 0 {
+		return &site.BootServers[0], ServerFirst
+	}
+	if q.Self != "" {
+		return &model.BootServer{Name: SelfServerName, HTTPURL: "http://" + q.Self, DHCP: model.DHCPFull}, ServerSelf
+	}
+	return nil, ServerNone
+}
+
+// ImageOf is the version m boots: its pinned version, else the image's newest; nil when
+// m boots no image or there is no such version.
+func (r *Resolver) ImageOf(m *model.Mode) *model.ImageVersion {
+	if m == nil || m.Image == "" {
+		return nil
+	}
+	im := r.site.Image(m.Image)
+	if im == nil {
+		return nil
+	}
+	return im.Version(m.ImageVersion)
+}
+
+func (r *Resolver) resolve(h *model.Host, mac string, q Query) *Assignment {
+	a := &Assignment{At: q.At, Loc: r.eng.Location(), Host: h, MAC: mac, Policy: model.DefaultPolicy()}
+	a.Mode, a.Decision = r.ModeAt(h, q.At)
+	a.Image = r.ImageOf(a.Mode)
+	a.Server, a.ServerFrom = r.BootServer(h, q)
+	for i := range r.site.Modes {
+		m := &r.site.Modes[i]
+		if m == a.Mode || (m.Kind != model.KindLocalDisk && m.Kind != model.KindMaintenance) {
+			continue
+		}
+		a.Others = append(a.Others, render.MenuEntry{Mode: m, Image: r.ImageOf(m)})
+	}
+	if h == nil {
+		return a
+	}
+	a.Pool = r.site.Pool(h.Pool)
+	if a.Pool != nil && a.Pool.Policy != nil {
+		a.Policy = a.Pool.Policy.Effective()
+	}
+	if a.Mode != nil && a.Mode.Guest != nil {
+		a.Guest, a.GuestUnavailable = r.guest(h, a.Mode, a.Server)
+	}
+	return a
+}
+
+// guest resolves m's guest for h, located on srv, or says why it cannot run.
+func (r *Resolver) guest(h *model.Host, m *model.Mode, srv *model.BootServer) (*wire.AgentGuest, string) {
+	g := m.Guest.WithDefaults()
+	im := r.site.Image(g.Image)
+	if im == nil {
+		// Site.Validate refuses this; said rather than crashed on if it slips through.
+		return nil, fmt.Sprintf("mode %s: guest image %q is not defined", m.Name, g.Image)
+	}
+	v := im.Version(g.Version)
+	switch {
+	case v == nil && g.Version != "":
+		return nil, fmt.Sprintf("image %s version %s is not published", im.Name, g.Version)
+	case v == nil:
+		return nil, fmt.Sprintf("image %s has no published version", im.Name)
+	case srv == nil:
+		return nil, "no boot server serves host " + h.Name + " (the site has none)"
+	}
+	url, err := render.ImageURL(srv, v)
+	if err != nil {
+		return nil, fmt.Sprintf("boot server %s: %v", srv.Name, err)
+	}
+	resolved := *v
+	resolved.Created = resolved.Created.UTC()
+	return &wire.AgentGuest{
+		Guest: g, Name: "overtime-" + h.Name, ImageKind: im.Kind, Resolved: resolved,
+		ImageURL: url, NFS: render.NFSImageDir(srv, v),
+	}, ""
+}
+
+// Boot is the assignment as the boot script renderers take it. The caller adds what is
+// about its own presentation (menu timeout, the image-file check of the server it runs on).
+func (a *Assignment) Boot() render.Boot {
+	return render.Boot{
+		MAC: a.MAC, Host: a.Host, Server: a.Server, Mode: a.Mode, Image: a.Image,
+		Reason: a.Decision.Rule, Until: a.Decision.Next, Loc: a.Loc, Others: a.Others,
+	}
+}
+
+// AgentConfig is the assignment as the node agent's configuration document.
+func (a *Assignment) AgentConfig() (*wire.AgentConfig, error) {
+	if a.Host == nil {
+		return nil, fmt.Errorf("an agent configuration needs a host in the directory (MAC %q is not)", a.MAC)
+	}
+	if a.Mode == nil {
+		return nil, fmt.Errorf("host %s: scheduled mode %q is not defined", a.Host.Name, a.Decision.Mode)
+	}
+	cfg := &wire.AgentConfig{
+		Host: a.Host.Name, MAC: a.Host.MAC, Pool: a.Host.Pool,
+		Generated: a.At.In(a.Loc).Truncate(time.Second),
+		Mode:      a.Mode.Name, Kind: a.Mode.Kind,
+		NextMode:         a.Decision.NextMode,
+		Policy:           a.Policy,
+		Guest:            a.Guest,
+		GuestUnavailable: a.GuestUnavailable,
+	}
+	if !a.Decision.Next.IsZero() {
+		cfg.NextChange = a.Decision.Next.In(a.Loc)
+	}
+	return cfg, nil
+}

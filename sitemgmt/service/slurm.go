@@ -1,0 +1,82 @@
+package service
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
+	"github.com/overtime-hpc/overtime/sitemgmt/slurmnode"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+)
+
+// SlurmFeed is the desired Slurm node of every host and the job reports that arrived
+// after revision since. With wait > 0 and nothing new past since, it first waits up to
+// wait for the next heartbeat or report (long poll); it returns ctx's error when ctx ends
+// first. now is the clock, read after the wait: staleness is judged when answering.
+func (s *Service) SlurmFeed(ctx context.Context, since uint64, wait time.Duration, now func() time.Time) (*wire.SlurmFeed, error) {
+	rev, changed := s.agents.since()
+	if rev <= since && wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		t.Stop()
+		rev, _ = s.agents.since()
+	}
+	site := s.Snapshot().Site
+	at := now()
+	feed := &wire.SlurmFeed{Revision: rev, Nodes: make([]wire.SlurmNode, 0, len(site.Hosts)), Reports: []wire.JobReportLine{}}
+	for i := range site.Hosts {
+		h := &site.Hosts[i]
+		var st *wire.AgentStatus
+		var running *model.Mode
+		if hs, ok := s.agents.get(h.Name); ok {
+			x := withStale(hs, at)
+			st = &x
+			running = site.Mode(hs.Mode)
+		}
+		feed.Nodes = append(feed.Nodes, slurmnode.Desired(h.Name, st, running))
+	}
+	sort.Slice(feed.Nodes, func(i, j int) bool { return feed.Nodes[i].Name < feed.Nodes[j].Name })
+	for _, jr := range s.agents.reportsSince(since) {
+		feed.Reports = append(feed.Reports, wire.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
+	}
+	return feed, nil
+}
+
+// SlurmPower carries out Slurm's power saving calls (resume: wake hosts, putting local-disk
+// ones in a cluster mode; else suspend: give them back to their schedule). The plan is
+// made inside the write, from the snapshot the write starts from, so that a concurrent
+// change cannot slip between deciding and writing; the exceptions it adds or removes are
+// authorised by authz like any exception change. The results then say what the schedule
+// now gives each host (in a dry run: still gives).
+func (s *Service) SlurmPower(ctx context.Context, authz Authorizer, dryRun, resume bool, req wire.PowerRequest, now time.Time) ([]wire.PowerResult, error) {
+	var plan *powersave.Plan
+	_, err := s.update(ctx, authz, dryRun, func(cur *Snapshot, next *model.Site) error {
+		var err error
+		if resume {
+			plan, err = powersave.Resume(cur.Resolver, req, now)
+		} else {
+			plan, err = powersave.Suspend(cur.Resolver, req)
+		}
+		if err != nil {
+			return err
+		}
+		plan.Apply(next)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	powersave.Describe(s.Snapshot().Resolver, plan.Results, now)
+	for _, res := range plan.Results {
+		s.log.Info("slurm power saving", "resume", resume, "host", res.Host, "action", res.Action, "mode", res.Mode, "reason", res.Reason)
+	}
+	return plan.Results, nil
+}
