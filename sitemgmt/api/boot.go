@@ -119,7 +119,10 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request) {
 	snap := s.svc.Snapshot()
 	site := snap.Site
 	now := s.opt.Now()
-	modeOf := func(h *model.Host) *model.Mode { m, _ := snap.Resolver.ModeAt(h, now); return m }
+	modeOf := func(h *model.Host) *model.Mode {
+		m, _ := snap.Resolver.ModeAt(h, now)
+		return m
+	}
 	q := r.URL.Query()
 	server := func() (*model.BootServer, bool) {
 		name := q.Get("server")

@@ -2,6 +2,11 @@
 // the site for readers (boot script requests read it without locks or LDAP round trips)
 // and funnels every write through one path: clone, change, validate, compile the schedule,
 // authorise, diff, write to LDAP in a safe order, swap the snapshot.
+//
+// It also owns the site manager's runtime state, which is not configuration and never
+// reaches LDAP (agents.go): the node agents' heartbeats and job reports, the revision the
+// Slurm feed's long poll waits on, the feed itself and Slurm power saving (slurm.go). The
+// HTTP layer only decodes, authenticates, authorises and encodes around these methods.
 package service
 
 import (
