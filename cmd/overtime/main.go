@@ -1,6 +1,8 @@
-// Command overtime is the site manager: `overtime serve` runs the API and boot script
-// server; every other subcommand is a client of that API (or, for `ldap init` and `dev`,
-// of the directory itself).
+// Command overtime is Overtime's one binary: the site manager (`overtime serve`, the API
+// and boot script server), the boot server (`bootserver run`), the node agent (`agent
+// run`), Slurm's power saving programs (`slurm resume|suspend`) and the API's command-line
+// client (most other subcommands; `ldap init` and `dev` talk to the directory itself).
+// One binary also runs a container guest's init (container.MaybeInit).
 package main
 
 import (

@@ -21,6 +21,11 @@
 #define OT_SUSPENDED_PREFIX "overtime: suspended"
 #define OT_ABSENT_REASON "overtime: host not in the site manager"
 
+/* The node feature the site manager puts on every node it manages
+ * (wire.FeatureOvertime): a node with it that the feed does not list is a
+ * host removed from the site. test_fixtures checks the feed still uses it. */
+#define OT_FEATURE_MANAGED "overtime"
+
 enum cur_job_state { CJ_OTHER, CJ_RUNNING, CJ_SUSPENDED };
 
 struct cur_job {

@@ -228,7 +228,7 @@ static void node_cycle(struct cycle *c, const struct feed *feed,
 		/* Only nodes we manage, and only against a feed that lists
 		 * something: an empty feed from a misconfigured server must
 		 * not take the whole pool down. */
-		if (!features_has(n->features, "overtime") || !feed->nnodes)
+		if (!features_has(n->features, OT_FEATURE_MANAGED) || !feed->nnodes)
 			return;
 		reconcile_absent_node(n->name, &absent);
 		want = &absent;

@@ -229,7 +229,7 @@ func (l layout) entityDN(kind, name string) string {
 }
 
 // uidOf extracts the uid from a member DN uid=X,ou=people,...; ok is false for anything
-// else (including the empty DN that stands for "no members", see rolesAttrs).
+// else (including the empty DN that stands for "no members", see roleEntry).
 func (l layout) uidOf(dn string) (string, bool) {
 	if dn == "" {
 		return "", false

@@ -14,8 +14,6 @@ import (
 // reach a file. Every mutation below puts a line break, quote, '$', directive or path
 // escape into one field; the renderer must return an error and write nothing.
 
-const evil = "x\nUI evil.c32"
-
 func TestBootRejectsUnvalidatedData(t *testing.T) {
 	site := testSite()
 	for name, mutate := range map[string]func(b *Boot){

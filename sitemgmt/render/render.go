@@ -262,12 +262,6 @@ func (w *writer) comment(text string) {
 	w.line("# %s", text)
 }
 
-func (w *writer) fail(err error) {
-	if w.err == nil {
-		w.err = err
-	}
-}
-
 func (w *writer) flush(out io.Writer) error {
 	if w.err != nil {
 		return w.err

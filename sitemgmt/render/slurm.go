@@ -1,45 +1,43 @@
 package render
 
 import (
+	"fmt"
 	"io"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // SlurmPartition is the partition that holds every Overtime host; it is the default.
 const SlurmPartition = "overtime"
 
-// Slurm node weights: the scheduler allocates the lowest weight first.
-const (
-	SlurmWeightDedicated = 1    // cluster mode: the whole PC belongs to the compute guest
-	SlurmWeightDesktop   = 100  // desktop mode: the guest harvests idle cycles and yields to the user
-	SlurmWeightOther     = 1000 // course-vm, local-disk, maintenance: not a compute target now
-)
-
 // SlurmFeature is the node feature that says what a host's effective mode offers to jobs
-// (sbatch --constraint=dedicated).
+// (sbatch --constraint=dedicated): the sync daemon's features (wire.Feature*), so that a
+// constraint means the same on static and on dynamic nodes.
 func SlurmFeature(k model.ModeKind) string {
 	switch k {
 	case model.KindCluster:
-		return "dedicated"
+		return wire.FeatureDedicated
 	case model.KindDesktop:
-		return "desktop"
+		return wire.FeatureDesktop
 	}
 	return string(k)
 }
 
-// SlurmWeight is the node weight of a host whose effective mode is of kind k.
+// SlurmWeight is the node weight of a host whose effective mode is of kind k. The
+// weights are the sync daemon's (wire.Weight*); a static line cannot know whether a
+// desktop's owner is at it, so a desktop gets the weight of one whose owner is active.
 func SlurmWeight(k model.ModeKind) int {
 	switch k {
 	case model.KindCluster:
-		return SlurmWeightDedicated
+		return wire.WeightDedicated
 	case model.KindDesktop:
-		return SlurmWeightDesktop
+		return wire.WeightOwnerActive
 	}
-	return SlurmWeightOther
+	return wire.WeightNoGuest
 }
 
 // SlurmNodes writes the node and partition lines of slurm.conf as an include file: one
@@ -53,11 +51,9 @@ func SlurmWeight(k model.ModeKind) int {
 //
 // No State= is written, so nodes start in Slurm's default UNKNOWN state: a PC whose mode
 // runs slurmd registers and becomes IDLE, a PC booted into anything else never answers
-// and slurmctld marks it DOWN (not responding), so no job is sent to it. State=CLOUD
-// would hide the nodes from sinfo and expect a power-saving ResumeProgram to boot them,
-// and State=FUTURE would need an explicit scontrol to activate each node: both hand node
-// availability to Slurm, while in Overtime it is the schedule (and later the node daemon,
-// which drains nodes ahead of a mode change) that decides it.
+// and slurmctld marks it DOWN (not responding), so no job is sent to it. Sites that let
+// Slurm wake PCs (power saving) use dynamic nodes declared State=CLOUD instead of these
+// lines (docs/slurm.md).
 func SlurmNodes(out io.Writer, site *model.Site, modeOf func(h *model.Host) *model.Mode) error {
 	if site == nil {
 		return errorf("slurm: no site")
@@ -79,7 +75,7 @@ func SlurmNodes(out io.Writer, site *model.Site, modeOf func(h *model.Host) *mod
 	w.comment("Slurm nodes and partitions of Overtime site " + site.Name + ". Include it from slurm.conf,")
 	w.comment("e.g. \"Include /etc/slurm/overtime-nodes.conf\", and run \"scontrol reconfigure\" after a change.")
 	w.comment("Features: pool-POOL, and dedicated (cluster mode), desktop (desktop mode) or the mode kind.")
-	w.comment("Weight: lowest first, dedicated 1, desktop 100, others 1000.")
+	w.comment(fmt.Sprintf("Weight: lowest first, dedicated %d, desktop %d, others %d.", SlurmWeight(model.KindCluster), SlurmWeight(model.KindDesktop), wire.WeightNoGuest))
 	w.comment("State is Slurm's default: a PC that is not in a compute-capable mode does not answer and")
 	w.comment("is marked DOWN; set ReturnToService=2 in slurm.conf so it returns once its slurmd registers.")
 	w.comment("Overtime does not know CPUs and memory, so Slurm counts each node as 1 CPU and 1 MB.")

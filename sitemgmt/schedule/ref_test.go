@@ -104,7 +104,7 @@ func (r *refSite) next(host string, t time.Time, horizon time.Duration) (time.Ti
 	return time.Time{}, ""
 }
 
-// refOverlap is the naive overlap check Compile must agree with.
+// overlap is the naive overlap check Compile must agree with.
 func (r *refSite) overlap() bool {
 	owners := [][]Rule{}
 	for _, rs := range r.pools {

@@ -38,11 +38,16 @@ const (
 )
 
 // Node weights: Slurm allocates the lowest weight first, so jobs fill dedicated hosts,
-// then empty desktops, and only then desktops whose owner is working.
+// then empty desktops, and only then desktops whose owner is working. The one table of
+// weights: the feed sets them, and the static node lines (sitemgmt/render) use them too.
 const (
 	WeightDedicated   = 1
 	WeightDeskEmpty   = 10
 	WeightOwnerActive = 100
+	// WeightNoGuest is for static node lines of hosts whose mode runs no compute guest
+	// (course-vm, local disk, maintenance): Slurm sees them DOWN anyway; should one
+	// answer, it comes last.
+	WeightNoGuest = 1000
 )
 
 // SlurmNode is the desired Slurm state of one host's compute guest.

@@ -1,0 +1,155 @@
+/* The JSON contract with Go: parse the feed fixture that sitemgmt/wire's
+ * tests produce (scheduler-plugin/testdata/slurm_feed.json, a
+ * wire.SlurmFeed as GET /api/v1/slurm/nodes sends it) with the production
+ * parser and check every field. A field renamed or retyped in Go changes the
+ * fixture and fails here.
+ *
+ * Usage: test_fixtures TESTDATA_DIR */
+#include "feed.h"
+#include "reconcile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures, checks;
+
+#define CHECK(cond, ...) do {						\
+	checks++;							\
+	if (!(cond)) {							\
+		failures++;						\
+		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
+		fprintf(stderr, __VA_ARGS__);				\
+		fputc('\n', stderr);					\
+	}								\
+} while (0)
+
+#define CHECK_STR(got, want) do {					\
+	const char *g_ = (got), *w_ = (want);				\
+	CHECK(g_ && !strcmp(g_, w_), "%s is \"%s\", want \"%s\"",	\
+	      #got, g_ ? g_ : "(null)", w_);				\
+} while (0)
+
+/* Read dir/name whole; NULL (after a failed check) if it cannot be read. */
+static char *read_fixture(const char *dir, const char *name, size_t *len)
+{
+	char path[4096];
+	FILE *f;
+	char *buf = NULL;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "rb");
+	if (!f) {
+		CHECK(0, "%s: cannot open (go test ./sitemgmt/wire -update "
+		      "writes it)", path);
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+	    fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
+	    fread(buf, 1, (size_t)n, f) == (size_t)n) {
+		buf[n] = '\0';
+		*len = (size_t)n;
+	} else {
+		CHECK(0, "%s: cannot read", path);
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
+#define CRASH "overtime: guest on pc-b1.lab not running (crashed: " \
+	      "domain \"overtime-pc-b1\" exited <&>)"
+
+static void test_feed_fixture(const char *dir)
+{
+	static const struct {
+		const char *name;
+		enum ot_state state;
+		const char *state_str, *features;
+		uint32_t weight;
+		const char *reason;  /* after normalisation */
+		const char *comment; /* NULL: absent */
+	} want[] = {
+		{ "pc-a01", OT_UP, "up", "overtime,dedicated", 1, "overtime: up",
+		  "overtime: mode cluster, owner after-hours, guest run, "
+		  "running (heartbeat 2026-11-22T10:00:00Z)" },
+		{ "pc-a02", OT_UP, "up", "overtime,desktop,desk-empty", 10,
+		  "overtime: up",
+		  "overtime: mode desktop, owner no-user, guest run, running "
+		  "(heartbeat 2026-11-22T10:00:00Z)" },
+		{ "pc-a03", OT_UP, "up", "overtime,desktop,owner-active", 100,
+		  "overtime: up", NULL },
+		{ "pc-a04", OT_FROZEN, "frozen", "overtime,desktop", 100,
+		  "overtime: guest on pc-a04 frozen: the owner needs the desktop",
+		  "overtime: mode desktop, owner owner-active, guest freeze, "
+		  "running (heartbeat 2026-11-22T10:00:00Z)" },
+		{ "pc-a05", OT_EVICTED, "evicted", "overtime,desktop", 100,
+		  "overtime: guest on pc-a05 evicted: the owner needed the "
+		  "desktop (owner-active)",
+		  "overtime: mode desktop, owner owner-active, guest evict, "
+		  "absent (heartbeat 2026-11-22T10:00:00Z)" },
+		{ "pc-b1.lab", OT_DOWN, "down", "overtime", 100, CRASH, CRASH },
+	};
+	const size_t nwant = sizeof(want) / sizeof(want[0]);
+	struct feed f;
+	char err[256] = "";
+	size_t len;
+	char *buf = read_fixture(dir, "slurm_feed.json", &len);
+
+	if (!buf)
+		return;
+	CHECK(feed_parse(buf, len, &f, err, sizeof(err)) == 0,
+	      "slurm_feed.json: %s", err);
+	free(buf);
+	CHECK(f.revision == 42, "revision %lld", (long long)f.revision);
+	CHECK(f.nnodes == nwant, "%zu nodes, want %zu", f.nnodes, nwant);
+	for (size_t i = 0; i < nwant && i < f.nnodes; i++) {
+		const struct feed_node *n = &f.nodes[i];
+
+		CHECK_STR(n->name, want[i].name);
+		CHECK(n->state == want[i].state, "%s: state %d, want %d",
+		      n->name, n->state, want[i].state);
+		CHECK_STR(n->state_str, want[i].state_str);
+		CHECK_STR(n->features, want[i].features);
+		/* The daemon only treats nodes with this feature as its own. */
+		CHECK(features_has(n->features, OT_FEATURE_MANAGED),
+		      "%s: features \"%s\" lack " OT_FEATURE_MANAGED, n->name,
+		      n->features);
+		CHECK(n->has_weight && n->weight == want[i].weight,
+		      "%s: weight %u, want %u", n->name, n->weight,
+		      want[i].weight);
+		CHECK_STR(n->reason, want[i].reason);
+		CHECK(reason_is_ours(n->reason), "%s: reason not ours", n->name);
+		if (want[i].comment)
+			CHECK_STR(n->comment, want[i].comment);
+		else
+			CHECK(!n->comment, "%s: comment \"%s\", want absent",
+			      n->name, n->comment);
+	}
+	/* The array job's report (124_7) is skipped: slurm_update_job takes
+	 * plain job ids only. */
+	CHECK(f.nreports == 1, "%zu reports, want 1", f.nreports);
+	if (f.nreports == 1) {
+		CHECK(f.reports[0].job_id == 123, "report job %u",
+		      f.reports[0].job_id);
+		CHECK_STR(f.reports[0].host, "pc-a03");
+		CHECK_STR(f.reports[0].summary,
+			  "overtime: job 123 on pc-a03 200 s: throttled 30 s, "
+			  "frozen 10 s, owner active 25%, guest CPU 150 s, "
+			  "steal 2.5 s, desktop slowdown ~2%");
+	}
+	feed_free(&f);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s TESTDATA_DIR\n", argv[0]);
+		return 2;
+	}
+	test_feed_fixture(argv[1]);
+	printf("test_fixtures: %d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}
