@@ -180,7 +180,7 @@ func entityCmds(g *globals) []*cobra.Command {
 					t = append(t, "host:"+x.Host)
 				}
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Kind, e.Start.Format(time.RFC3339), e.End.Format(time.RFC3339), e.Mode, strings.Join(t, ","))
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Kind, formatTime(e.Start), formatTime(e.End), e.Mode, strings.Join(t, ","))
 		},
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&kind, "kind", "", "exam, lecture, holiday, maintenance or other")
@@ -324,8 +324,7 @@ func (e entity[T]) commands(g *globals) *cobra.Command {
 			if err := c.Send(http.MethodPut, path, dryQuery(dry), withName(&v, args[0]), &ch); err != nil {
 				return err
 			}
-			printChanges(ch)
-			return nil
+			return g.emitChanges(cmd.OutOrStdout(), ch)
 		}
 	}
 	add := &cobra.Command{Use: "add NAME", Short: "Add", Args: cobra.ExactArgs(1), RunE: upsert(true)}
@@ -342,8 +341,7 @@ func (e entity[T]) commands(g *globals) *cobra.Command {
 			if err := c.Send(http.MethodDelete, base+"/"+url.PathEscape(args[0]), dryQuery(dry), nil, &ch); err != nil {
 				return err
 			}
-			printChanges(ch)
-			return nil
+			return g.emitChanges(cmd.OutOrStdout(), ch)
 		}}
 	for _, c := range []*cobra.Command{add, setC, del} {
 		c.Flags().BoolVar(&dry, "dry-run", false, "validate and show the changes without writing")
@@ -438,8 +436,7 @@ func publishCmd(g *globals) *cobra.Command {
 			if err := c.Send(http.MethodPost, "/api/v1/images/"+url.PathEscape(args[0])+"/versions", dryQuery(dry), v, &ch); err != nil {
 				return err
 			}
-			printChanges(ch)
-			return nil
+			return g.emitChanges(cmd.OutOrStdout(), ch)
 		},
 	}
 	cmd.Flags().StringVar(&path, "path", "", "directory of the version under the image root (holds vmlinuz, initrd.img, root.squashfs)")

@@ -58,7 +58,7 @@ reports. Without JOBID, lists the recent reports (needs a role; --host narrows).
 				fmt.Fprintln(w, "JOB\tHOST\tEND\tSECONDS\tTHROTTLED\tFROZEN\tOWNER ACTIVE\tSTEAL\tDESKTOP SLOWDOWN")
 				for _, r := range list {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f%%\t%.1f\t%.0f%%\n", r.Job, r.Host,
-						r.End.Local().Format(time.DateTime), r.Seconds, r.ThrottledSeconds, r.FrozenSeconds,
+						formatTime(r.End), r.Seconds, r.ThrottledSeconds, r.FrozenSeconds,
 						100*r.OwnerActiveFraction, r.StealSeconds, 100*r.DesktopSlowdown)
 				}
 			})
@@ -79,7 +79,7 @@ func printJobReport(cmd *cobra.Command, r *wire.JobReport) {
 	}
 	fmt.Fprintf(w, "Job\t%s\n", r.Job)
 	fmt.Fprintf(w, "Host\t%s (mode %s)\n", r.Host, r.Mode)
-	fmt.Fprintf(w, "Ran\t%s to %s, %.0f s\n", r.Start.Local().Format(time.DateTime), r.End.Local().Format(time.DateTime), r.Seconds)
+	fmt.Fprintf(w, "Ran\t%s to %s, %.0f s\n", formatTime(r.Start), formatTime(r.End), r.Seconds)
 	fmt.Fprintf(w, "Owner active\t%s of the job's time\n", pct(r.OwnerActiveFraction))
 	fmt.Fprintf(w, "Throttled\t%.0f s%s\n", r.ThrottledSeconds, share(r.ThrottledSeconds))
 	fmt.Fprintf(w, "Frozen\t%.0f s%s\n", r.FrozenSeconds, share(r.FrozenSeconds))
@@ -205,7 +205,7 @@ HOSTLIST is a Slurm hostlist expression, e.g. pc[01-20],lab-b3.`
 				for _, r := range res.Hosts {
 					until := ""
 					if !r.Until.IsZero() {
-						until = r.Until.Local().Format(time.DateTime)
+						until = formatTime(r.Until)
 					}
 					wake := ""
 					if resume && r.MAC != "" && !noWake {
