@@ -33,19 +33,18 @@ func (g *globals) names(collection string) []string {
 		return nil
 	}
 	c := &client.Client{BaseURL: s.server, User: s.user, Password: s.password, HTTP: &http.Client{Timeout: completionTimeout}}
-	var all []struct {
-		Name string `json:"name"`
-		UID  string `json:"uid"`
-	}
+	var all []map[string]any
 	if _, err := c.Get("/api/v1/"+collection, nil, &all); err != nil {
 		return nil
 	}
+	key := "name"
+	if collection == "users" {
+		key = "uid" // the name of a user is their display name
+	}
 	out := make([]string, 0, len(all))
 	for _, x := range all {
-		if x.Name != "" {
-			out = append(out, x.Name)
-		} else if x.UID != "" {
-			out = append(out, x.UID)
+		if n, ok := x[key].(string); ok && n != "" {
+			out = append(out, n)
 		}
 	}
 	return out

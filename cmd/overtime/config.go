@@ -43,10 +43,20 @@ type clientSettings struct {
 	server, user, password string
 }
 
+// given reports whether the flag name was given on the command line. A globals built
+// without the root's flags (as some tests do) holds explicit values: those count as given.
+func (g *globals) given(name string) bool {
+	if g.flags != nil {
+		return g.flags.Changed(name)
+	}
+	v := map[string]string{"server": g.server, "user": g.user, "password-file": g.passwordFile, "config": g.configFile}[name]
+	return v != ""
+}
+
 // configPath returns the config file to read and whether the user named it (then it
 // must exist).
 func (g *globals) configPath() (string, bool) {
-	if g.flags.Changed("config") {
+	if g.given("config") {
 		return g.configFile, true
 	}
 	if p := os.Getenv("OVERTIME_CONFIG"); p != "" {
@@ -117,7 +127,7 @@ func (g *globals) resolve(prompt bool) (clientSettings, error) {
 	}
 	pick := func(flag, flagVal, env, fromFile, def string) string {
 		switch {
-		case g.flags.Changed(flag):
+		case g.given(flag):
 			return flagVal
 		case os.Getenv(env) != "":
 			return os.Getenv(env)

@@ -29,13 +29,13 @@ func main() {
 	// The container backend starts a guest's init by running this binary again; in that
 	// process MaybeInit takes over and never returns.
 	container.MaybeInit()
-	os.Exit(run(newRoot(), os.Args[1:], os.Stderr))
+	os.Exit(execute(newRoot(), os.Args[1:], os.Stderr))
 }
 
-// run executes the command line and returns the exit status. A failure prints one line
+// execute runs the command line and returns the exit status. A failure prints one line
 // on stderr; a usage error prints the error as cobra wrote it (with its "Did you mean
 // this?" suggestions) and where to find the usage.
-func run(root *cobra.Command, args []string, stderr io.Writer) int {
+func execute(root *cobra.Command, args []string, stderr io.Writer) int {
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	if err == nil {
@@ -72,6 +72,12 @@ type globals struct {
 }
 
 func newRoot() *cobra.Command {
+	root, _ := newRootGlobals()
+	return root
+}
+
+// newRootGlobals is newRoot, and the globals its flags fill.
+func newRootGlobals() (*cobra.Command, *globals) {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "overtime",
@@ -83,7 +89,7 @@ func newRoot() *cobra.Command {
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			// `agent run` reads g.server itself (a daemon: flag or environment, no
 			// config file); every client command resolves it again in g.settings.
-			if !g.flags.Changed("server") {
+			if !g.given("server") {
 				g.server = envOr("OVERTIME_SERVER", g.server)
 			}
 			if err := checkOutputFlag(cmd, g.output); err != nil {
@@ -138,7 +144,7 @@ func newRoot() *cobra.Command {
 	declareOutputFormats(root)
 	strictArgs(root)
 	registerCompletions(root, g)
-	return root
+	return root, g
 }
 
 // strictArgs makes every argument error a usage error, and every command with
