@@ -185,6 +185,7 @@ for more than three intervals (90 s).`,
 				}
 				v = list
 			}
+			g.useSiteZone(c)
 			return emitTo(cmd.OutOrStdout(), g.output, v, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "HOST\tMODE\tOWNER\tACTION\tGUEST\tPRESSURE\tCONFIG\tLAST HEARTBEAT\tSTALE")
 				for _, s := range list {
@@ -197,7 +198,7 @@ for more than three intervals (90 s).`,
 						stale = "yes"
 					}
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\n", s.Host, dash(s.Mode), dash(string(s.OwnerState)),
-						dash(string(s.Action)), dash(guest), s.Pressure, dash(s.ConfigFrom), formatTime(s.Received), stale)
+						dash(string(s.Action)), dash(guest), s.Pressure, dash(s.ConfigFrom), g.formatTime(s.Received), stale)
 				}
 			})
 		},

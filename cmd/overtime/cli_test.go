@@ -232,15 +232,17 @@ func TestOneTimeFormat(t *testing.T) {
 	if err != nil {
 		t.Skip("no time zone data")
 	}
-	saved := time.Local
-	time.Local = berlin
-	t.Cleanup(func() { time.Local = saved })
+	g := &globals{zone: berlin}
 	ts := time.Date(2026, 12, 2, 9, 30, 5, 0, time.UTC)
-	if got := formatTime(ts); got != "2026-12-02 10:30:05 CET" {
+	if got := g.formatTime(ts); got != "2026-12-02 10:30:05 CET" {
 		t.Errorf("formatTime = %q", got)
 	}
-	if got := formatTime(time.Time{}); got != "-" {
+	if got := g.formatTime(time.Time{}); got != "-" {
 		t.Errorf("formatTime(zero) = %q", got)
+	}
+	// Before the site's zone is known, the local one, named.
+	if got, want := (&globals{}).formatTime(ts), ts.Local().Format("2006-01-02 15:04:05 MST"); got != want {
+		t.Errorf("formatTime without the site's zone = %q, want %q", got, want)
 	}
 	files, _ := filepath.Glob("*.go")
 	formatCall := regexp.MustCompile(`\.Format\(`)

@@ -127,10 +127,11 @@ The first line is the mode alone, so that scripts can read it.`,
 			if g.output == "json" || g.output == "yaml" {
 				return g.emit(m, nil)
 			}
+			g.useSiteZone(c)
 			fmt.Println(m.Mode)
 			fmt.Printf("rule: %s\n", m.Rule)
 			if m.Next != nil {
-				fmt.Printf("next: %s -> %s\n", formatTime(*m.Next), m.NextMode)
+				fmt.Printf("next: %s -> %s\n", g.formatTime(*m.Next), m.NextMode)
 			} else {
 				fmt.Println("next: no change scheduled")
 			}

@@ -29,6 +29,7 @@ type entity[T any] struct {
 	flags            func(f *pflag.FlagSet)
 	apply            func(f *pflag.FlagSet, c *client.Client, v *T) error
 	listQuery        func() url.Values
+	hasTimes         bool // rows show times: list asks for the site's zone (useSiteZone)
 }
 
 func entityCmds(g *globals) []*cobra.Command {
@@ -169,7 +170,7 @@ func entityCmds(g *globals) []*cobra.Command {
 			return nil
 		},
 	}
-	exc := entity[model.Exception]{use: "exception", path: "exceptions", short: "Dated exceptions (exam, lecture, holiday)",
+	exc := entity[model.Exception]{use: "exception", path: "exceptions", short: "Dated exceptions (exam, lecture, holiday)", hasTimes: true,
 		header: "NAME\tKIND\tSTART\tEND\tMODE\tTARGETS",
 		row: func(e *model.Exception) string {
 			var t []string
@@ -180,7 +181,7 @@ func entityCmds(g *globals) []*cobra.Command {
 					t = append(t, "host:"+x.Host)
 				}
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Kind, formatTime(e.Start), formatTime(e.End), e.Mode, strings.Join(t, ","))
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Kind, g.formatTime(e.Start), g.formatTime(e.End), e.Mode, strings.Join(t, ","))
 		},
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&kind, "kind", "", "exam, lecture, holiday, maintenance or other")
@@ -279,6 +280,9 @@ func (e entity[T]) commands(g *globals) *cobra.Command {
 			var all []T
 			if _, err := c.Get(base, q, &all); err != nil {
 				return err
+			}
+			if e.hasTimes {
+				g.useSiteZone(c)
 			}
 			return g.emit(all, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, e.header)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -66,6 +67,7 @@ type globals struct {
 	passwordFile string
 	output       string
 	configFile   string
+	zone         *time.Location // of times in tables (see useSiteZone)
 	// flags is the root's persistent flag set: whether a flag was given on the command
 	// line decides between it, the environment and the config file (see client).
 	flags interface{ Changed(string) bool }

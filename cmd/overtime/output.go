@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 )
 
@@ -95,13 +96,36 @@ func (g *globals) emitChanges(w io.Writer, ch client.Changes) error {
 	return nil
 }
 
-// tableTime is the one form of times in table output: the client's local zone (TZ),
-// named, to the second. JSON and YAML keep RFC 3339 (what encoding/json writes).
+// tableTime is the one form of times in table output: the site's time zone (in which
+// weekly rules and exceptions are written), named, to the second. JSON and YAML keep
+// RFC 3339 (what encoding/json writes).
 const tableTime = "2006-01-02 15:04:05 MST"
 
-func formatTime(t time.Time) string {
+// formatTime formats t for a table, in the site's zone once useSiteZone found it, else
+// in the local one.
+func (g *globals) formatTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format(tableTime)
+	loc := g.zone
+	if loc == nil {
+		loc = time.Local
+	}
+	return t.In(loc).Format(tableTime)
+}
+
+// useSiteZone asks the site manager for the site's time zone before a table with times
+// is printed. Callers that may not read the settings (users without a role) keep the
+// local zone, which formatTime names, so no time is ever ambiguous.
+func (g *globals) useSiteZone(c *client.Client) {
+	if g.output != "table" && g.output != "" {
+		return
+	}
+	var set api.Settings
+	if _, err := c.Get("/api/v1/site/settings", nil, &set); err != nil {
+		return
+	}
+	if loc, err := time.LoadLocation(set.Timezone); err == nil {
+		g.zone = loc
+	}
 }
