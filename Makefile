@@ -15,7 +15,7 @@ deps:
 # Static: the same binary runs on the boot server and, as the node agent, on desktops
 # whose root may not carry the build host's C library.
 build: deps
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/overtime
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev) -X main.commit=$$(git rev-parse HEAD 2>/dev/null)" -o $(BIN) ./cmd/overtime
 
 # Unit tests and integration tests against real servers (slapd, dnsmasq, slurmctld,
 # nfs-ganesha), plus static checks. -p 2: these machines have 2 cores.

@@ -114,7 +114,7 @@ func TestCLI(t *testing.T) {
 		{"CSV import", "admin", testenv.AdminPassword, []string{"host", "import", good}, 0, "+ host pc-c01", ""},
 		{"publish an image version", "admin", testenv.AdminPassword, []string{"image", "publish", "bio101-vm", "ws2026-9", "--path", "bio101-vm/ws2026-9", "--file", pub}, 0, "bio101-vm", ""},
 		{"render dnsmasq", "dave", "x", []string{"render", "dnsmasq"}, 1, "", "invalid credentials"},
-		{"render dnsmasq hosts", "admin", testenv.AdminPassword, []string{"render", "dnsmasq-hosts", "--server", "bs1"}, 0, "pc-a09", ""},
+		{"render dnsmasq hosts", "admin", testenv.AdminPassword, []string{"render", "dnsmasq-hosts", "--boot-server", "bs1"}, 0, "pc-a09", ""},
 		{"host list filtered", "admin", testenv.AdminPassword, []string{"host", "list", "--pool", "lab-b"}, 0, "pc-c01", ""},
 		{"set a field", "admin", testenv.AdminPassword, []string{"pool", "set", "lab-b", "--room", "Room 0.15"}, 0, "~ pool lab-b", ""},
 		{"whoami", "alice", "alice-secret", []string{"whoami"}, 0, "pool-admin:lab-a", ""},

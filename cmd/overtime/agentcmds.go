@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -41,7 +40,7 @@ Site admins, and admins of the host's pool, may do this.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			host := args[0]
 			if revoke && out != "" {
-				return errors.New("--revoke and --out exclude each other")
+				return usageErrorf("--revoke and --out exclude each other")
 			}
 			c, err := g.client()
 			if err != nil {
@@ -52,6 +51,9 @@ Site admins, and admins of the host's pool, may do this.`,
 				had, err := c.RevokeHostCredential(cmd.Context(), host)
 				if err != nil {
 					return err
+				}
+				if g.output == "json" || g.output == "yaml" {
+					return emitTo(w, g.output, map[string]any{"host": host, "revoked": had}, nil)
 				}
 				if had {
 					fmt.Fprintf(w, "credential of host %s revoked\n", host)
@@ -73,6 +75,9 @@ Site admins, and admins of the host's pool, may do this.`,
 			if out != "" {
 				if err := writeSecretFile(out, cred.Token+"\n"); err != nil {
 					return fmt.Errorf("the new credential of host %s could not be saved (issue it again): %w", host, err)
+				}
+				if g.output == "json" || g.output == "yaml" {
+					return emitTo(w, g.output, map[string]any{"host": host, "file": out}, nil)
 				}
 				fmt.Fprintf(w, "credential of host %s written to %s (mode 0600); any previous credential no longer works\n", host, out)
 				return nil
@@ -180,6 +185,7 @@ for more than three intervals (90 s).`,
 				}
 				v = list
 			}
+			g.useSiteZone(c)
 			return emitTo(cmd.OutOrStdout(), g.output, v, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "HOST\tMODE\tOWNER\tACTION\tGUEST\tPRESSURE\tCONFIG\tLAST HEARTBEAT\tSTALE")
 				for _, s := range list {
@@ -192,7 +198,7 @@ for more than three intervals (90 s).`,
 						stale = "yes"
 					}
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\n", s.Host, dash(s.Mode), dash(string(s.OwnerState)),
-						dash(string(s.Action)), dash(guest), s.Pressure, dash(s.ConfigFrom), s.Received.Local().Format(time.DateTime), stale)
+						dash(string(s.Action)), dash(guest), s.Pressure, dash(s.ConfigFrom), g.formatTime(s.Received), stale)
 				}
 			})
 		},

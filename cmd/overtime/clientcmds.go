@@ -19,17 +19,10 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
 )
 
-// printChanges shows what a write did (or would do, with --dry-run).
+// printChanges shows what a write did (or would do, with --dry-run) as a list, for the
+// commands that offer no -o json (see globals.emitChanges).
 func printChanges(ch client.Changes) {
-	switch {
-	case len(ch.Changes) == 0:
-		fmt.Println("no changes")
-	case ch.DryRun:
-		fmt.Println("would change (dry run):")
-	}
-	for _, c := range ch.Changes {
-		fmt.Println("  " + c)
-	}
+	_ = (&globals{}).emitChanges(os.Stdout, ch)
 }
 
 func dryQuery(dry bool) url.Values {
@@ -82,8 +75,7 @@ func newSiteCmd(g *globals) *cobra.Command {
 			if err := c.Send(http.MethodPut, "/api/v1/site", dryQuery(dry), s, &ch); err != nil {
 				return err
 			}
-			printChanges(ch)
-			return nil
+			return g.emitChanges(cmd.OutOrStdout(), ch)
 		},
 	}
 	apply.Flags().StringVarP(&file, "file", "f", "", "site file (YAML)")
@@ -135,10 +127,11 @@ The first line is the mode alone, so that scripts can read it.`,
 			if g.output == "json" || g.output == "yaml" {
 				return g.emit(m, nil)
 			}
+			g.useSiteZone(c)
 			fmt.Println(m.Mode)
 			fmt.Printf("rule: %s\n", m.Rule)
 			if m.Next != nil {
-				fmt.Printf("next: %s -> %s\n", m.Next.Format("Mon 2006-01-02 15:04 MST"), m.NextMode)
+				fmt.Printf("next: %s -> %s\n", g.formatTime(*m.Next), m.NextMode)
 			} else {
 				fmt.Println("next: no change scheduled")
 			}
@@ -148,18 +141,19 @@ The first line is the mode alone, so that scripts can read it.`,
 }
 
 func newRenderCmd(g *globals) *cobra.Command {
-	var server, exportRoot, hostsFile, tftpRoot string
+	var bootServer, exportRoot, hostsFile, tftpRoot string
 	cmd := &cobra.Command{
-		Use:   "render dnsmasq|dnsmasq-hosts|slurm|ganesha|exports",
-		Short: "Print a rendered configuration file",
-		Args:  cobra.ExactArgs(1),
+		Use:       "render dnsmasq|dnsmasq-hosts|slurm|ganesha|exports",
+		Short:     "Print a rendered configuration file",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"dnsmasq", "dnsmasq-hosts", "slurm", "ganesha", "exports"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
 			q := url.Values{}
-			for k, v := range map[string]string{"server": server, "exportRoot": exportRoot, "hostsFile": hostsFile, "tftpRoot": tftpRoot} {
+			for k, v := range map[string]string{"server": bootServer, "exportRoot": exportRoot, "hostsFile": hostsFile, "tftpRoot": tftpRoot} {
 				if v != "" {
 					q.Set(k, v)
 				}
@@ -172,7 +166,8 @@ func newRenderCmd(g *globals) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&server, "server", "", "boot server (dnsmasq, ganesha)")
+	// Not --server: that is the site manager's URL, a global flag.
+	cmd.Flags().StringVar(&bootServer, "boot-server", "", "boot server to render for (dnsmasq, ganesha)")
 	cmd.Flags().StringVar(&exportRoot, "export-root", "", "directory holding published images (ganesha, exports)")
 	cmd.Flags().StringVar(&hostsFile, "hosts-file", "", "path of the dnsmasq hosts file the config points at")
 	cmd.Flags().StringVar(&tftpRoot, "tftp-root", "", "TFTP root for dnsmasq")
@@ -188,43 +183,19 @@ func newWhoamiCmd(g *globals) *cobra.Command {
 				return err
 			}
 			var who struct {
-				UID   string   `json:"uid"`
-				Roles []string `json:"roles"`
+				UID   string   `json:"uid" yaml:"uid"`
+				Roles []string `json:"roles" yaml:"roles"`
 			}
 			if _, err := c.Get("/api/v1/whoami", nil, &who); err != nil {
 				return err
 			}
-			fmt.Printf("%s\t%s\n", who.UID, strings.Join(who.Roles, " "))
+			if g.output == "json" || g.output == "yaml" {
+				return emitTo(cmd.OutOrStdout(), g.output, who, nil)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", who.UID, strings.Join(who.Roles, " "))
 			return nil
 		},
 	}
-}
-
-func newUserCmd(g *globals) *cobra.Command {
-	user := &cobra.Command{Use: "user", Short: "Directory users (site admins only)"}
-	var name, pwFile string
-	add := &cobra.Command{
-		Use: "add UID", Short: "Create a user or set their password", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			pw, err := readSecret(pwFile, "OVERTIME_NEW_PASSWORD", "new password")
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			if err := c.Send(http.MethodPost, "/api/v1/users", nil, api.UserRequest{UID: args[0], Name: name, Password: pw}, nil); err != nil {
-				return err
-			}
-			fmt.Printf("user %s saved\n", args[0])
-			return nil
-		},
-	}
-	add.Flags().StringVar(&name, "name", "", "display name")
-	add.Flags().StringVar(&pwFile, "new-password-file", "", "file with the user's password (else $OVERTIME_NEW_PASSWORD)")
-	user.AddCommand(add)
-	return user
 }
 
 // newScheduleCmd edits weekly rules of a pool or a host.
@@ -239,7 +210,7 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		case host != "" && pool == "":
 			return "/api/v1/hosts/" + url.PathEscape(host), nil
 		}
-		return "", fmt.Errorf("give exactly one of --pool or --host")
+		return "", usageErrorf("give exactly one of --pool or --host")
 	}
 	// edit fetches the pool or host, changes its rule list and PUTs it back; the server
 	// validates the rules and rejects overlaps.
@@ -271,8 +242,7 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		if err := c.Send(http.MethodPut, path, dryQuery(dry), obj, &ch); err != nil {
 			return err
 		}
-		printChanges(ch)
-		return nil
+		return g.emitChanges(os.Stdout, ch)
 	}
 	list := &cobra.Command{Use: "list", Short: "List the weekly rules", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -290,8 +260,14 @@ func newScheduleCmd(g *globals) *cobra.Command {
 			if _, err := c.Get(path, nil, &obj); err != nil {
 				return err
 			}
+			if obj.Weekly == nil {
+				obj.Weekly = []string{}
+			}
+			if g.output == "json" || g.output == "yaml" {
+				return emitTo(cmd.OutOrStdout(), g.output, obj.Weekly, nil)
+			}
 			for _, r := range obj.Weekly {
-				fmt.Println(r)
+				fmt.Fprintln(cmd.OutOrStdout(), r)
 			}
 			return nil
 		}}

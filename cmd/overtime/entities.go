@@ -29,6 +29,7 @@ type entity[T any] struct {
 	flags            func(f *pflag.FlagSet)
 	apply            func(f *pflag.FlagSet, c *client.Client, v *T) error
 	listQuery        func() url.Values
+	hasTimes         bool // rows show times: list asks for the site's zone (useSiteZone)
 }
 
 func entityCmds(g *globals) []*cobra.Command {
@@ -169,7 +170,7 @@ func entityCmds(g *globals) []*cobra.Command {
 			return nil
 		},
 	}
-	exc := entity[model.Exception]{use: "exception", path: "exceptions", short: "Dated exceptions (exam, lecture, holiday)",
+	exc := entity[model.Exception]{use: "exception", path: "exceptions", short: "Dated exceptions (exam, lecture, holiday)", hasTimes: true,
 		header: "NAME\tKIND\tSTART\tEND\tMODE\tTARGETS",
 		row: func(e *model.Exception) string {
 			var t []string
@@ -180,7 +181,7 @@ func entityCmds(g *globals) []*cobra.Command {
 					t = append(t, "host:"+x.Host)
 				}
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Kind, e.Start.Format(time.RFC3339), e.End.Format(time.RFC3339), e.Mode, strings.Join(t, ","))
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Kind, g.formatTime(e.Start), g.formatTime(e.End), e.Mode, strings.Join(t, ","))
 		},
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&kind, "kind", "", "exam, lecture, holiday, maintenance or other")
@@ -280,6 +281,9 @@ func (e entity[T]) commands(g *globals) *cobra.Command {
 			if _, err := c.Get(base, q, &all); err != nil {
 				return err
 			}
+			if e.hasTimes {
+				g.useSiteZone(c)
+			}
 			return g.emit(all, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, e.header)
 				for i := range all {
@@ -324,8 +328,7 @@ func (e entity[T]) commands(g *globals) *cobra.Command {
 			if err := c.Send(http.MethodPut, path, dryQuery(dry), withName(&v, args[0]), &ch); err != nil {
 				return err
 			}
-			printChanges(ch)
-			return nil
+			return g.emitChanges(cmd.OutOrStdout(), ch)
 		}
 	}
 	add := &cobra.Command{Use: "add NAME", Short: "Add", Args: cobra.ExactArgs(1), RunE: upsert(true)}
@@ -342,8 +345,7 @@ func (e entity[T]) commands(g *globals) *cobra.Command {
 			if err := c.Send(http.MethodDelete, base+"/"+url.PathEscape(args[0]), dryQuery(dry), nil, &ch); err != nil {
 				return err
 			}
-			printChanges(ch)
-			return nil
+			return g.emitChanges(cmd.OutOrStdout(), ch)
 		}}
 	for _, c := range []*cobra.Command{add, setC, del} {
 		c.Flags().BoolVar(&dry, "dry-run", false, "validate and show the changes without writing")
@@ -438,8 +440,7 @@ func publishCmd(g *globals) *cobra.Command {
 			if err := c.Send(http.MethodPost, "/api/v1/images/"+url.PathEscape(args[0])+"/versions", dryQuery(dry), v, &ch); err != nil {
 				return err
 			}
-			printChanges(ch)
-			return nil
+			return g.emitChanges(cmd.OutOrStdout(), ch)
 		},
 	}
 	cmd.Flags().StringVar(&path, "path", "", "directory of the version under the image root (holds vmlinuz, initrd.img, root.squashfs)")

@@ -6,25 +6,61 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"github.com/overtime-hpc/overtime/node-agent/guest/container"
+	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 )
 
-// Every failure prints one line on stderr and exits 1.
+// Exit status: 0 success, 1 a failure (the server refused, a file is missing, ...), 2 a
+// usage error (unknown command or flag, wrong number of arguments, bad flag value), as
+// getopt-style tools and kubectl do, so that scripts can tell "fix the command line"
+// from "try again".
+const (
+	exitFailure = 1
+	exitUsage   = 2
+)
+
 func main() {
 	// The container backend starts a guest's init by running this binary again; in that
 	// process MaybeInit takes over and never returns.
 	container.MaybeInit()
-	if err := newRoot().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "overtime: "+strings.ReplaceAll(err.Error(), "\n", " "))
-		os.Exit(1)
+	os.Exit(execute(newRoot(), os.Args[1:], os.Stderr))
+}
+
+// execute runs the command line and returns the exit status. A failure prints one line
+// on stderr; a usage error prints the error as cobra wrote it (with its "Did you mean
+// this?" suggestions) and where to find the usage.
+func execute(root *cobra.Command, args []string, stderr io.Writer) int {
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
 	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "overtime: %s\nRun '%s --help' for usage.\n", strings.TrimRight(err.Error(), "\n"), cmd.CommandPath())
+		return exitUsage
+	}
+	fmt.Fprintln(stderr, "overtime: "+strings.ReplaceAll(err.Error(), "\n", " "))
+	return exitFailure
+}
+
+// usageError marks an error in the command line itself (exit status 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, a ...any) error {
+	return &usageError{fmt.Errorf(format, a...)}
 }
 
 type globals struct {
@@ -32,21 +68,55 @@ type globals struct {
 	user         string
 	passwordFile string
 	output       string
+	configFile   string
+	zone         *time.Location // of times in tables (see useSiteZone)
+	// flags is the root's persistent flag set: whether a flag was given on the command
+	// line decides between it, the environment and the config file (see client).
+	flags interface{ Changed(string) bool }
 }
 
 func newRoot() *cobra.Command {
+	root, _ := newRootGlobals()
+	return root
+}
+
+// newRootGlobals is newRoot, and the globals its flags fill.
+func newRootGlobals() (*cobra.Command, *globals) {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "overtime",
 		Short:         "Overtime site manager: pool PCs as a cluster, scheduled per 10-minute slot",
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Usage errors the flag parser and cobra's own checks find are exit status 2.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			// `agent run` reads g.server itself (a daemon: flag or environment, no
+			// config file); every client command resolves it again in g.settings.
+			if !g.given("server") {
+				g.server = envOr("OVERTIME_SERVER", g.server)
+			}
+			if err := checkOutputFlag(cmd, g.output); err != nil {
+				return err
+			}
+			if err := cmd.ValidateRequiredFlags(); err != nil {
+				return &usageError{err}
+			}
+			if err := cmd.ValidateFlagGroups(); err != nil {
+				return &usageError{err}
+			}
+			return nil
+		},
 	}
+	root.SetVersionTemplate("overtime {{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.server, "server", envOr("OVERTIME_SERVER", "http://127.0.0.1:8080"), "site manager URL ($OVERTIME_SERVER)")
-	pf.StringVar(&g.user, "user", os.Getenv("OVERTIME_USER"), "directory user ($OVERTIME_USER)")
-	pf.StringVar(&g.passwordFile, "password-file", os.Getenv("OVERTIME_PASSWORD_FILE"), "file holding the password (else $OVERTIME_PASSWORD)")
-	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
+	g.flags = pf
+	pf.StringVar(&g.server, "server", defaultServer, "site manager URL ($OVERTIME_SERVER, config file)")
+	pf.StringVar(&g.user, "user", "", "directory user ($OVERTIME_USER, config file)")
+	pf.StringVar(&g.passwordFile, "password-file", "", "file holding the password ($OVERTIME_PASSWORD_FILE, else $OVERTIME_PASSWORD, config file, else a prompt on a terminal)")
+	pf.StringVar(&g.configFile, "config", "", "client config file ($OVERTIME_CONFIG, else $XDG_CONFIG_HOME/overtime/config.yaml)")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml (commands that offer them)")
 
 	root.AddCommand(
 		newServeCmd(),
@@ -61,6 +131,8 @@ func newRoot() *cobra.Command {
 		newAgentCmd(g),
 		newJobReportCmd(g),
 		newSlurmCmd(g),
+		newVersionCmd(g),
+		newDocsCmd(),
 	)
 	for _, c := range entityCmds(g) {
 		if c.Name() == "bootserver" {
@@ -69,7 +141,59 @@ func newRoot() *cobra.Command {
 		}
 		root.AddCommand(c)
 	}
-	return root
+	// cobra adds these when it executes; adding them now lets the tree walks below (and
+	// the man pages) see them.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	declareOutputFormats(root)
+	strictArgs(root)
+	registerCompletions(root, g)
+	return root, g
+}
+
+// strictArgs makes every argument error a usage error, and every command with
+// subcommands refuse an unknown one. cobra prints the help of a group command that is
+// not runnable and exits 0 for `overtime host frobnicate`; with a RunE and an Args check
+// the group names the unknown subcommand and suggests the closest ones instead, as the
+// root does. A group run without arguments still prints its help.
+func strictArgs(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = unknownSubcommand
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+	if c.Args == nil && c.Name() != "help" { // cobra's help takes a command path
+		// A leaf without an Args check would ignore stray arguments silently.
+		c.Args = cobra.NoArgs
+	}
+	if c.Args == nil {
+		c.Args = cobra.ArbitraryArgs
+	}
+	check := c.Args
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return &usageError{err}
+		}
+		return nil
+	}
+	for _, sub := range c.Commands() {
+		strictArgs(sub)
+	}
+}
+
+// unknownSubcommand is the Args check of group commands: any argument is a subcommand
+// that does not exist. The message is cobra's, with its suggestions.
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only for the root
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return errors.New(msg)
 }
 
 func envOr(k, def string) string {
@@ -79,17 +203,14 @@ func envOr(k, def string) string {
 	return def
 }
 
-// client builds an API client from the global flags.
+// client builds an API client from the global flags, the environment and the config
+// file, in that order of precedence.
 func (g *globals) client() (*client.Client, error) {
-	pw := os.Getenv("OVERTIME_PASSWORD")
-	if g.passwordFile != "" {
-		b, err := os.ReadFile(g.passwordFile)
-		if err != nil {
-			return nil, fmt.Errorf("password file: %w", err)
-		}
-		pw = strings.TrimRight(string(b), "\r\n")
+	s, err := g.settings()
+	if err != nil {
+		return nil, err
 	}
-	return &client.Client{BaseURL: g.server, User: g.user, Password: pw}, nil
+	return &client.Client{BaseURL: s.server, User: s.user, Password: s.password}, nil
 }
 
 func readSecret(file, env, what string) (string, error) {

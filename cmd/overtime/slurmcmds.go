@@ -36,6 +36,7 @@ reports. Without JOBID, lists the recent reports (needs a role; --host narrows).
 			if err != nil {
 				return err
 			}
+			g.useSiteZone(c)
 			var list []wire.JobReport
 			var v any
 			if len(args) == 1 {
@@ -44,7 +45,7 @@ reports. Without JOBID, lists the recent reports (needs a role; --host narrows).
 					return err
 				}
 				if g.output == "table" {
-					printJobReport(cmd, r)
+					printJobReport(g, cmd, r)
 					return nil
 				}
 				v = r
@@ -58,7 +59,7 @@ reports. Without JOBID, lists the recent reports (needs a role; --host narrows).
 				fmt.Fprintln(w, "JOB\tHOST\tEND\tSECONDS\tTHROTTLED\tFROZEN\tOWNER ACTIVE\tSTEAL\tDESKTOP SLOWDOWN")
 				for _, r := range list {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f%%\t%.1f\t%.0f%%\n", r.Job, r.Host,
-						r.End.Local().Format(time.DateTime), r.Seconds, r.ThrottledSeconds, r.FrozenSeconds,
+						g.formatTime(r.End), r.Seconds, r.ThrottledSeconds, r.FrozenSeconds,
 						100*r.OwnerActiveFraction, r.StealSeconds, 100*r.DesktopSlowdown)
 				}
 			})
@@ -68,7 +69,7 @@ reports. Without JOBID, lists the recent reports (needs a role; --host narrows).
 	return cmd
 }
 
-func printJobReport(cmd *cobra.Command, r *wire.JobReport) {
+func printJobReport(g *globals, cmd *cobra.Command, r *wire.JobReport) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	pct := func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
 	share := func(s float64) string {
@@ -79,7 +80,7 @@ func printJobReport(cmd *cobra.Command, r *wire.JobReport) {
 	}
 	fmt.Fprintf(w, "Job\t%s\n", r.Job)
 	fmt.Fprintf(w, "Host\t%s (mode %s)\n", r.Host, r.Mode)
-	fmt.Fprintf(w, "Ran\t%s to %s, %.0f s\n", r.Start.Local().Format(time.DateTime), r.End.Local().Format(time.DateTime), r.Seconds)
+	fmt.Fprintf(w, "Ran\t%s to %s, %.0f s\n", g.formatTime(r.Start), g.formatTime(r.End), r.Seconds)
 	fmt.Fprintf(w, "Owner active\t%s of the job's time\n", pct(r.OwnerActiveFraction))
 	fmt.Fprintf(w, "Throttled\t%.0f s%s\n", r.ThrottledSeconds, share(r.ThrottledSeconds))
 	fmt.Fprintf(w, "Frozen\t%.0f s%s\n", r.FrozenSeconds, share(r.FrozenSeconds))
@@ -180,6 +181,7 @@ HOSTLIST is a Slurm hostlist expression, e.g. pc[01-20],lab-b3.`
 			if err != nil {
 				return err
 			}
+			g.useSiteZone(c)
 			var failed []string
 			for _, r := range res.Hosts {
 				switch {
@@ -205,7 +207,7 @@ HOSTLIST is a Slurm hostlist expression, e.g. pc[01-20],lab-b3.`
 				for _, r := range res.Hosts {
 					until := ""
 					if !r.Until.IsZero() {
-						until = r.Until.Local().Format(time.DateTime)
+						until = g.formatTime(r.Until)
 					}
 					wake := ""
 					if resume && r.MAC != "" && !noWake {

@@ -113,6 +113,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/hosts/import", s.write(s.importHosts))
 	m.HandleFunc("POST /api/v1/images/{name}/versions", s.write(s.addImageVersion))
 	m.HandleFunc("POST /api/v1/users", s.write(s.putUser))
+	s.userRoutes()
 	registerCollections(s)
 	s.agentRoutes()
 	s.slurmRoutes()
@@ -499,5 +500,6 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
+	s.auth.forget(in.UID)
 	writeJSON(w, http.StatusOK, map[string]any{"uid": in.UID})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/go-ldap/ldap/v3"
 
@@ -118,6 +119,86 @@ func (s *Store) PutUser(ctx context.Context, uid, displayName, password string) 
 	}
 	if err != nil {
 		return fmt.Errorf("ldapstore: user %s: %w", uid, err)
+	}
+	err = s.do(ctx, func(c *ldap.Conn) error {
+		_, err := c.PasswordModify(ldap.NewPasswordModifyRequest(dn, "", password))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("ldapstore: set password of %s: %w", uid, err)
+	}
+	return nil
+}
+
+// ErrUnknownUser is returned when ou=people has no user of that uid (a NotFound error,
+// like ErrUnknownHost).
+var ErrUnknownUser error = notFoundError("no such user in the directory")
+
+// Users lists the inetOrgPersons under ou=people, sorted by uid.
+func (s *Store) Users(ctx context.Context) ([]model.User, error) {
+	var res *ldap.SearchResult
+	err := s.do(ctx, func(c *ldap.Conn) error {
+		var err error
+		res, err = c.SearchWithPaging(ldap.NewSearchRequest(s.dn.people, ldap.ScopeSingleLevel, ldap.NeverDerefAliases,
+			0, 0, false, "(objectClass=inetOrgPerson)", []string{aUID, "displayName", aCN}, nil), 500)
+		return err
+	})
+	if ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject) {
+		return nil, ErrNotInitialised
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ldapstore: list users: %w", err)
+	}
+	users := make([]model.User, 0, len(res.Entries))
+	for _, e := range res.Entries {
+		u := model.User{UID: e.GetAttributeValue(aUID), Name: e.GetAttributeValue("displayName")}
+		if u.Name == "" {
+			u.Name = e.GetAttributeValue(aCN)
+		}
+		if u.UID != "" {
+			users = append(users, u)
+		}
+	}
+	sort.Slice(users, func(i, j int) bool { return users[i].UID < users[j].UID })
+	return users, nil
+}
+
+// DeleteUser removes the user's entry. Role grants naming the user keep the member DN
+// (it no longer binds); removing those is a site change the caller makes separately.
+func (s *Store) DeleteUser(ctx context.Context, uid string) error {
+	if err := model.ValidUID(uid); err != nil {
+		return err
+	}
+	if _, err := s.findUser(ctx, uid); errors.Is(err, errNoUser) {
+		return ErrUnknownUser
+	} else if err != nil {
+		return err
+	}
+	err := s.write(ctx, op{del: ldap.NewDelRequest(s.dn.user(uid), nil)})
+	if ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject) {
+		return ErrUnknownUser
+	}
+	if err != nil {
+		return fmt.Errorf("ldapstore: delete user %s: %w", uid, err)
+	}
+	return nil
+}
+
+// SetPassword sets an existing user's password (Password Modify, hashed by slapd). It
+// does not check the old password: the caller authorises the change.
+func (s *Store) SetPassword(ctx context.Context, uid, password string) error {
+	if err := model.ValidUID(uid); err != nil {
+		return err
+	}
+	if password == "" {
+		return model.Invalid("user %s: empty password", uid)
+	}
+	dn, err := s.findUser(ctx, uid)
+	if errors.Is(err, errNoUser) {
+		return ErrUnknownUser
+	}
+	if err != nil {
+		return err
 	}
 	err = s.do(ctx, func(c *ldap.Conn) error {
 		_, err := c.PasswordModify(ldap.NewPasswordModifyRequest(dn, "", password))

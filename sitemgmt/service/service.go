@@ -30,6 +30,11 @@ type Backend interface {
 	Apply(ctx context.Context, cur, next *model.Site) ([]model.Change, error)
 	Authenticate(ctx context.Context, uid, password string) error
 	PutUser(ctx context.Context, uid, displayName, password string) error
+	// Directory users (outside the site model): listing, deleting and setting the
+	// password of an existing user; an unknown uid is an error with NotFound() true.
+	Users(ctx context.Context) ([]model.User, error)
+	DeleteUser(ctx context.Context, uid string) error
+	SetPassword(ctx context.Context, uid, password string) error
 	// Node agent credentials (outside the site model): the stored hash of a host's token
 	// ("" = none) and setting or (with "") removing it.
 	HostCredential(ctx context.Context, host string) (string, error)
