@@ -87,7 +87,8 @@ func refused(what, name string, users []string) error {
 	if len(users) > 1 {
 		them = "them"
 	}
-	return conflict("%s %s is used by %s%s; delete or change %s first", what, name, strings.Join(list, ", "), more, them)
+	// 400 like the Validate error this replaces: clients already handle it.
+	return invalid("%s %s is used by %s%s; delete or change %s first", what, name, strings.Join(list, ", "), more, them)
 }
 
 // describeException names an exception with its targets and time span in the site's zone.
