@@ -174,7 +174,7 @@ func entityCmds(g *globals) []*cobra.Command {
 		},
 	}
 	exc := entity[model.Exception]{use: "exception", path: "exceptions", short: "Dated exceptions (exam, lecture, holiday)",
-		header: "NAME\tKIND\tSTART\tEND\tMODE\tTARGETS",
+		header: "NAME\tKIND\tSTART\tEND\tMODE\tTARGETS\tOWNER",
 		row: func(e *model.Exception) string {
 			var t []string
 			for _, x := range e.Targets {
@@ -184,7 +184,15 @@ func entityCmds(g *globals) []*cobra.Command {
 					t = append(t, "host:"+x.Host)
 				}
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Kind, e.Start.Format(time.RFC3339), e.End.Format(time.RFC3339), e.Mode, strings.Join(t, ","))
+			owner := e.Owner // who booked it; site apply leaves bookings alone
+			switch {
+			case owner != "":
+			case e.Kind == model.ExceptionPowerSave:
+				owner = "(power saving)"
+			default:
+				owner = "(site file)"
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Kind, e.Start.Format(time.RFC3339), e.End.Format(time.RFC3339), e.Mode, strings.Join(t, ","), owner)
 		},
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&kind, "kind", "", "exam, lecture, holiday, maintenance or other")
