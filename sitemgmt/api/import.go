@@ -182,32 +182,32 @@ func ParseHostsCSV(in io.Reader) ([]model.Host, error) {
 	return hosts, nil
 }
 
-// csvHeader recognises a header row: every cell names a column (ok). A row that names
-// some columns but not all cells is an error, since it is neither a header nor a host.
-// The result maps each column to its record index (-1: absent).
+// csvHeader recognises a header row: every non-empty cell names a column (ok; empty
+// cells, which spreadsheets leave after the last column, are ignored). A row that names
+// some columns but not all is an error: it is neither a header nor a host. The result
+// maps each column to its record index (-1: absent).
 func csvHeader(rec []string) (col []int, ok bool, err error) {
 	col = []int{-1, -1, -1, -1, -1}
 	known := 0
+	var unknown []string
 	for i, cell := range rec {
 		c := csvColumn(cell)
-		if c < 0 {
-			continue
-		}
-		known++
-		if col[c] >= 0 {
+		switch {
+		case cell == "":
+		case c < 0:
+			unknown = append(unknown, cell)
+		case col[c] >= 0:
 			return nil, false, fmt.Errorf("column %q given twice in the header", cell)
+		default:
+			col[c] = i
+			known++
 		}
-		col[c] = i
 	}
-	switch {
-	case known == 0:
+	if known == 0 {
 		return nil, false, nil
-	case known < len(rec):
-		for _, cell := range rec {
-			if csvColumn(cell) < 0 {
-				return nil, false, fmt.Errorf("unknown column %q in the header (known: name, mac, ip, pool, bootServer)", cell)
-			}
-		}
+	}
+	if len(unknown) > 0 {
+		return nil, false, fmt.Errorf("unknown column %q in the header (known: name, mac, ip, pool, bootServer)", unknown[0])
 	}
 	for c, name := range []string{"name", "mac", "", "pool"} {
 		if name != "" && col[c] < 0 {

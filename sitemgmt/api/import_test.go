@@ -27,6 +27,7 @@ func TestParseHostsCSV(t *testing.T) {
 		{"quoted fields, spaces, comments", "# exported from the inventory\n\"pc-a01\", \"52:54:00:0a:00:01\",10.20.0.11 ,\"lab-a\"\n\n", []model.Host{a01}, ""},
 		{"quoted separator decides nothing", "\"name;x\",mac\n", nil, "line 1"},
 		{"trailing empty cells under a header", "name,mac,ip,pool,bootServer\npc-a01,52:54:00:0a:00:01,10.20.0.11,lab-a,\n", []model.Host{a01}, ""},
+		{"empty header cells from a spreadsheet", "name,mac,ip,pool,,\npc-a01,52:54:00:0a:00:01,10.20.0.11,lab-a,,\n", []model.Host{a01}, ""},
 		{"too many fields under a header", "name,mac,pool\npc-a01,52:54:00:0a:00:01,lab-a,x\n", nil, "line 2: 4 fields, but the header names 3"},
 		{"header lacks mac", "name,ip,pool\npc-a01,10.20.0.11,lab-a\n", nil, "no mac column"},
 		{"unknown column", "name,mac,ip,pool,room\n", nil, `unknown column "room"`},
