@@ -390,7 +390,9 @@ func (s *Site) canonicalEmpty() {
 	s.Modes, s.Images, s.Exceptions, s.Roles = nilIfEmpty(s.Modes), nilIfEmpty(s.Images), nilIfEmpty(s.Exceptions), nilIfEmpty(s.Roles)
 	for i := range s.Pools {
 		s.Pools[i].Weekly = ownedLast(nilIfEmpty(s.Pools[i].Weekly), s.Pools[i].RuleOwners)
-		s.Pools[i].RuleOwners = s.Pools[i].RuleOwners.Clone()
+		if len(s.Pools[i].RuleOwners) == 0 {
+			s.Pools[i].RuleOwners = nil
+		}
 		// An empty policy means the default policy, like none at all.
 		if p := s.Pools[i].Policy; p != nil {
 			if p.IsZero() {
@@ -402,7 +404,9 @@ func (s *Site) canonicalEmpty() {
 	}
 	for i := range s.Hosts {
 		s.Hosts[i].Weekly = ownedLast(nilIfEmpty(s.Hosts[i].Weekly), s.Hosts[i].RuleOwners)
-		s.Hosts[i].RuleOwners = s.Hosts[i].RuleOwners.Clone()
+		if len(s.Hosts[i].RuleOwners) == 0 {
+			s.Hosts[i].RuleOwners = nil
+		}
 	}
 	for i := range s.Modes {
 		if g := s.Modes[i].Guest; g != nil {
