@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -14,7 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -171,7 +175,7 @@ func entityCmds(g *globals) []*cobra.Command {
 		},
 	}
 	exc := entity[model.Exception]{use: "exception", path: "exceptions", short: "Dated exceptions (exam, lecture, holiday)", hasTimes: true,
-		header: "NAME\tKIND\tSTART\tEND\tMODE\tTARGETS",
+		header: "NAME\tKIND\tSTART\tEND\tMODE\tTARGETS\tOWNER",
 		row: func(e *model.Exception) string {
 			var t []string
 			for _, x := range e.Targets {
@@ -181,7 +185,15 @@ func entityCmds(g *globals) []*cobra.Command {
 					t = append(t, "host:"+x.Host)
 				}
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Kind, g.formatTime(e.Start), g.formatTime(e.End), e.Mode, strings.Join(t, ","))
+			owner := e.Owner // who booked it; site apply leaves bookings alone
+			switch {
+			case owner != "":
+			case e.Kind == model.ExceptionPowerSave:
+				owner = "(power saving)"
+			default:
+				owner = "(site file)"
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Kind, g.formatTime(e.Start), g.formatTime(e.End), e.Mode, strings.Join(t, ","), owner)
 		},
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&kind, "kind", "", "exam, lecture, holiday, maintenance or other")
@@ -376,27 +388,63 @@ func withName[T any](v *T, name string) any {
 }
 
 func importCmd(g *globals) *cobra.Command {
-	var dry bool
+	var dry, yes bool
 	cmd := &cobra.Command{
 		Use:   "import FILE.csv",
-		Short: "Add or update hosts from a CSV file: name,mac,ip,pool[,bootServer] (header optional; - for stdin)",
-		Args:  cobra.ExactArgs(1),
+		Short: "Add or update hosts from a CSV file; shows the changes first and asks before writing",
+		Long: `Adds or updates hosts from a CSV file ("-" reads standard input). Columns are
+name,mac,ip,pool[,bootServer] in this order, or in any order under a header row naming
+them; ',' ';' or tab separated (taken from the first line), quoted fields, a UTF-8 BOM and
+CRLF line ends are fine. Hosts not in the file are left alone.
+
+The file is checked and the server validates the whole change before anything is written;
+the command then shows what would change (hosts added, changed field by field, unchanged)
+and, on a terminal, asks for confirmation. Without a terminal to ask on (scripts, cron,
+FILE "-") it writes only with --yes.`,
+		Example: `  overtime host import hosts.csv --dry-run   # only show the changes
+  overtime host import hosts.csv             # show, ask, write
+  overtime host import hosts.csv --yes       # show and write without asking (scripts)`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var in io.Reader = os.Stdin
-			if args[0] != "-" {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				in = f
+			data, err := readFileOrStdin(args[0])
+			if err != nil {
+				return err
+			}
+			// Parse locally first: a bad row is reported by line without a round trip.
+			hosts, err := api.ParseHostsCSV(bytes.NewReader(data))
+			if err != nil {
+				return err
 			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
+			// The server's dry run validates and authorises the whole change; the preview
+			// is only shown for a change it would accept.
+			var plan client.Changes
+			if err := c.SendRaw(http.MethodPost, "/api/v1/hosts/import", dryQuery(true), "text/csv", bytes.NewReader(data), &plan); err != nil {
+				return err
+			}
+			var cur []model.Host
+			if _, err := c.Get("/api/v1/hosts", nil, &cur); err != nil {
+				return err
+			}
+			printImportPreview(os.Stdout, args[0], cur, hosts)
+			if dry || len(plan.Changes) == 0 {
+				return nil
+			}
+			if !yes {
+				if args[0] == "-" || !isTerminal(os.Stdin) {
+					return fmt.Errorf("nothing written: no terminal to confirm %d changes on; rerun with --yes to write them (--dry-run only shows them)", len(plan.Changes))
+				}
+				fmt.Print("Write these changes? [y/N] ")
+				answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+					return fmt.Errorf("import cancelled, nothing written")
+				}
+			}
 			var ch client.Changes
-			if err := c.SendRaw(http.MethodPost, "/api/v1/hosts/import", dryQuery(dry), "text/csv", in, &ch); err != nil {
+			if err := c.SendRaw(http.MethodPost, "/api/v1/hosts/import", nil, "text/csv", bytes.NewReader(data), &ch); err != nil {
 				return err
 			}
 			printChanges(ch)
@@ -404,7 +452,74 @@ func importCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "check the file and show the changes without writing")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "write without asking (needed when stdin is not a terminal)")
 	return cmd
+}
+
+func readFileOrStdin(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(name)
+}
+
+// isTerminal reports whether f is a terminal (a TCGETS ioctl succeeds), so that a
+// question is only asked where someone can answer it. /dev/null, also a character
+// device, is not one.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// printImportPreview shows what importing hosts would do to cur: each added host, each
+// changed host with its changed fields (old -> new), and how many stay as they are.
+func printImportPreview(w io.Writer, file string, cur, hosts []model.Host) {
+	byName := make(map[string]*model.Host, len(cur))
+	for i := range cur {
+		byName[cur[i].Name] = &cur[i]
+	}
+	var lines []string
+	added, changed, same := 0, 0, 0
+	for _, h := range hosts {
+		old := byName[h.Name]
+		if old == nil {
+			added++
+			lines = append(lines, fmt.Sprintf("  + host %s (mac %s, ip %s, pool %s%s)", h.Name, h.MAC, orNone(h.IP), h.Pool, bootServerNote(h.BootServer)))
+			continue
+		}
+		var diffs []string
+		for _, f := range []struct{ name, old, new string }{
+			{"mac", old.MAC, h.MAC}, {"ip", old.IP, h.IP}, {"pool", old.Pool, h.Pool}, {"bootServer", old.BootServer, h.BootServer},
+		} {
+			if f.old != f.new {
+				diffs = append(diffs, fmt.Sprintf("%s %s -> %s", f.name, orNone(f.old), orNone(f.new)))
+			}
+		}
+		if len(diffs) == 0 {
+			same++
+			continue
+		}
+		changed++
+		lines = append(lines, fmt.Sprintf("  ~ host %s: %s", h.Name, strings.Join(diffs, ", ")))
+	}
+	fmt.Fprintf(w, "%s: %d to add, %d to change, %d unchanged\n", file, added, changed, same)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func bootServerNote(bs string) string {
+	if bs == "" {
+		return ""
+	}
+	return ", boot server " + bs
 }
 
 // publishCmd records a new immutable image version. With --file the checksum and size

@@ -360,7 +360,9 @@ func (s *Server) getSite(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.svc.Snapshot().Site)
 }
 
-// putSite replaces the whole site (declarative apply). Only the difference is written.
+// putSite replaces what the site file manages (declarative apply): everything except
+// bookings, the exceptions and weekly rules users added through the API, which stay
+// unless the file names them (model.MergeBookings). Only the difference is written.
 func (s *Server) putSite(w http.ResponseWriter, r *http.Request) {
 	var next model.Site
 	if err := decodeJSON(r, &next); err != nil {
@@ -371,6 +373,7 @@ func (s *Server) putSite(w http.ResponseWriter, r *http.Request) {
 		if err := normalizeSite(&next); err != nil {
 			return 0, err
 		}
+		model.MergeBookings(site, &next)
 		*site = next
 		return http.StatusOK, nil
 	})

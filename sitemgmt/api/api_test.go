@@ -176,6 +176,37 @@ func runAPISuite(t *testing.T, env *testenv.Env) {
 		}
 	})
 
+	t.Run("bookings belong to who made them", func(t *testing.T) {
+		// carol booked bio-extra above. An administrator's change keeps her the owner,
+		// whatever owner the body names.
+		var e model.Exception
+		if _, err := admin.Get("/api/v1/exceptions/bio-extra", nil, &e); err != nil || e.Owner != "carol" {
+			t.Fatalf("bio-extra: %+v %v", e, err)
+		}
+		changed := e
+		changed.Description, changed.Owner = "moved to room 0.13", "admin"
+		if err := admin.Send("PUT", "/api/v1/exceptions/bio-extra", nil, changed, nil); err != nil {
+			t.Fatal(err)
+		}
+		var got model.Exception
+		if _, err := admin.Get("/api/v1/exceptions/bio-extra", nil, &got); err != nil || got.Owner != "carol" || got.Description != changed.Description {
+			t.Fatalf("after the admin's change: %+v %v", got, err)
+		}
+		if err := admin.Send("PUT", "/api/v1/exceptions/bio-extra", nil, e, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Applying the site file, which does not know the booking, leaves it alone.
+		var ch client.Changes
+		if err := admin.Send("PUT", "/api/v1/site", url.Values{"dryRun": {"true"}}, testenv.ExampleSite(t), &ch); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ch.Changes {
+			if strings.Contains(c, "bio-extra") {
+				t.Fatalf("site apply would touch the booking: %v", ch.Changes)
+			}
+		}
+	})
+
 	t.Run("bad input is refused with one line and changes nothing", func(t *testing.T) {
 		host := func(mod func(h *model.Host)) model.Host {
 			h := model.Host{Name: "pc-x1", MAC: "52:54:00:0c:00:01", IP: "10.20.0.99", Pool: "lab-a"}

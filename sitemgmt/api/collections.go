@@ -20,12 +20,27 @@ type collection[T any] struct {
 	filter func(r *http.Request, v *T) bool
 	// keep carries over from the existing entity what a PUT body may leave out.
 	keep func(old, new *T)
+	// own records who owns the bookings in new (old is nil when new is created): the
+	// server's record of ownership, whatever the body says (docs/site-file.md).
+	own func(uid string, old, new *T) error
 }
 
 func registerCollections(s *Server) {
 	register(s, collection[model.Pool]{kind: "pool", path: "pools",
 		list: func(s *model.Site) *[]model.Pool { return &s.Pools },
-		name: func(v *model.Pool) *string { return &v.Name }})
+		name: func(v *model.Pool) *string { return &v.Name },
+		own: func(uid string, old, p *model.Pool) error {
+			var rules []string
+			var owners model.RuleOwners
+			if old != nil {
+				rules, owners = old.Weekly, old.RuleOwners
+			}
+			if err := model.DuplicateRule("pool "+p.Name, rules, p.Weekly); err != nil {
+				return err
+			}
+			p.RuleOwners = model.StampRuleOwners(rules, owners, p.Weekly, uid)
+			return nil
+		}})
 	register(s, collection[model.Host]{kind: "host", path: "hosts",
 		list: func(s *model.Site) *[]model.Host { return &s.Hosts },
 		name: func(v *model.Host) *string { return &v.Name },
@@ -40,6 +55,18 @@ func registerCollections(s *Server) {
 		filter: func(r *http.Request, h *model.Host) bool {
 			p := r.URL.Query().Get("pool")
 			return p == "" || h.Pool == p
+		},
+		own: func(uid string, old, h *model.Host) error {
+			var rules []string
+			var owners model.RuleOwners
+			if old != nil {
+				rules, owners = old.Weekly, old.RuleOwners
+			}
+			if err := model.DuplicateRule("host "+h.Name, rules, h.Weekly); err != nil {
+				return err
+			}
+			h.RuleOwners = model.StampRuleOwners(rules, owners, h.Weekly, uid)
+			return nil
 		}})
 	register(s, collection[model.BootServer]{kind: "boot server", path: "bootservers",
 		list: func(s *model.Site) *[]model.BootServer { return &s.BootServers },
@@ -59,7 +86,16 @@ func registerCollections(s *Server) {
 		}})
 	register(s, collection[model.Exception]{kind: "exception", path: "exceptions",
 		list: func(s *model.Site) *[]model.Exception { return &s.Exceptions },
-		name: func(v *model.Exception) *string { return &v.Name }})
+		name: func(v *model.Exception) *string { return &v.Name },
+		// An exception belongs to whoever created it; changing it does not take it over.
+		own: func(uid string, old, e *model.Exception) error {
+			if old == nil {
+				e.Owner = uid
+			} else {
+				e.Owner = old.Owner
+			}
+			return nil
+		}})
 	register(s, collection[model.RoleGrant]{kind: "role", path: "roles",
 		list: func(s *model.Site) *[]model.RoleGrant { return &s.Roles },
 		name: func(v *model.RoleGrant) *string { return &v.Name }})
@@ -117,15 +153,26 @@ func register[T any](s *Server, c collection[T]) {
 				return
 			}
 		}
+		uid := principal(r).UID
 		s.update(w, r, func(site *model.Site) (int, error) {
 			list := c.list(site)
 			i := c.index(*list, name)
 			if i < 0 {
+				if c.own != nil {
+					if err := c.own(uid, nil, &v); err != nil {
+						return 0, err
+					}
+				}
 				*list = append(*list, v)
 				return http.StatusCreated, nil
 			}
 			if c.keep != nil {
 				c.keep(&(*list)[i], &v)
+			}
+			if c.own != nil {
+				if err := c.own(uid, &(*list)[i], &v); err != nil {
+					return 0, err
+				}
 			}
 			(*list)[i] = v
 			return http.StatusOK, nil

@@ -216,7 +216,7 @@ func checkValues(c model.Change, a attr) error {
 		// Weekly rules match case-exactly, every other multi-valued attribute here
 		// case-insensitively: slapd rejects values equal under the attribute's rule.
 		eq := strings.EqualFold
-		if a.name == aWeekly {
+		if a.name == aWeekly || a.name == aBookedRule {
 			eq = func(x, y string) bool { return x == y }
 		}
 		if slices.ContainsFunc(a.vals[:i], func(w string) bool { return eq(v, w) }) {

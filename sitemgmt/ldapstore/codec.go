@@ -28,6 +28,8 @@ const (
 	aPoolName      = "otPoolName"
 	aBootServer    = "otBootServerName"
 	aWeekly        = "otWeeklyRule"
+	aBookedRule    = "otBookedRule"
+	aOwner         = "otOwner"
 	aHTTPURL       = "otHTTPURL"
 	aNFSServer     = "otNFSServer"
 	aNFSRoot       = "otNFSRoot"
@@ -83,6 +85,7 @@ var ia5 = map[string]bool{
 	aSubnet: true, aRangeFrom: true, aRangeTo: true, aRouter: true, aModeKind: true, aPinned: true,
 	aKernel: true, aInitrd: true, aKernelArgs: true, aImageKind: true, aVersion: true, aSHA256: true,
 	aPath: true, aExceptionKind: true, aRoleKind: true, aMAC: true, aIP: true, aTokenHash: true,
+	aOwner: true,
 }
 
 // maxJSON bounds the JSON documents kept in one attribute value (otPolicy, otGuest), the
@@ -167,7 +170,8 @@ func poolEntry(p *model.Pool) entry {
 		{"description", aDescription, opt(p.Description)},
 		{"room", aRoom, opt(p.Room)},
 		{"bootServer", aBootServer, opt(p.BootServer)},
-		{"weekly", aWeekly, p.Weekly},
+		{"weekly", aWeekly, managedRules(p.Weekly, p.RuleOwners)},
+		{"weekly", aBookedRule, bookedRules(p.Weekly, p.RuleOwners)},
 		{"policy", aPolicy, policy},
 	}, err: err}
 }
@@ -184,8 +188,54 @@ func hostEntry(h *model.Host) entry {
 		{"ip", aIP, opt(h.IP)},
 		{"pool", aPoolName, opt(h.Pool)},
 		{"bootServer", aBootServer, opt(h.BootServer)},
-		{"weekly", aWeekly, h.Weekly},
+		{"weekly", aWeekly, managedRules(h.Weekly, h.RuleOwners)},
+		{"weekly", aBookedRule, bookedRules(h.Weekly, h.RuleOwners)},
 	}}
+}
+
+// Weekly rules are stored in two attributes: otWeeklyRule holds the rules the site file
+// manages, otBookedRule the bookings as "OWNER RULE" (a user id has no spaces, so the
+// first word is the owner). One value per rule keeps adding or removing a booking a
+// single-value change, and an LDAP browser shows who booked what.
+func managedRules(rules []string, owners model.RuleOwners) []string {
+	var out []string
+	for _, r := range rules {
+		if _, booked := owners[r]; !booked {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func bookedRules(rules []string, owners model.RuleOwners) []string {
+	var out []string
+	for _, r := range rules {
+		if o, booked := owners[r]; booked {
+			out = append(out, o+" "+r)
+		}
+	}
+	return out
+}
+
+// decodeRules undoes managedRules and bookedRules: managed rules first, then bookings
+// (the order model.Site.Sort gives).
+func decodeRules(managed, booked []string) ([]string, model.RuleOwners) {
+	rules := append([]string(nil), managed...)
+	var owners model.RuleOwners
+	for _, b := range booked {
+		o, r, ok := strings.Cut(b, " ")
+		if !ok {
+			// Not written by this store; keep the rule rather than lose it, unowned.
+			rules = append(rules, b)
+			continue
+		}
+		if owners == nil {
+			owners = model.RuleOwners{}
+		}
+		owners[r] = o
+		rules = append(rules, r)
+	}
+	return rules, owners
 }
 
 func bootServerEntry(b *model.BootServer) entry {
@@ -265,6 +315,7 @@ func exceptionEntry(e *model.Exception) entry {
 		{"mode", aModeName, opt(e.Mode)},
 		{"targets", aTargetPool, pools},
 		{"targets", aTargetHost, hosts},
+		{"owner", aOwner, opt(e.Owner)},
 	}}
 }
 

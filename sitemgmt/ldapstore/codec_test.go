@@ -20,8 +20,9 @@ func TestEveryModelFieldIsStored(t *testing.T) {
 		skip []string // fields stored otherwise: naming attribute, child entries
 	}{
 		{model.Site{}, siteEntry(&model.Site{}), []string{"pools", "hosts", "bootServers", "modes", "images", "exceptions", "roles"}},
-		{model.Pool{}, poolEntry(&model.Pool{}), []string{"name"}},
-		{model.Host{}, hostEntry(&model.Host{}), []string{"name"}},
+		// ruleOwners is stored with the rules: a booked rule goes to otBookedRule ("weekly").
+		{model.Pool{}, poolEntry(&model.Pool{}), []string{"name", "ruleOwners"}},
+		{model.Host{}, hostEntry(&model.Host{}), []string{"name", "ruleOwners"}},
 		{model.BootServer{}, bootServerEntry(&model.BootServer{}), []string{"name"}},
 		{model.Mode{}, modeEntry(&model.Mode{}), []string{"name"}},
 		{model.Image{}, imageEntry(&model.Image{}), []string{"name", "versions"}},

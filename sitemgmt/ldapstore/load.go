@@ -28,7 +28,7 @@ var loadFilter = "(|" + strings.Join([]string{
 // anyway), no operational attributes.
 var loadAttrs = []string{
 	aObjectClass, aCN, aDescription, aRoom, aMAC, aIP, aMember,
-	aSiteName, aTimezone, aDefaultMode, aUnknownMode, aPoolName, aBootServer, aWeekly,
+	aSiteName, aTimezone, aDefaultMode, aUnknownMode, aPoolName, aBootServer, aWeekly, aBookedRule, aOwner,
 	aHTTPURL, aNFSServer, aNFSRoot, aDHCP, aInterface, aSubnet, aRangeFrom, aRangeTo, aRouter,
 	aModeKind, aImageName, aPinned, aVMImage, aKernel, aInitrd, aKernelArgs,
 	aImageKind, aVersion, aSHA256, aSize, aPath, aCreated,
@@ -131,15 +131,18 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 			site.UnknownMode = a.one(aUnknownMode)
 			haveSite = true
 		case a.is(ocHost):
-			site.Hosts = append(site.Hosts, model.Host{
+			h := model.Host{
 				Name: a.one(aCN), MAC: a.one(aMAC), IP: a.one(aIP), Pool: a.one(aPoolName),
-				BootServer: a.one(aBootServer), Weekly: a.all(aWeekly),
-			})
+				BootServer: a.one(aBootServer),
+			}
+			h.Weekly, h.RuleOwners = decodeRules(a.all(aWeekly), a.all(aBookedRule))
+			site.Hosts = append(site.Hosts, h)
 		case a.is(ocPool):
 			p := model.Pool{
 				Name: a.one(aCN), Description: a.one(aDescription), Room: a.one(aRoom),
-				BootServer: a.one(aBootServer), Weekly: a.all(aWeekly),
+				BootServer: a.one(aBootServer),
 			}
+			p.Weekly, p.RuleOwners = decodeRules(a.all(aWeekly), a.all(aBookedRule))
 			if v := a.one(aPolicy); v != "" {
 				pol, err := unmarshalPolicy(v)
 				if err != nil {
@@ -191,7 +194,7 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 			versions = append(versions, version{dn.RDNs[1].Attributes[0].Value, v})
 		case a.is(ocException):
 			x := model.Exception{Name: a.one(aCN), Kind: model.ExceptionKind(a.one(aExceptionKind)),
-				Description: a.one(aDescription), Mode: a.one(aModeName)}
+				Description: a.one(aDescription), Mode: a.one(aModeName), Owner: a.one(aOwner)}
 			var err error
 			if x.Start, err = parseGenTime(a.one(aStart)); err != nil {
 				return nil, decodeErr(e.DN, "start %q: %v", a.one(aStart), err)

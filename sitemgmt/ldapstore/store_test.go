@@ -293,3 +293,57 @@ func TestApplyRejectsBeforeWriting(t *testing.T) {
 		})
 	}
 }
+
+// Bookings round-trip: an exception's owner in otOwner, booked rules in otBookedRule
+// ("OWNER RULE") next to the managed ones in otWeeklyRule; adding, re-owning and
+// removing a booking are modifies of the "weekly" field.
+func TestApplyBookingsRoundTrip(t *testing.T) {
+	st, srv := initStore(t)
+	cur := mustLoad(t, st)
+	next := exampleSite()
+	next.Exceptions[0].Owner = "carol"
+	p := &next.Pools[1]
+	p.Weekly = append(p.Weekly, "sat 10:00-12:00 desktop", "sun 10:00-12:00 desktop")
+	p.RuleOwners = model.RuleOwners{"sat 10:00-12:00 desktop": "carol", "sun 10:00-12:00 desktop": "alice"}
+	next.Sort()
+	if err := next.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, st, cur, next)
+	got := mustLoad(t, st)
+	assertSameSite(t, got, next)
+	if d := model.Diff(got, next); len(d) != 0 {
+		t.Fatalf("Diff after round trip: %v", d)
+	}
+	c, err := ldap.DialURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Bind(srv.RootDN, srv.RootPW); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Search(ldap.NewSearchRequest("cn="+p.Name+",ou=pools,ou=overtime,"+srv.BaseDN, ldap.ScopeBaseObject, ldap.NeverDerefAliases, 0, 0, false,
+		"(objectClass=*)", []string{aWeekly, aBookedRule}, nil))
+	if err != nil || len(res.Entries) != 1 {
+		t.Fatalf("pool entry: %v %v", res, err)
+	}
+	e := res.Entries[0]
+	if booked := e.GetAttributeValues(aBookedRule); !slices.Equal(booked, []string{"carol sat 10:00-12:00 desktop", "alice sun 10:00-12:00 desktop"}) {
+		t.Fatalf("otBookedRule %q, otWeeklyRule %q", booked, e.GetAttributeValues(aWeekly))
+	}
+	if managed := e.GetAttributeValues(aWeekly); !slices.Equal(managed, []string{"mon-fri 08:00-20:00 desktop"}) {
+		t.Fatalf("otWeeklyRule %q", managed)
+	}
+
+	// The file takes the Saturday rule over, the Sunday booking is removed.
+	after := got.Clone()
+	ap := after.Pool(p.Name)
+	ap.Weekly = slices.DeleteFunc(ap.Weekly, func(r string) bool { return r == "sun 10:00-12:00 desktop" })
+	ap.RuleOwners = nil
+	after.Sort()
+	if ch := changeStrings(mustApply(t, st, got, after)); !slices.Equal(ch, []string{"~ pool " + p.Name + " (weekly)"}) {
+		t.Fatalf("changes %v", ch)
+	}
+	assertSameSite(t, mustLoad(t, st), after)
+}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -336,7 +337,7 @@ func poolFields(a, b *Pool) []string {
 		fieldCmp{"description", a.Description == b.Description},
 		fieldCmp{"room", a.Room == b.Room},
 		fieldCmp{"bootServer", a.BootServer == b.BootServer},
-		fieldCmp{"weekly", slices.Equal(a.Weekly, b.Weekly)},
+		fieldCmp{"weekly", sameRules(a.Weekly, b.Weekly, a.RuleOwners, b.RuleOwners)},
 		fieldCmp{"policy", SamePolicy(a.Policy, b.Policy)},
 	)
 }
@@ -347,7 +348,7 @@ func hostFields(a, b *Host) []string {
 		fieldCmp{"ip", a.IP == b.IP},
 		fieldCmp{"pool", a.Pool == b.Pool},
 		fieldCmp{"bootServer", a.BootServer == b.BootServer},
-		fieldCmp{"weekly", slices.Equal(a.Weekly, b.Weekly)},
+		fieldCmp{"weekly", sameRules(a.Weekly, b.Weekly, a.RuleOwners, b.RuleOwners)},
 	)
 }
 
@@ -408,7 +409,14 @@ func exceptionFields(a, b *Exception) []string {
 		fieldCmp{"end", a.End.Equal(b.End)},
 		fieldCmp{"mode", a.Mode == b.Mode},
 		fieldCmp{"targets", sameTargets(a.Targets, b.Targets)},
+		fieldCmp{"owner", a.Owner == b.Owner},
 	)
+}
+
+// sameRules compares weekly rules and who owns them: the store keeps both in the rule
+// attributes (ldapstore), so a change of owner is a change of the "weekly" field.
+func sameRules(a, b []string, ao, bo RuleOwners) bool {
+	return slices.Equal(a, b) && maps.Equal(ao, bo)
 }
 
 func sameTargets(a, b []Target) bool {

@@ -90,22 +90,43 @@ type Site struct {
 
 // Pool is a room or group of PCs administered together.
 type Pool struct {
-	Name        string   `json:"name" yaml:"name"`
-	Description string   `json:"description,omitempty" yaml:"description,omitempty"`
-	Room        string   `json:"room,omitempty" yaml:"room,omitempty"`
-	BootServer  string   `json:"bootServer,omitempty" yaml:"bootServer,omitempty"` // default for the pool's hosts
-	Weekly      []string `json:"weekly,omitempty" yaml:"weekly,omitempty"`         // weekly rules, e.g. "mon-fri 08:00-18:00 desktop"
-	Policy      *Policy  `json:"policy,omitempty" yaml:"policy,omitempty"`         // how desktops share with the compute guest; nil = DefaultPolicy
+	Name        string     `json:"name" yaml:"name"`
+	Description string     `json:"description,omitempty" yaml:"description,omitempty"`
+	Room        string     `json:"room,omitempty" yaml:"room,omitempty"`
+	BootServer  string     `json:"bootServer,omitempty" yaml:"bootServer,omitempty"` // default for the pool's hosts
+	Weekly      []string   `json:"weekly,omitempty" yaml:"weekly,omitempty"`         // weekly rules, e.g. "mon-fri 08:00-18:00 desktop"
+	RuleOwners  RuleOwners `json:"ruleOwners,omitempty" yaml:"ruleOwners,omitempty"` // bookings: rule of Weekly -> user who booked it (see RuleOwners)
+	Policy      *Policy    `json:"policy,omitempty" yaml:"policy,omitempty"`         // how desktops share with the compute guest; nil = DefaultPolicy
 }
 
 // Host is one PC.
 type Host struct {
-	Name       string   `json:"name" yaml:"name"`
-	MAC        string   `json:"mac" yaml:"mac"` // canonical: lower case, colon separated
-	IP         string   `json:"ip,omitempty" yaml:"ip,omitempty"`
-	Pool       string   `json:"pool" yaml:"pool"`
-	BootServer string   `json:"bootServer,omitempty" yaml:"bootServer,omitempty"` // overrides the pool's
-	Weekly     []string `json:"weekly,omitempty" yaml:"weekly,omitempty"`
+	Name       string     `json:"name" yaml:"name"`
+	MAC        string     `json:"mac" yaml:"mac"` // canonical: lower case, colon separated
+	IP         string     `json:"ip,omitempty" yaml:"ip,omitempty"`
+	Pool       string     `json:"pool" yaml:"pool"`
+	BootServer string     `json:"bootServer,omitempty" yaml:"bootServer,omitempty"` // overrides the pool's
+	Weekly     []string   `json:"weekly,omitempty" yaml:"weekly,omitempty"`
+	RuleOwners RuleOwners `json:"ruleOwners,omitempty" yaml:"ruleOwners,omitempty"`
+}
+
+// RuleOwners records which weekly rules of a pool or host are bookings: rules added
+// through the API (`overtime schedule add`) by a user, who then owns them. A rule without
+// an entry is managed by the site file: `overtime site apply` deletes it when the file no
+// longer lists it, but leaves every booking alone (docs/site-file.md, "Ownership").
+// Keys are rules exactly as they appear in Weekly; values are user ids.
+type RuleOwners map[string]string
+
+// Clone copies the map (nil stays nil).
+func (o RuleOwners) Clone() RuleOwners {
+	if len(o) == 0 {
+		return nil
+	}
+	c := make(RuleOwners, len(o))
+	for k, v := range o {
+		c[k] = v
+	}
+	return c
 }
 
 // DHCPMode says whether a boot server's dnsmasq hands out addresses or only PXE options.
@@ -188,6 +209,9 @@ type Exception struct {
 	End         time.Time     `json:"end" yaml:"end"`
 	Mode        string        `json:"mode" yaml:"mode"`
 	Targets     []Target      `json:"targets" yaml:"targets"`
+	// Owner is the user who booked the exception through the API; empty: managed by the
+	// site file. `overtime site apply` never deletes an exception that has an owner.
+	Owner string `json:"owner,omitempty" yaml:"owner,omitempty"`
 }
 
 // RoleGrant gives a role (for pool-scoped roles: in one pool) to users, by uid.
@@ -223,11 +247,13 @@ func (s *Site) Clone() *Site {
 	c.Pools = append([]Pool(nil), s.Pools...)
 	for i := range c.Pools {
 		c.Pools[i].Weekly = append([]string(nil), c.Pools[i].Weekly...)
+		c.Pools[i].RuleOwners = c.Pools[i].RuleOwners.Clone()
 		c.Pools[i].Policy = c.Pools[i].Policy.Clone()
 	}
 	c.Hosts = append([]Host(nil), s.Hosts...)
 	for i := range c.Hosts {
 		c.Hosts[i].Weekly = append([]string(nil), c.Hosts[i].Weekly...)
+		c.Hosts[i].RuleOwners = c.Hosts[i].RuleOwners.Clone()
 	}
 	c.BootServers = append([]BootServer(nil), s.BootServers...)
 	c.Modes = append([]Mode(nil), s.Modes...)
@@ -363,7 +389,10 @@ func (s *Site) canonicalEmpty() {
 	s.Pools, s.Hosts, s.BootServers = nilIfEmpty(s.Pools), nilIfEmpty(s.Hosts), nilIfEmpty(s.BootServers)
 	s.Modes, s.Images, s.Exceptions, s.Roles = nilIfEmpty(s.Modes), nilIfEmpty(s.Images), nilIfEmpty(s.Exceptions), nilIfEmpty(s.Roles)
 	for i := range s.Pools {
-		s.Pools[i].Weekly = nilIfEmpty(s.Pools[i].Weekly)
+		s.Pools[i].Weekly = ownedLast(nilIfEmpty(s.Pools[i].Weekly), s.Pools[i].RuleOwners)
+		if len(s.Pools[i].RuleOwners) == 0 {
+			s.Pools[i].RuleOwners = nil
+		}
 		// An empty policy means the default policy, like none at all.
 		if p := s.Pools[i].Policy; p != nil {
 			if p.IsZero() {
@@ -374,7 +403,10 @@ func (s *Site) canonicalEmpty() {
 		}
 	}
 	for i := range s.Hosts {
-		s.Hosts[i].Weekly = nilIfEmpty(s.Hosts[i].Weekly)
+		s.Hosts[i].Weekly = ownedLast(nilIfEmpty(s.Hosts[i].Weekly), s.Hosts[i].RuleOwners)
+		if len(s.Hosts[i].RuleOwners) == 0 {
+			s.Hosts[i].RuleOwners = nil
+		}
 	}
 	for i := range s.Modes {
 		if g := s.Modes[i].Guest; g != nil {
@@ -390,4 +422,19 @@ func (s *Site) canonicalEmpty() {
 	for i := range s.Roles {
 		s.Roles[i].Members = nilIfEmpty(s.Roles[i].Members)
 	}
+}
+
+// ownedLast moves booked rules behind the site file's rules, keeping the order within
+// each group. The store keeps the two groups in two attributes and reads them back in
+// this order, so a site compares equal to itself after a round trip through LDAP.
+func ownedLast(rules []string, owners RuleOwners) []string {
+	if len(owners) == 0 {
+		return rules
+	}
+	sort.SliceStable(rules, func(i, j int) bool {
+		_, oi := owners[rules[i]]
+		_, oj := owners[rules[j]]
+		return !oi && oj
+	})
+	return rules
 }

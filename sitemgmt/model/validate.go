@@ -477,7 +477,7 @@ func (s *Site) Validate() error {
 			}
 		}
 	}
-	return nil
+	return s.validateOwners()
 }
 
 func oneOf[T comparable](v T, set []T) bool {

@@ -159,6 +159,11 @@ func (s *Service) update(ctx context.Context, authz Authorizer, dryRun bool, fn 
 		return nil, err
 	}
 	next.Sort()
+	// A deletion that leaves references behind is refused naming what still uses the
+	// entity, before Validate would blame the user of it ("unknown mode").
+	if err := model.CheckDeletedReferences(cur, next); err != nil {
+		return nil, err
+	}
 	if err := next.Validate(); err != nil {
 		return nil, err
 	}
