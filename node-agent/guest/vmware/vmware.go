@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -731,7 +732,7 @@ func (b *Backend) checkNetwork(ctx context.Context, p probed, s guest.Spec) erro
 		if !b.cfg.ManageNAT {
 			return fmt.Errorf("vmware: %s lacks the guest's NAT settings; add:\n%s", b.cfg.Networking, strings.Join(miss, "\n"))
 		}
-		if err := writeFileAtomic(path, []byte(mergeNetworking(string(data), want)), 0o644); err != nil {
+		if err := atomicfile.WriteFile(path, []byte(mergeNetworking(string(data), want)), 0o644); err != nil {
 			return fmt.Errorf("vmware: %w", err)
 		}
 		return b.restartNetworks(ctx)
