@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/internal/tools"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 )
@@ -101,13 +102,13 @@ func (c *Config) defaults() error {
 		c.Log = slog.Default()
 	}
 	if c.ExportRoot == "" {
-		c.ExportRoot = "/srv/overtime/images"
+		c.ExportRoot = paths.ImageExport
 	}
 	if c.Clients == "" {
 		c.Clients = "*"
 	}
 	if c.ExportsFile == "" {
-		c.ExportsFile = "/etc/exports.d/overtime.exports"
+		c.ExportsFile = paths.KernelNFSExports
 	}
 	switch c.NFS {
 	case NFSGanesha, NFSKernel, NFSNone:

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/render"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
@@ -184,7 +185,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request) {
 	}
 	exportRoot := q.Get("exportRoot")
 	if exportRoot == "" {
-		exportRoot = "/srv/overtime/images"
+		exportRoot = paths.ImageExport
 	}
 	var buf bytes.Buffer
 	var err error
@@ -195,8 +196,8 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d := render.Dnsmasq{Site: site, Server: b,
-			HostsFile: valueOr(q.Get("hostsFile"), "/var/lib/overtime/dnsmasq/hosts"),
-			TFTPRoot:  valueOr(q.Get("tftpRoot"), "/srv/overtime/tftp")}
+			HostsFile: valueOr(q.Get("hostsFile"), paths.DnsmasqHosts),
+			TFTPRoot:  valueOr(q.Get("tftpRoot"), paths.TFTPRoot)}
 		if what == "dnsmasq" {
 			err = d.Config(&buf)
 		} else {

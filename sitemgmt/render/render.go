@@ -28,12 +28,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
 // DefaultNFSRoot is where published image versions live on a boot server when the boot
 // server does not say otherwise (model.BootServer.NFSRoot).
-const DefaultNFSRoot = "/srv/overtime/images"
+const DefaultNFSRoot = paths.ImageExport
 
 // DefaultMenuTimeout is used when Boot.Timeout is zero or negative: iPXE and PXELINUX both
 // read a zero timeout as "wait forever", and an unattended pool PC must always boot.

@@ -77,6 +77,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -148,7 +149,7 @@ var _ guest.Backend = (*Backend)(nil)
 func New(o Options) *Backend {
 	b := &Backend{o: o, h: o.Hierarchy, children: map[int]*child{}}
 	if b.o.RunDir == "" {
-		b.o.RunDir = "/run/overtime/container"
+		b.o.RunDir = paths.ContainerRun
 	}
 	if b.o.Slice == "" {
 		b.o.Slice = "overtime.slice"

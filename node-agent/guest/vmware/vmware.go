@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -116,7 +117,7 @@ var _ guest.Backend = (*Backend)(nil)
 // New returns a backend. It does not probe: Available does, on every call.
 func New(c Config) *Backend {
 	if c.StateRoot == "" {
-		c.StateRoot = "/run/overtime/guest"
+		c.StateRoot = paths.GuestState
 	}
 	if c.Networking == "" {
 		c.Networking = "/etc/vmware/networking"
