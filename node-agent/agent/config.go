@@ -10,6 +10,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
@@ -20,7 +21,7 @@ func checkConfig(c *wire.AgentConfig, mac string) error {
 	if c == nil {
 		return fmt.Errorf("empty configuration")
 	}
-	if err := model.ValidHostname(c.Host); err != nil {
+	if err := names.Hostname(c.Host); err != nil {
 		return err
 	}
 	if mac != "" && !strings.EqualFold(c.MAC, mac) {
@@ -43,10 +44,10 @@ func checkConfig(c *wire.AgentConfig, mac string) error {
 		if !strings.HasPrefix(g.Name, "overtime-") || len(g.Name) > 63 {
 			return fmt.Errorf("guest name %q must start with overtime-", g.Name)
 		}
-		if err := model.ValidHostname(g.Name); err != nil {
+		if err := names.Hostname(g.Name); err != nil {
 			return fmt.Errorf("guest name: %w", err)
 		}
-		if err := model.ValidRelPath("image path", g.Resolved.Path); err != nil {
+		if err := names.RelPath("image path", g.Resolved.Path); err != nil {
 			return err
 		}
 	}

@@ -31,6 +31,7 @@ func (s *Server) bootChain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) bootIPXE(w http.ResponseWriter, r *http.Request) {
+	// A read by MAC: the request is canonicalised, stored MACs already are (model.Site.Normalize).
 	mac, err := model.NormalizeMAC(r.PathValue("mac"))
 	if err != nil {
 		writeTextError(w, http.StatusBadRequest, err.Error())

@@ -73,11 +73,11 @@ func ParseHostsCSV(in io.Reader) ([]model.Host, error) {
 		if err := model.ValidHostname(h.Name); err != nil {
 			return nil, model.Invalid("CSV line %d: %v", line, err)
 		}
-		mac, err := model.NormalizeMAC(rec[1])
-		if err != nil {
+		// Checked here for the line number; service.Update canonicalises it.
+		if _, err := model.NormalizeMAC(rec[1]); err != nil {
 			return nil, model.Invalid("CSV line %d: %v", line, err)
 		}
-		h.MAC = mac
+		h.MAC = rec[1]
 		if h.IP != "" {
 			if err := model.ValidIP(h.IP); err != nil {
 				return nil, model.Invalid("CSV line %d: %v", line, err)

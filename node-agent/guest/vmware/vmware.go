@@ -35,6 +35,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 )
 
 // Product selects vmrun's host type (-T).
@@ -415,7 +416,7 @@ func isOurs(path, name string) bool {
 // locate finds a guest by name: the .vmx this agent wrote (or StateRoot/NAME/NAME.vmx after
 // a restart), and whether vmrun lists it as running.
 func (b *Backend) locate(ctx context.Context, p probed, name string) (found, error) {
-	if !nameRE.MatchString(name) {
+	if names.Hostname(name) != nil {
 		return found{}, fmt.Errorf("vmware: invalid guest name %q", name)
 	}
 	out, err := b.vmrun(ctx, p, "list")
