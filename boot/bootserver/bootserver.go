@@ -36,6 +36,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/internal/tools"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 )
@@ -100,13 +102,13 @@ func (c *Config) defaults() error {
 		c.Log = slog.Default()
 	}
 	if c.ExportRoot == "" {
-		c.ExportRoot = "/srv/overtime/images"
+		c.ExportRoot = paths.ImageExport
 	}
 	if c.Clients == "" {
 		c.Clients = "*"
 	}
 	if c.ExportsFile == "" {
-		c.ExportsFile = "/etc/exports.d/overtime.exports"
+		c.ExportsFile = paths.KernelNFSExports
 	}
 	switch c.NFS {
 	case NFSGanesha, NFSKernel, NFSNone:
@@ -198,41 +200,10 @@ func (c *Config) fetch() (*rendered, error) {
 	return r, nil
 }
 
-// writeAtomic replaces path with data: a temporary file in the same directory, synced,
-// then renamed over the old one, so that dnsmasq, ganesha or a crash never see half a
-// file. Mode 0644: dnsmasq re-reads the hosts file after dropping root.
+// writeAtomic replaces path with data (atomicfile: dnsmasq, ganesha or a crash never see
+// half a file). Mode 0644: dnsmasq re-reads the hosts file after dropping root.
 func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// The rename is durable once the directory is synced.
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, 0o644)
 }
 
 // sameContent reports whether path holds exactly data.

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overtime-hpc/overtime/internal/kvmprobe"
+	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/node-agent/agent"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
@@ -131,11 +132,11 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&tokenFile, "token-file", "/run/overtime/agent.token", "host credential (overtime host credential HOST --out FILE)")
+	f.StringVar(&tokenFile, "token-file", paths.AgentToken, "host credential (overtime host credential HOST --out FILE)")
 	f.StringVar(&mac, "mac", "", "this PC's MAC (default: the interface with the default route)")
-	f.StringVar(&stateDir, "state-dir", "/run/overtime/agent", "tmpfs directory: cached configuration, guest overlays")
-	f.StringVar(&imageRoot, "image-root", "/run/overtime/images", "where the image export is mounted read-only (version paths below it)")
-	f.StringVar(&listen, "listen", ":9101", "HTTP address for /metrics and the guest's job calls /v1/jobs (empty: off)")
+	f.StringVar(&stateDir, "state-dir", paths.AgentState, "tmpfs directory: cached configuration, guest overlays")
+	f.StringVar(&imageRoot, "image-root", paths.AgentImages, "where the image export is mounted read-only (version paths below it)")
+	f.StringVar(&listen, "listen", paths.AgentListen, "HTTP address for /metrics and the guest's job calls /v1/jobs (empty: off)")
 	f.StringVar(&libvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection for the qemu backend")
 	f.StringVar(&inputDir, "input-dir", "/dev/input", "input devices to watch (timestamps only)")
 	f.StringVar(&utmpPath, "utmp", sensor.DefaultUtmp, "utmp file: sessions and terminal activity")

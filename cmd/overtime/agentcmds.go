@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
@@ -95,45 +96,11 @@ Site admins, and admins of the host's pool, may do this.`,
 	return cmd
 }
 
-// writeSecretFile writes data to path with mode 0600 atomically: a temporary file in the
-// same directory, synced, then renamed over path. Readers see the old file or the whole
-// new one, never a partial token, and the token is never readable by others.
-func writeSecretFile(path, data string) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err = f.WriteString(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// Make the rename durable (best effort: not every file system syncs directories).
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+// writeSecretFile writes data to path with mode 0600 atomically (atomicfile): readers see
+// the old file or the whole new one, never a partial token, and the token is never
+// readable by others.
+func writeSecretFile(path, data string) error {
+	return atomicfile.WriteFile(path, []byte(data), 0o600)
 }
 
 // emitTo is globals.emit for a given writer.

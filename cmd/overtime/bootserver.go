@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overtime-hpc/overtime/boot/bootserver"
+	"github.com/overtime-hpc/overtime/internal/paths"
 )
 
 func newBootServerCmd(g *globals) *cobra.Command {
@@ -40,12 +41,12 @@ See docs/boot.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Name, "name", os.Getenv("OVERTIME_BOOTSERVER"), "this boot server's name in the site ($OVERTIME_BOOTSERVER)")
-	f.StringVar(&cfg.StateDir, "state-dir", "/var/lib/overtime/bootserver", "last good configuration and dnsmasq leases")
-	f.StringVar(&cfg.TFTPRoot, "tftp-root", "/srv/overtime/tftp", "TFTP root; receives the first-stage loaders")
+	f.StringVar(&cfg.StateDir, "state-dir", paths.BootServerState, "last good configuration and dnsmasq leases")
+	f.StringVar(&cfg.TFTPRoot, "tftp-root", paths.TFTPRoot, "TFTP root; receives the first-stage loaders")
 	f.DurationVar(&cfg.Refresh, "refresh", 5*time.Second, "how often to fetch the configuration")
 	f.StringVar(&cfg.NFS, "nfs", bootserver.NFSNone, "NFS server to configure: ganesha, kernel or none")
-	f.StringVar(&cfg.ExportRoot, "export-root", "/srv/overtime/images", "published image tree to export")
-	f.StringVar(&cfg.ExportsFile, "exports-file", "/etc/exports.d/overtime.exports", "kernel NFS: the exports file to manage")
+	f.StringVar(&cfg.ExportRoot, "export-root", paths.ImageExport, "published image tree to export")
+	f.StringVar(&cfg.ExportsFile, "exports-file", paths.KernelNFSExports, "kernel NFS: the exports file to manage")
 	f.StringVar(&cfg.Clients, "nfs-clients", "*", "kernel NFS: who may mount (exports(5) client, e.g. 10.20.0.0/24)")
 	f.StringVar(&cfg.Dnsmasq, "dnsmasq", "", "path of dnsmasq (default: from PATH)")
 	return cmd

@@ -481,6 +481,11 @@ func printImportPreview(w io.Writer, file string, cur, hosts []model.Host) {
 	var lines []string
 	added, changed, same := 0, 0, 0
 	for _, h := range hosts {
+		// The server canonicalises MACs when it writes; compare and show them the way
+		// it will store them (the file was checked, so this cannot fail).
+		if mac, err := model.NormalizeMAC(h.MAC); err == nil {
+			h.MAC = mac
+		}
 		old := byName[h.Name]
 		if old == nil {
 			added++

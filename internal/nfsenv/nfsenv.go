@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/syncbuf"
 )
@@ -154,7 +155,7 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(s.path("recovery"), 0o700); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(s.path("ganesha.conf"), []byte(s.config())); err != nil {
+	if err := atomicfile.WriteFile(s.path("ganesha.conf"), []byte(s.config()), 0o644); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -338,27 +339,6 @@ func StartT(t testing.TB, cfg Config) *Server {
 	}
 	t.Cleanup(s.Stop)
 	return s
-}
-
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 func tail(s string, n int) string {

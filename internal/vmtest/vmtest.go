@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/internal/netns"
 )
 
@@ -354,11 +355,7 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
+	return atomicfile.WriteFile(dst, data, 0o644)
 }
 
 // waitFor polls cond every interval until it holds or within passes: a readiness check of

@@ -28,6 +28,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/node-agent/policy"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
@@ -127,7 +128,7 @@ func New(o Options) (*Agent, error) {
 		return nil, errors.New("agent: no site manager client")
 	}
 	if o.StateDir == "" {
-		o.StateDir = "/run/overtime/agent"
+		o.StateDir = paths.AgentState
 	}
 	if o.Refresh == 0 {
 		o.Refresh = 60 * time.Second

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
@@ -19,7 +21,7 @@ func checkConfig(c *wire.AgentConfig, mac string) error {
 	if c == nil {
 		return fmt.Errorf("empty configuration")
 	}
-	if err := model.ValidHostname(c.Host); err != nil {
+	if err := names.Hostname(c.Host); err != nil {
 		return err
 	}
 	if mac != "" && !strings.EqualFold(c.MAC, mac) {
@@ -42,10 +44,10 @@ func checkConfig(c *wire.AgentConfig, mac string) error {
 		if !strings.HasPrefix(g.Name, "overtime-") || len(g.Name) > 63 {
 			return fmt.Errorf("guest name %q must start with overtime-", g.Name)
 		}
-		if err := model.ValidHostname(g.Name); err != nil {
+		if err := names.Hostname(g.Name); err != nil {
 			return fmt.Errorf("guest name: %w", err)
 		}
-		if err := model.ValidRelPath("image path", g.Resolved.Path); err != nil {
+		if err := names.RelPath("image path", g.Resolved.Path); err != nil {
 			return err
 		}
 	}
@@ -65,29 +67,13 @@ func loadCache(path string) (*wire.AgentConfig, error) {
 	return &c, nil
 }
 
-// writeAtomic replaces path with data: a reader (or a restarted agent) sees the old or the
-// new file, never half of one.
+// writeAtomic replaces path with data (atomicfile): a reader (or a restarted agent) sees
+// the old or the new file, never half of one.
 func writeAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.WriteFile(path, data, 0o600)
 }
 
 // GuestMAC is the guest NIC's address: the host's MAC with the locally-administered bit

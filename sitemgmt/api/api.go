@@ -370,9 +370,6 @@ func (s *Server) putSite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.update(w, r, func(site *model.Site) (int, error) {
-		if err := normalizeSite(&next); err != nil {
-			return 0, err
-		}
 		model.MergeBookings(site, &next)
 		*site = next
 		return http.StatusOK, nil
@@ -402,18 +399,6 @@ func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) {
 		site.Name, site.Timezone, site.DefaultMode, site.UnknownMode = in.Name, in.Timezone, in.DefaultMode, in.UnknownMode
 		return http.StatusOK, nil
 	})
-}
-
-// normalizeSite canonicalises what users may type in several forms (MACs).
-func normalizeSite(site *model.Site) error {
-	for i := range site.Hosts {
-		mac, err := model.NormalizeMAC(site.Hosts[i].MAC)
-		if err != nil {
-			return model.Invalid("host %s: %v", site.Hosts[i].Name, err)
-		}
-		site.Hosts[i].MAC = mac
-	}
-	return nil
 }
 
 // ModeAt is the answer of GET /api/v1/mode-at.

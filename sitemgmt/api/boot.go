@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/render"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
@@ -42,6 +43,7 @@ func (s *Server) bootChain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) bootIPXE(w http.ResponseWriter, r *http.Request) {
+	// A read by MAC: the request is canonicalised, stored MACs already are (model.Site.Normalize).
 	mac, err := model.NormalizeMAC(r.PathValue("mac"))
 	if err != nil {
 		writeTextError(w, http.StatusBadRequest, err.Error())
@@ -138,7 +140,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request) {
 	}
 	exportRoot := q.Get("exportRoot")
 	if exportRoot == "" {
-		exportRoot = "/srv/overtime/images"
+		exportRoot = paths.ImageExport
 	}
 	var buf bytes.Buffer
 	var err error
@@ -149,8 +151,8 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d := render.Dnsmasq{Site: site, Server: b,
-			HostsFile: valueOr(q.Get("hostsFile"), "/var/lib/overtime/dnsmasq/hosts"),
-			TFTPRoot:  valueOr(q.Get("tftpRoot"), "/srv/overtime/tftp")}
+			HostsFile: valueOr(q.Get("hostsFile"), paths.DnsmasqHosts),
+			TFTPRoot:  valueOr(q.Get("tftpRoot"), paths.TFTPRoot)}
 		if what == "dnsmasq" {
 			err = d.Config(&buf)
 		} else {

@@ -14,8 +14,6 @@ type collection[T any] struct {
 	path string // plural, in URLs: "hosts"
 	list func(*model.Site) *[]T
 	name func(*T) *string
-	// normalize canonicalises input (e.g. MAC spelling) before validation.
-	normalize func(*T) error
 	// filter selects list entries by query parameters (nil: no filters).
 	filter func(r *http.Request, v *T) bool
 	// keep carries over from the existing entity what a PUT body may leave out.
@@ -44,14 +42,6 @@ func registerCollections(s *Server) {
 	register(s, collection[model.Host]{kind: "host", path: "hosts",
 		list: func(s *model.Site) *[]model.Host { return &s.Hosts },
 		name: func(v *model.Host) *string { return &v.Name },
-		normalize: func(h *model.Host) error {
-			mac, err := model.NormalizeMAC(h.MAC)
-			if err != nil {
-				return model.Invalid("host %s: %v", h.Name, err)
-			}
-			h.MAC = mac
-			return nil
-		},
 		filter: func(r *http.Request, h *model.Host) bool {
 			p := r.URL.Query().Get("pool")
 			return p == "" || h.Pool == p
@@ -146,12 +136,6 @@ func register[T any](s *Server, c collection[T]) {
 		} else if *n != name {
 			s.httpError(w, model.Invalid("%s name in body %q does not match the URL %q", c.kind, *n, name))
 			return
-		}
-		if c.normalize != nil {
-			if err := c.normalize(&v); err != nil {
-				s.httpError(w, err)
-				return
-			}
 		}
 		uid := principal(r).UID
 		s.update(w, r, func(site *model.Site) (int, error) {

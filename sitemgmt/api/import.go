@@ -152,11 +152,11 @@ func ParseHostsCSV(in io.Reader) ([]model.Host, error) {
 		if err := model.ValidHostname(h.Name); err != nil {
 			return nil, model.Invalid("CSV line %d: %v", line, err)
 		}
-		mac, err := model.NormalizeMAC(field(1))
-		if err != nil {
+		// Checked here for the line number; service.Update canonicalises it.
+		if _, err := model.NormalizeMAC(field(1)); err != nil {
 			return nil, model.Invalid("CSV line %d: %v", line, err)
 		}
-		h.MAC = mac
+		h.MAC = field(1)
 		if h.IP != "" {
 			if err := model.ValidIP(h.IP); err != nil {
 				return nil, model.Invalid("CSV line %d: %v", line, err)

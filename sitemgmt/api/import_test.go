@@ -11,13 +11,15 @@ import (
 func TestParseHostsCSV(t *testing.T) {
 	a01 := model.Host{Name: "pc-a01", MAC: "52:54:00:0a:00:01", IP: "10.20.0.11", Pool: "lab-a"}
 	a02 := model.Host{Name: "pc-a02", MAC: "52:54:00:0a:00:02", Pool: "lab-a", BootServer: "bs1"}
+	a02asWritten := a02
+	a02asWritten.MAC = "52-54-00-0A-00-02" // kept as written: service.Update canonicalises
 	for _, tc := range []struct {
 		name string
 		in   string
 		want []model.Host
 		err  string // substring of the error; "" = success
 	}{
-		{"fixed columns", "pc-a01,52:54:00:0a:00:01,10.20.0.11,lab-a\npc-a02,52-54-00-0A-00-02,,lab-a,bs1\n", []model.Host{a01, a02}, ""},
+		{"fixed columns", "pc-a01,52:54:00:0a:00:01,10.20.0.11,lab-a\npc-a02,52-54-00-0A-00-02,,lab-a,bs1\n", []model.Host{a01, a02asWritten}, ""},
 		{"header in the fixed order", "name,mac,ip,pool\npc-a01,52:54:00:0a:00:01,10.20.0.11,lab-a\n", []model.Host{a01}, ""},
 		{"header in another order", "Pool,IP,MAC,Name\nlab-a,10.20.0.11,52:54:00:0a:00:01,pc-a01\n", []model.Host{a01}, ""},
 		{"header without ip, spelled boot server", "name;boot server;mac;pool\npc-a02;bs1;52:54:00:0a:00:02;lab-a\n", []model.Host{a02}, ""},

@@ -3,11 +3,12 @@ package ldapstore
 import (
 	"context"
 	"fmt"
-	"regexp"
+	"strings"
 
 	"github.com/go-ldap/ldap/v3"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 )
 
 // Node agent credentials. A host's bearer token is never stored: only its hash, in the
@@ -26,7 +27,12 @@ type notFoundError string
 func (e notFoundError) Error() string { return string(e) }
 func (notFoundError) NotFound() bool  { return true }
 
-var tokenHashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+// validTokenHash reports whether v has the form hostcred.Hash produces: "sha256:" and the
+// digest in lower-case hex.
+func validTokenHash(v string) bool {
+	digest, ok := strings.CutPrefix(v, "sha256:")
+	return ok && names.SHA256(digest) == nil
+}
 
 // SetHostCredential stores hash as the host's credential, replacing any previous one;
 // an empty hash removes it (revocation). Removing a credential the host does not have is
@@ -37,7 +43,7 @@ func (s *Store) SetHostCredential(ctx context.Context, host, hash string) error 
 	if model.ValidHostname(host) != nil {
 		return ErrUnknownHost
 	}
-	if hash != "" && !tokenHashRE.MatchString(hash) {
+	if hash != "" && !validTokenHash(hash) {
 		return fmt.Errorf("ldapstore: credential hash of %s has the wrong form", host)
 	}
 	mod := ldap.NewModifyRequest(s.dn.host(host), nil)
@@ -82,7 +88,7 @@ func (s *Store) HostCredential(ctx context.Context, host string) (string, error)
 		return "", ErrUnknownHost
 	}
 	v := res.Entries[0].GetAttributeValue(aTokenHash)
-	if !tokenHashRE.MatchString(v) {
+	if !validTokenHash(v) {
 		return "", nil
 	}
 	return v, nil

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 )
 
 // This file holds the parts of the site that the node agent acts on: the per-pool
@@ -295,7 +297,7 @@ func (g Guest) Validate() error {
 	if g.MemoryMB < 0 || g.MemoryMB > 1<<22 {
 		return invalid("guest: memoryMB %d out of range", g.MemoryMB)
 	}
-	if g.Bridge != "" && !ifaceRE.MatchString(g.Bridge) {
+	if g.Bridge != "" && names.Interface(g.Bridge) != nil {
 		return invalid("guest: invalid bridge name %q", g.Bridge)
 	}
 	if len(g.Ports) > 64 {

@@ -2,12 +2,12 @@ package model
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 )
 
 // InvalidError is a one-line, user-facing validation error. The API maps it to HTTP 400
@@ -31,132 +31,77 @@ func conflict(format string, a ...any) error {
 func Invalid(format string, a ...any) error  { return invalid(format, a...) }
 func Conflict(format string, a ...any) error { return conflict(format, a...) }
 
-// Names of pools, modes, images, boot servers, exceptions and roles: they end up in LDAP
-// RDNs, dnsmasq tags, Slurm features and file paths, so they are kept to a conservative
-// alphabet. Nothing here can carry a space, quote, newline, '=' or ',' into a rendered file.
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+// The alphabets (what a name, host name, MAC, path ... may be) are defined once in package
+// names. The functions below are their site-model form: the same checks and messages, as
+// *InvalidError so that the API answers 400.
 
-// ValidName checks an entity name.
-func ValidName(what, s string) error {
-	if !nameRE.MatchString(s) || strings.Contains(s, "..") {
-		return invalid("invalid %s name %q: use 1-63 characters a-z 0-9 . _ - starting with a letter or digit", what, s)
-	}
-	return nil
-}
-
-// hostname: one DNS label (RFC 1123) — Slurm NodeName and dnsmasq dhcp-host use it as is.
-var hostRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
-// ValidHostname checks a host name (a single lower-case DNS label).
-func ValidHostname(s string) error {
-	if !hostRE.MatchString(s) {
-		return invalid("invalid hostname %q: use one DNS label of 1-63 characters a-z 0-9 - (no dots, spaces or quotes)", s)
-	}
-	return nil
-}
-
-// NormalizeMAC accepts aa:bb:cc:dd:ee:ff, AA-BB-CC-DD-EE-FF or aabb.ccdd.eeff and returns the
-// canonical lower-case colon form. Only 48-bit Ethernet addresses are accepted; multicast
-// addresses cannot belong to a NIC and are rejected.
-func NormalizeMAC(s string) (string, error) {
-	hw, err := net.ParseMAC(strings.TrimSpace(s))
-	if err != nil || len(hw) != 6 || strings.TrimSpace(s) != s {
-		return "", invalid("invalid MAC address %q: expected six hex octets like 52:54:00:12:34:56", s)
-	}
-	if hw[0]&1 == 1 {
-		return "", invalid("invalid MAC address %q: multicast address", s)
-	}
-	return hw.String(), nil
-}
-
-// ValidIP checks an IPv4 address (PXE/DHCPv4 is what pool PCs boot with).
-func ValidIP(s string) error {
-	a, err := netip.ParseAddr(s)
-	if err != nil || !a.Is4() {
-		return invalid("invalid IPv4 address %q", s)
-	}
-	return nil
-}
-
-// ValidCIDR checks an IPv4 prefix such as 10.0.0.0/24.
-func ValidCIDR(s string) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(s)
-	if err != nil || !p.Addr().Is4() || p.Masked() != p {
-		return netip.Prefix{}, invalid("invalid IPv4 subnet %q: expected a network like 10.0.0.0/24", s)
-	}
-	return p, nil
-}
-
-// Kernel arguments are rendered into iPXE scripts and PXELINUX APPEND lines. Tokens are
-// separated by single spaces; no quotes, backslashes, '$' (iPXE expansion), '#' or control
-// characters may appear, so an argument can never end a line or open a new directive.
-var kargRE = regexp.MustCompile(`^[A-Za-z0-9_./:=,+@%\-]+$`)
-
-// ValidKernelArgs checks a kernel command line fragment.
-func ValidKernelArgs(s string) error {
-	if s == "" {
+// asInvalid turns an error of package names into an *InvalidError.
+func asInvalid(err error) error {
+	if err == nil {
 		return nil
 	}
-	if len(s) > 1024 {
-		return invalid("kernel arguments too long (%d bytes, at most 1024)", len(s))
-	}
-	for _, tok := range strings.Split(s, " ") {
-		if !kargRE.MatchString(tok) {
-			return invalid("invalid kernel argument %q: arguments are separated by single spaces and may use only A-Z a-z 0-9 _ . / : = , + @ %% -", tok)
-		}
-	}
-	return nil
+	return &InvalidError{Msg: err.Error()}
 }
 
-// A relative path under the boot server's HTTP or NFS tree.
-var pathRE = regexp.MustCompile(`^[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*$`)
+// ValidName checks an entity name (names.Name).
+func ValidName(what, s string) error { return asInvalid(names.Name(what, s)) }
 
-// ValidRelPath checks a relative path (no "..", no absolute paths, conservative alphabet).
-func ValidRelPath(what, s string) error {
-	if !pathRE.MatchString(s) {
-		return invalid("invalid %s path %q: use a relative path of A-Z a-z 0-9 _ . + - and /", what, s)
-	}
-	for _, seg := range strings.Split(s, "/") {
-		if seg == "." || seg == ".." {
-			return invalid("invalid %s path %q: '.' and '..' are not allowed", what, s)
-		}
-	}
-	return nil
+// ValidHostname checks a host name, a single lower-case DNS label (names.Hostname).
+func ValidHostname(s string) error { return asInvalid(names.Hostname(s)) }
+
+// NormalizeMAC returns the canonical lower-case colon form of a MAC address (names.MAC).
+func NormalizeMAC(s string) (string, error) {
+	mac, err := names.MAC(s)
+	return mac, asInvalid(err)
 }
 
-var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-var versionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,62}$`)
+// ValidIP checks an IPv4 address (names.IPv4).
+func ValidIP(s string) error { return asInvalid(names.IPv4(s)) }
 
-// Free text (descriptions, rooms): one line, printable, bounded. It is rendered only into
-// comments and menu titles, where a newline would start a directive.
-func validText(what, s string) error {
-	if len(s) > 200 {
-		return invalid("%s too long (%d bytes, at most 200)", what, len(s))
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r == '"' || r == '\\' || r == '$' {
-			return invalid("invalid %s %q: one line of text without quotes, backslashes or '$'", what, s)
-		}
-	}
-	return nil
+// ValidCIDR checks an IPv4 prefix such as 10.0.0.0/24 (names.CIDR).
+func ValidCIDR(s string) (netip.Prefix, error) {
+	p, err := names.CIDR(s)
+	return p, asInvalid(err)
 }
 
-var uidRE = regexp.MustCompile(`^[a-z_][a-z0-9_.-]{0,31}$`)
-var ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
+// ValidKernelArgs checks a kernel command line fragment (names.KernelArgs).
+func ValidKernelArgs(s string) error { return asInvalid(names.KernelArgs(s)) }
 
-// ValidUID checks a user id (LDAP uid).
-func ValidUID(s string) error {
-	if !uidRE.MatchString(s) {
-		return invalid("invalid user id %q: use 1-32 characters a-z 0-9 _ . - starting with a letter or _", s)
-	}
-	return nil
-}
+// ValidRelPath checks a relative path (names.RelPath).
+func ValidRelPath(what, s string) error { return asInvalid(names.RelPath(what, s)) }
+
+// validText checks free text such as descriptions and rooms (names.Text).
+func validText(what, s string) error { return asInvalid(names.Text(what, s)) }
+
+// ValidUID checks a user id (LDAP uid) (names.UID).
+func ValidUID(s string) error { return asInvalid(names.UID(s)) }
 
 // ValidateSlotTime checks that an instant lies on the 10-minute grid in loc.
 func ValidateSlotTime(what string, t time.Time, loc *time.Location) error {
 	lt := t.In(loc)
 	if lt.Second() != 0 || lt.Nanosecond() != 0 || lt.Minute()%10 != 0 {
 		return invalid("%s %s is not on the 10-minute grid (use :00, :10, ... :50)", what, lt.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Normalize canonicalises what users may type in several forms: host MACs become
+// lower-case colon form (names.MAC).
+//
+// The rule: MACs are canonicalised once, on the way in, by service.Update, which calls
+// Normalize on every site it is about to validate and write, whatever the entry point
+// (PUT /site from a site file, host PUT/POST, CSV import). Validate then refuses any
+// MAC not in canonical form, so the store, the renderers and the agent only ever see
+// canonical MACs and compare them as strings. Reads by MAC (the boot endpoints'
+// /boot/MAC.ipxe and PXELINUX 01-MAC names, the agent naming its own MAC) canonicalise
+// their request with names.MAC before they look up.
+func (s *Site) Normalize() error {
+	for i := range s.Hosts {
+		mac, err := NormalizeMAC(s.Hosts[i].MAC)
+		if err != nil {
+			return invalid("host %s: %v", s.Hosts[i].Name, err)
+		}
+		s.Hosts[i].MAC = mac
 	}
 	return nil
 }
@@ -200,14 +145,14 @@ func (s *Site) Validate() error {
 		}
 		seen := map[string]bool{}
 		for _, v := range im.Versions {
-			if !versionRE.MatchString(v.Version) {
+			if names.Version(v.Version) != nil {
 				return invalid("image %s: invalid version %q", im.Name, v.Version)
 			}
 			if seen[v.Version] {
 				return conflict("image %s: duplicate version %q", im.Name, v.Version)
 			}
 			seen[v.Version] = true
-			if !sha256RE.MatchString(v.SHA256) {
+			if names.SHA256(v.SHA256) != nil {
 				return invalid("image %s version %s: sha256 must be 64 lower-case hex digits", im.Name, v.Version)
 			}
 			if err := ValidRelPath("image "+im.Name+" version "+v.Version, v.Path); err != nil {
@@ -309,13 +254,13 @@ func (s *Site) Validate() error {
 				return invalid("boot server %s: invalid NFS server %q", b.Name, b.NFSServer)
 			}
 		}
-		if b.NFSRoot != "" && (!strings.HasPrefix(b.NFSRoot, "/") || ValidRelPath("NFS root", strings.TrimPrefix(b.NFSRoot, "/")) != nil) {
+		if b.NFSRoot != "" && names.AbsPath("NFS root", b.NFSRoot) != nil {
 			return invalid("boot server %s: invalid NFS root %q (expected an absolute path)", b.Name, b.NFSRoot)
 		}
 		if b.DHCP != DHCPFull && b.DHCP != DHCPProxy {
 			return invalid("boot server %s: dhcp must be %q or %q, not %q", b.Name, DHCPFull, DHCPProxy, b.DHCP)
 		}
-		if b.Interface != "" && !ifaceRE.MatchString(b.Interface) {
+		if b.Interface != "" && names.Interface(b.Interface) != nil {
 			return invalid("boot server %s: invalid interface %q", b.Name, b.Interface)
 		}
 		pfx, err := ValidCIDR(b.Subnet)

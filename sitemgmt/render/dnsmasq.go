@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 )
 
 // Files the TFTP root of a boot server must hold. Everything else is fetched over HTTP.
@@ -56,7 +57,7 @@ func (d Dnsmasq) Config(out io.Writer) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	pfx, err := model.ValidCIDR(s.Subnet)
+	pfx, err := names.CIDR(s.Subnet)
 	if err != nil {
 		return errorf("boot server %s: %v", s.Name, err)
 	}

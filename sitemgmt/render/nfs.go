@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 )
 
 // Export_Id range used for image exports. Ganesha's ids are 16 bit and 0 is the pseudo
@@ -166,8 +167,8 @@ func Exports(out io.Writer, site *model.Site, exportRoot string, clients string)
 	if err := checkAbsPath("export root", exportRoot); err != nil {
 		return err
 	}
-	if !clientsRE.MatchString(clients) {
-		return errorf("invalid NFS clients %q: one host, network, wildcard or @netgroup", clients)
+	if err := names.NFSClients(clients); err != nil {
+		return errorf("%v", err)
 	}
 	vs, err := publishedVersions(site)
 	if err != nil {

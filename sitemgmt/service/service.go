@@ -138,11 +138,12 @@ func (s *Service) ReloadEvery(ctx context.Context, every time.Duration) {
 // Authorizer decides whether a principal may make the changes between cur and next.
 type Authorizer func(cur, next *model.Site, changes []model.Change) error
 
-// Update applies fn to a copy of the current site, validates the result (fields,
-// references, uniqueness, schedule overlaps), authorises the resulting changes and writes
-// them. With dryRun it stops before writing. Either the whole change is validated and
-// written in dependency order, or nothing is written; a store failure half way leaves a
-// directory whose references are intact (see model.Diff) and the snapshot is reloaded.
+// Update applies fn to a copy of the current site, canonicalises the result
+// (model.Site.Normalize), validates it (fields, references, uniqueness, schedule
+// overlaps), authorises the resulting changes and writes them. With dryRun it stops
+// before writing. Either the whole change is validated and written in dependency order,
+// or nothing is written; a store failure half way leaves a directory whose references are
+// intact (see model.Diff) and the snapshot is reloaded.
 func (s *Service) Update(ctx context.Context, authz Authorizer, dryRun bool, fn func(site *model.Site) error) ([]model.Change, error) {
 	return s.update(ctx, authz, dryRun, func(_ *Snapshot, next *model.Site) error { return fn(next) })
 }
@@ -156,6 +157,10 @@ func (s *Service) update(ctx context.Context, authz Authorizer, dryRun bool, fn 
 	cur := curSnap.Site
 	next := cur.Clone()
 	if err := fn(curSnap, next); err != nil {
+		return nil, err
+	}
+	// The one place where written MACs are canonicalised (see model.Site.Normalize).
+	if err := next.Normalize(); err != nil {
 		return nil, err
 	}
 	next.Sort()

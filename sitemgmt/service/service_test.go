@@ -103,3 +103,36 @@ func TestKeepsASiteAdmin(t *testing.T) {
 		t.Fatal("roles gone")
 	}
 }
+
+// Update is where written MACs are canonicalised (model.Site.Normalize): whatever spelling
+// an entry point passes on is stored, and found by MAC, in lower-case colon form; a MAC
+// that is not one is refused as invalid input.
+func TestUpdateCanonicalisesMACs(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	ctx := context.Background()
+	for _, tc := range []struct{ mac, want string }{
+		{"52-54-00-0A-FF-01", "52:54:00:0a:ff:01"},
+		{"5254.000a.ff02", "52:54:00:0a:ff:02"},
+	} {
+		_, err := env.Svc.Update(ctx, nil, false, func(s *model.Site) error {
+			s.Hosts[0].MAC = tc.mac
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.mac, err)
+		}
+		snap := env.Svc.Snapshot()
+		if h := snap.HostByMAC(tc.want); h == nil || h.Name != snap.Site.Hosts[0].Name {
+			t.Fatalf("%s: not stored as %s (host by MAC: %v)", tc.mac, tc.want, h)
+		}
+	}
+	_, err := env.Svc.Update(ctx, nil, false, func(s *model.Site) error {
+		s.Hosts[0].MAC = "01:00:5e:00:00:01"
+		return nil
+	})
+	var inv *model.InvalidError
+	if err == nil || !errors.As(err, &inv) || !strings.Contains(err.Error(), "multicast") {
+		t.Fatalf("multicast MAC: %v", err)
+	}
+}

@@ -14,7 +14,9 @@ import (
 )
 
 // Read parses a site file strictly: unknown keys are errors, so a typo cannot silently
-// drop a setting (and, applied, delete what it was meant to keep).
+// drop a setting (and, applied, delete what it was meant to keep). Values are checked by
+// the site manager, which also canonicalises MACs (model.Site.Normalize): Read keeps them
+// as written.
 func Read(r io.Reader) (*model.Site, error) {
 	dec := yaml.NewDecoder(r)
 	dec.KnownFields(true)
@@ -24,13 +26,6 @@ func Read(r io.Reader) (*model.Site, error) {
 			return nil, model.Invalid("site file is empty")
 		}
 		return nil, model.Invalid("site file: %v", err)
-	}
-	for i := range site.Hosts {
-		mac, err := model.NormalizeMAC(site.Hosts[i].MAC)
-		if err != nil {
-			return nil, model.Invalid("site file: host %s: %v", site.Hosts[i].Name, err)
-		}
-		site.Hosts[i].MAC = mac
 	}
 	for i := range site.Exceptions {
 		// YAML timestamps without a zone would be UTC; times are instants, keep them as given.

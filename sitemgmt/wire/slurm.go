@@ -2,11 +2,11 @@ package wire
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 )
 
 // Slurm node states as the site manager wants them (GET /api/v1/slurm/nodes). The sync
@@ -105,12 +105,11 @@ type JobReport struct {
 	Received time.Time `json:"received,omitzero"`
 }
 
-var jobIDRe = regexp.MustCompile(`^[0-9]{1,10}(_[0-9]{1,10})?$`)
-
-// ValidJobID accepts Slurm job ids (and array task ids like 123_4).
+// ValidJobID accepts Slurm job ids (and array task ids like 123_4), as an
+// *model.InvalidError (names.JobID).
 func ValidJobID(id string) error {
-	if !jobIDRe.MatchString(id) {
-		return model.Invalid("job id %q: must be a Slurm job id (digits, optionally _N)", id)
+	if err := names.JobID(id); err != nil {
+		return model.Invalid("%v", err)
 	}
 	return nil
 }

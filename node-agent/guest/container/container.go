@@ -66,7 +66,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,9 +75,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 )
 
 // SystemdMode says whether guests go into systemd scopes.
@@ -147,7 +149,7 @@ var _ guest.Backend = (*Backend)(nil)
 func New(o Options) *Backend {
 	b := &Backend{o: o, h: o.Hierarchy, children: map[int]*child{}}
 	if b.o.RunDir == "" {
-		b.o.RunDir = "/run/overtime/container"
+		b.o.RunDir = paths.ContainerRun
 	}
 	if b.o.Slice == "" {
 		b.o.Slice = "overtime.slice"
@@ -239,8 +241,6 @@ func overlayAvailable() bool {
 	return err == nil
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
 // group is the guest's cgroup: a fixed path, so that it is found without any record.
 func (b *Backend) group(name string) *cgroup.Group {
 	if b.systemd {
@@ -294,11 +294,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(path, append(data, '\n'), 0o600)
 }
 
 // lock takes the guest's lock file (flock, so that two agents or Backends serialise
@@ -338,7 +334,7 @@ type launch struct {
 }
 
 func (b *Backend) validate(s guest.Spec) (*launch, error) {
-	if !nameRE.MatchString(s.Name) {
+	if names.Hostname(s.Name) != nil {
 		return nil, fmt.Errorf("container: invalid name %q: [a-z0-9-], at most 63", s.Name)
 	}
 	if s.MemoryMB < 16 {
@@ -774,7 +770,7 @@ func (b *Backend) Status(ctx context.Context, name string) (guest.Status, error)
 	if b.err != nil {
 		return guest.Status{}, fmt.Errorf("container: cgroups: %w", b.err)
 	}
-	if !nameRE.MatchString(name) {
+	if names.Hostname(name) != nil {
 		return guest.Status{}, fmt.Errorf("container: invalid name %q", name)
 	}
 	return b.status(name)
@@ -880,7 +876,7 @@ func (b *Backend) running(name string) (*cgroup.Group, error) {
 	if b.err != nil {
 		return nil, fmt.Errorf("container: cgroups: %w", b.err)
 	}
-	if !nameRE.MatchString(name) {
+	if names.Hostname(name) != nil {
 		return nil, fmt.Errorf("container %q: %w", name, guest.ErrNotFound)
 	}
 	g := b.group(name)
@@ -931,7 +927,7 @@ func (b *Backend) Stop(ctx context.Context, name string) error {
 	if b.err != nil {
 		return fmt.Errorf("container: cgroups: %w", b.err)
 	}
-	if !nameRE.MatchString(name) {
+	if names.Hostname(name) != nil {
 		return fmt.Errorf("container: invalid name %q", name)
 	}
 	unlock, err := b.lock(ctx, name)

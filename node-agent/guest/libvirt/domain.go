@@ -3,10 +3,10 @@ package libvirt
 import (
 	"encoding/xml"
 	"fmt"
-	"regexp"
 
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 )
 
 // The domain XML is built from structs and encoding/xml, never by string concatenation:
@@ -182,8 +182,6 @@ type consoleXML struct {
 
 // CPUPeriod is the CFS period the guest's CPU cap is expressed in (100 ms, the kernel default).
 const CPUPeriod = 100000 // microseconds
-
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // Paths of the files a guest keeps in its state directory (tmpfs).
 const (
@@ -361,7 +359,7 @@ func DomainXML(kind model.GuestBackend, domType string, s guest.Spec) ([]byte, e
 
 func checkSpec(s guest.Spec) error {
 	switch {
-	case !nameRE.MatchString(s.Name):
+	case names.Hostname(s.Name) != nil:
 		return fmt.Errorf("libvirt: invalid guest name %q", s.Name)
 	case s.VCPUs < 1:
 		return fmt.Errorf("libvirt: guest %s: vcpus must be >= 1", s.Name)

@@ -3,8 +3,6 @@ package vmware
 import (
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/overtime-hpc/overtime/node-agent/guest"
@@ -104,27 +102,6 @@ func mergeNetworking(content string, want []string) string {
 	}
 	out = append(out, want...)
 	return strings.Join(out, "\n") + "\n"
-}
-
-// writeFileAtomic replaces path with data (same directory, rename).
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // bridgeMapping returns the host interface /etc/vmware/networking maps vmnet0 to

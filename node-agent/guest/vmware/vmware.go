@@ -31,8 +31,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 )
 
 // Product selects vmrun's host type (-T).
@@ -115,7 +118,7 @@ var _ guest.Backend = (*Backend)(nil)
 // New returns a backend. It does not probe: Available does, on every call.
 func New(c Config) *Backend {
 	if c.StateRoot == "" {
-		c.StateRoot = "/run/overtime/guest"
+		c.StateRoot = paths.GuestState
 	}
 	if c.Networking == "" {
 		c.Networking = "/etc/vmware/networking"
@@ -413,7 +416,7 @@ func isOurs(path, name string) bool {
 // locate finds a guest by name: the .vmx this agent wrote (or StateRoot/NAME/NAME.vmx after
 // a restart), and whether vmrun lists it as running.
 func (b *Backend) locate(ctx context.Context, p probed, name string) (found, error) {
-	if !nameRE.MatchString(name) {
+	if names.Hostname(name) != nil {
 		return found{}, fmt.Errorf("vmware: invalid guest name %q", name)
 	}
 	out, err := b.vmrun(ctx, p, "list")
@@ -731,7 +734,7 @@ func (b *Backend) checkNetwork(ctx context.Context, p probed, s guest.Spec) erro
 		if !b.cfg.ManageNAT {
 			return fmt.Errorf("vmware: %s lacks the guest's NAT settings; add:\n%s", b.cfg.Networking, strings.Join(miss, "\n"))
 		}
-		if err := writeFileAtomic(path, []byte(mergeNetworking(string(data), want)), 0o644); err != nil {
+		if err := atomicfile.WriteFile(path, []byte(mergeNetworking(string(data), want)), 0o644); err != nil {
 			return fmt.Errorf("vmware: %w", err)
 		}
 		return b.restartNetworks(ctx)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 )
 
 // DiskMode is the only disk mode the backend generates: VMware keeps every write in a redo
@@ -151,11 +152,9 @@ func ParseVMX(data []byte) (VMX, error) {
 	return v, sc.Err()
 }
 
-var (
-	nameRE    = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	guestOSRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
-	ifaceRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
-)
+// guestOSRE: a VMware guestOS identifier such as "otherlinux-64" (guest names and
+// interfaces use the alphabets of package names).
+var guestOSRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
 
 // nics VMware Workstation and Player emulate that a Linux guest drives out of the box.
 var nics = map[string]bool{"e1000": true, "e1000e": true, "vmxnet3": true}
@@ -169,7 +168,7 @@ var nics = map[string]bool{"e1000": true, "e1000e": true, "vmxnet3": true}
 // agent's MACs that differ only in their last three octets below 0x40 in the fourth; the
 // site manager must use this same function for the guest's DHCP reservation.
 func VMwareMAC(mac string) (string, error) {
-	norm, err := model.NormalizeMAC(mac)
+	norm, err := names.MAC(mac)
 	if err != nil {
 		return "", fmt.Errorf("vmware: %v", err)
 	}
@@ -199,7 +198,7 @@ func diskFile(s guest.Spec) (string, error) {
 
 // CheckSpec validates a spec for this backend without touching the host.
 func CheckSpec(s guest.Spec) error {
-	if !nameRE.MatchString(s.Name) {
+	if names.Hostname(s.Name) != nil {
 		return fmt.Errorf("vmware: invalid guest name %q: use 1-63 characters a-z 0-9 -", s.Name)
 	}
 	if s.VCPUs < 1 || s.VCPUs > MaxVCPUs {
@@ -224,7 +223,7 @@ func CheckSpec(s guest.Spec) error {
 	}
 	switch s.Network {
 	case model.NetBridged:
-		if !ifaceRE.MatchString(s.Bridge) {
+		if names.Interface(s.Bridge) != nil {
 			return fmt.Errorf("vmware: bridged network needs a host interface name, got %q", s.Bridge)
 		}
 	case model.NetNAT:

@@ -1,0 +1,228 @@
+// Package names is the alphabet of Overtime: what a name, host name, MAC address, version,
+// digest, interface, user id, job id, path or kernel argument may be. Each pattern is
+// defined here once and used by the site model (which turns the errors into
+// model.InvalidError for the API), the wire formats, the renderers (which re-check what they
+// write because they must not trust that validation ran) and the node agent's guest
+// backends.
+//
+// Values checked here end up in LDAP RDNs and filters, dnsmasq and PXELINUX/iPXE lines,
+// Slurm node names and features, exports(5), VMX and libvirt XML and file paths. So the
+// alphabets are conservative: none lets a space, quote, newline, '#', ';', '$', '=' or ','
+// through, except where a format needs one and says so (kernel arguments allow '=' and ',').
+//
+// The package imports nothing of Overtime's, so that every layer may use it.
+package names
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"strings"
+)
+
+// nameRE: names of sites, pools, modes, images, boot servers, exceptions and roles.
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// Name checks an entity name; what says which kind ("pool", "mode", ...) for the message.
+func Name(what, s string) error {
+	if !nameRE.MatchString(s) || strings.Contains(s, "..") {
+		return fmt.Errorf("invalid %s name %q: use 1-63 characters a-z 0-9 . _ - starting with a letter or digit", what, s)
+	}
+	return nil
+}
+
+// hostRE: one DNS label (RFC 1123). Slurm NodeName and dnsmasq dhcp-host use host names as
+// they are, and guest names (libvirt domains, containers, VMware VMs) are host names too.
+var hostRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// Hostname checks a host name: a single lower-case DNS label.
+func Hostname(s string) error {
+	if !hostRE.MatchString(s) {
+		return fmt.Errorf("invalid hostname %q: use one DNS label of 1-63 characters a-z 0-9 - (no dots, spaces or quotes)", s)
+	}
+	return nil
+}
+
+// MAC accepts aa:bb:cc:dd:ee:ff, AA-BB-CC-DD-EE-FF or aabb.ccdd.eeff and returns the
+// canonical lower-case colon form. Only 48-bit Ethernet addresses are accepted; multicast
+// addresses cannot belong to a NIC and are refused. Where the site manager canonicalises
+// is a rule of its own: see model.Site.Normalize.
+func MAC(s string) (string, error) {
+	hw, err := net.ParseMAC(strings.TrimSpace(s))
+	if err != nil || len(hw) != 6 || strings.TrimSpace(s) != s {
+		return "", fmt.Errorf("invalid MAC address %q: expected six hex octets like 52:54:00:12:34:56", s)
+	}
+	if hw[0]&1 == 1 {
+		return "", fmt.Errorf("invalid MAC address %q: multicast address", s)
+	}
+	return hw.String(), nil
+}
+
+// IPv4 checks an IPv4 address (PXE/DHCPv4 is what pool PCs boot with).
+func IPv4(s string) error {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() {
+		return fmt.Errorf("invalid IPv4 address %q", s)
+	}
+	return nil
+}
+
+// CIDR checks an IPv4 network such as 10.0.0.0/24 (no host bits set) and returns it.
+func CIDR(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil || !p.Addr().Is4() || p.Masked() != p {
+		return netip.Prefix{}, fmt.Errorf("invalid IPv4 subnet %q: expected a network like 10.0.0.0/24", s)
+	}
+	return p, nil
+}
+
+// kargRE: one kernel argument. Arguments are rendered into iPXE scripts and PXELINUX
+// APPEND lines; no quotes, backslashes, '$' (iPXE expansion), '#' or control characters,
+// so an argument can never end a line or open a new directive.
+var kargRE = regexp.MustCompile(`^[A-Za-z0-9_./:=,+@%\-]+$`)
+
+// KernelArgs checks a kernel command line fragment: tokens separated by single spaces.
+func KernelArgs(s string) error {
+	if s == "" {
+		return nil
+	}
+	if len(s) > 1024 {
+		return fmt.Errorf("kernel arguments too long (%d bytes, at most 1024)", len(s))
+	}
+	for _, tok := range strings.Split(s, " ") {
+		if !kargRE.MatchString(tok) {
+			return fmt.Errorf("invalid kernel argument %q: arguments are separated by single spaces and may use only A-Z a-z 0-9 _ . / : = , + @ %% -", tok)
+		}
+	}
+	return nil
+}
+
+// pathRE: a relative path under the boot server's HTTP or NFS tree.
+var pathRE = regexp.MustCompile(`^[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*$`)
+
+// RelPath checks a relative path: no "..", no "." segments, no leading '/', conservative
+// alphabet.
+func RelPath(what, s string) error {
+	if !pathRE.MatchString(s) {
+		return fmt.Errorf("invalid %s path %q: use a relative path of A-Z a-z 0-9 _ . + - and /", what, s)
+	}
+	for _, seg := range strings.Split(s, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("invalid %s path %q: '.' and '..' are not allowed", what, s)
+		}
+	}
+	return nil
+}
+
+// AbsPath checks an absolute path whose components use the relative-path alphabet.
+func AbsPath(what, s string) error {
+	if !strings.HasPrefix(s, "/") || RelPath(what, strings.TrimPrefix(s, "/")) != nil {
+		return fmt.Errorf("invalid %s %q: expected an absolute path of A-Z a-z 0-9 _ . + - and /", what, s)
+	}
+	return nil
+}
+
+var versionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,62}$`)
+
+// Version checks an image version (a path segment of the image tree).
+func Version(s string) error {
+	if !versionRE.MatchString(s) {
+		return fmt.Errorf("invalid version %q: use 1-63 characters A-Z a-z 0-9 _ . + - starting with a letter or digit", s)
+	}
+	return nil
+}
+
+var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// SHA256 checks a SHA-256 digest in lower-case hex.
+func SHA256(s string) error {
+	if !sha256RE.MatchString(s) {
+		return fmt.Errorf("sha256 %q is not 64 lower-case hex digits", s)
+	}
+	return nil
+}
+
+// ifaceRE: a Linux network interface name (IFNAMSIZ-1 = 15 bytes).
+var ifaceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
+
+// Interface checks a network interface (or bridge) name.
+func Interface(s string) error {
+	if !ifaceRE.MatchString(s) {
+		return fmt.Errorf("invalid interface name %q: use 1-15 characters A-Z a-z 0-9 _ . -", s)
+	}
+	return nil
+}
+
+// uidRE: a POSIX-style user name, as stored in LDAP uid.
+var uidRE = regexp.MustCompile(`^[a-z_][a-z0-9_.-]{0,31}$`)
+
+// UID checks a user id.
+func UID(s string) error {
+	if !uidRE.MatchString(s) {
+		return fmt.Errorf("invalid user id %q: use 1-32 characters a-z 0-9 _ . - starting with a letter or _", s)
+	}
+	return nil
+}
+
+var jobIDRe = regexp.MustCompile(`^[0-9]{1,10}(_[0-9]{1,10})?$`)
+
+// JobID checks a Slurm job id (or an array task id like 123_4).
+func JobID(s string) error {
+	if !jobIDRe.MatchString(s) {
+		return fmt.Errorf("job id %q: must be a Slurm job id (digits, optionally _N)", s)
+	}
+	return nil
+}
+
+// Text checks free text (descriptions, rooms): one line, printable, at most 200 bytes. It
+// is rendered only into comments and menu titles, where a newline would start a directive.
+func Text(what, s string) error {
+	if len(s) > 200 {
+		return fmt.Errorf("%s too long (%d bytes, at most 200)", what, len(s))
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == '"' || r == '\\' || r == '$' {
+			return fmt.Errorf("invalid %s %q: one line of text without quotes, backslashes or '$'", what, s)
+		}
+	}
+	return nil
+}
+
+// httpURLRE: a boot server's base URL as the renderers write it. Stricter than a URL
+// parser on purpose: it ends up unquoted in dnsmasq options (where ',' separates fields),
+// iPXE commands (where '$' expands and whitespace separates) and PXELINUX lines, so only
+// the characters a host, port and plain path need are allowed.
+var httpURLRE = regexp.MustCompile(`^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~-]+)*/?$`)
+
+// BootURL checks a boot server's HTTP base URL for rendering.
+func BootURL(s string) error {
+	if !httpURLRE.MatchString(s) || strings.Contains(s, "..") {
+		return fmt.Errorf("invalid boot server HTTP URL %q: expected like http://10.0.0.1:8080 (host, port and a plain path only)", s)
+	}
+	return nil
+}
+
+// nfsServerRE: an NFS server as written into a kernel command line: an IPv4 address or a
+// DNS name.
+var nfsServerRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
+
+// NFSServer checks an NFS server address or DNS name.
+func NFSServer(s string) error {
+	if !nfsServerRE.MatchString(s) {
+		return fmt.Errorf("invalid NFS server %q", s)
+	}
+	return nil
+}
+
+// nfsClientsRE: an exports(5) client specification: a host, network, wildcard or
+// @netgroup.
+var nfsClientsRE = regexp.MustCompile(`^[A-Za-z0-9.*?/@_:-]{1,255}$`)
+
+// NFSClients checks an exports(5) client specification.
+func NFSClients(s string) error {
+	if !nfsClientsRE.MatchString(s) {
+		return fmt.Errorf("invalid NFS clients %q: one host, network, wildcard or @netgroup", s)
+	}
+	return nil
+}
