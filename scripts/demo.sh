@@ -130,7 +130,7 @@ start() {
 	echo
 	echo "== power on pc-a01 (52:54:00:0a:00:01): PXE boot in QEMU, serial console -> $D/pc-a01.log"
 	# TCG unless told otherwise: on these machines /dev/kvm opens but guests make no
-	# progress (internal/vmtest probes it properly for the tests). sercon-port makes
+	# progress (internal/testenv/vmtest probes it properly for the tests). sercon-port makes
 	# SeaBIOS and iPXE print on the serial console (value: 0x3f8, little-endian).
 	printf '\xf8\x03' > "$D/sercon-port"
 	inns qemu-system-x86_64 -name pc-a01 -machine q35 -accel "${OVERTIME_DEMO_ACCEL:-tcg}" -m 512 -nodefaults -no-user-config \

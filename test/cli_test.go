@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/internal/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overtime-hpc/overtime/internal/kvmprobe"
+	"github.com/overtime-hpc/overtime/node-agent/kvmprobe"
 	"github.com/overtime-hpc/overtime/node-agent/agent"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/guest"

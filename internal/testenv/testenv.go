@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
@@ -72,7 +73,7 @@ func New(t testing.TB, opt Options) *Env {
 	if opt.Timezone == "" {
 		opt.Timezone = "Europe/Berlin"
 	}
-	sl := slapdenv.StartT(t)
+	sl := slapdtest.StartT(t)
 	store, err := ldapstore.Open(ldapstore.Config{URL: sl.URL, BaseDN: sl.BaseDN, BindDN: sl.RootDN, BindPassword: sl.RootPW})
 	if err != nil {
 		t.Fatal(err)

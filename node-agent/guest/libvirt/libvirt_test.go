@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/images/testimage"
-	"github.com/overtime-hpc/overtime/internal/libvirtenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/libvirtenv"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"

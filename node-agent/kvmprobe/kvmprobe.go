@@ -2,7 +2,7 @@
 // firmware (probe.S) that enters long mode, loops and writes memory, then prints 'K' on
 // the serial port. /dev/kvm can be present and openable on a machine where KVM guests
 // die on their first MSR write (nested or restricted virtualisation); only a guest that
-// ran tells. Used by the tests' VM harness (internal/vmtest) and by the node agent's
+// ran tells. Used by the tests' VM harness (internal/testenv/vmtest) and by the node agent's
 // libvirt backend to choose between KVM and TCG.
 package kvmprobe
 

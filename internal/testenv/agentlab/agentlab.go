@@ -30,9 +30,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/overtime-hpc/overtime/images/testimage"
-	"github.com/overtime-hpc/overtime/internal/bootlab"
-	"github.com/overtime-hpc/overtime/internal/libvirtenv"
-	"github.com/overtime-hpc/overtime/internal/syncbuf"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/libvirtenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )

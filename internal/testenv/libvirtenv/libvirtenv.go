@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/netns"
-	"github.com/overtime-hpc/overtime/internal/syncbuf"
+	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 )
 
 // Env is one running libvirtd.

@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/netns"
-	"github.com/overtime-hpc/overtime/internal/syncbuf"
+	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 )
 
 // Ports ganesha serves on. Fixed rather than picked: a namespace is private to one test,
@@ -166,7 +166,7 @@ func (s *Server) path(name string) string { return filepath.Join(s.cfg.Dir, name
 // read-only images with nolock) and no RQUOTA; Graceless, because a grace period would make
 // every restart in a test wait 90 s before NFSv4 clients may open files again.
 func (s *Server) config() string {
-	return fmt.Sprintf(`# Written by internal/nfsenv for a test; not a production configuration.
+	return fmt.Sprintf(`# Written by internal/testenv/nfsenv for a test; not a production configuration.
 NFS_CORE_PARAM {
 	Protocols = 3, 4;
 	NFS_Port = %d;

@@ -24,10 +24,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/overtime-hpc/overtime/internal/agentlab"
-	"github.com/overtime-hpc/overtime/internal/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/agentlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/netns"
-	"github.com/overtime-hpc/overtime/internal/syncbuf"
+	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/node-agent/agent"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
@@ -424,7 +424,7 @@ func (l *Lab) writeSlurmConf(jobSubmit, spankSO string) {
 	state := filepath.Join(l.Dir, "ctld-state")
 	os.MkdirAll(state, 0o700)
 	l.Conf = filepath.Join(etc, "slurm.conf")
-	conf := fmt.Sprintf(`# Overtime Slurm lab (internal/slurmlab): configless, dynamic nodes.
+	conf := fmt.Sprintf(`# Overtime Slurm lab (internal/testenv/slurmlab): configless, dynamic nodes.
 ClusterName=overtime-lab
 SlurmctldHost=%[9]s(%[1]s)
 MailProg=/bin/true
