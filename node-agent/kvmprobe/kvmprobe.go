@@ -76,6 +76,14 @@ func Accel() (name, reason string) {
 	return accelName, accelReason
 }
 
+// KVM reports whether the node agent's QEMU guests use KVM, and why (or why not): only
+// when a probe guest really ran under it (/dev/kvm can be present on machines where KVM
+// guests die at once). It is the libvirt backend's Options.ProbeKVM.
+func KVM() (ok bool, reason string) {
+	name, reason := Accel()
+	return name == "kvm", reason
+}
+
 // ProbeAccel boots the probe firmware under accel and returns nil when it printed its 'K'
 // (it got through long mode, a loop and memory writes) within ProbeTimeout.
 func ProbeAccel(accel string) error {

@@ -2,7 +2,7 @@
 // the Slurm integration tests, the benchmark and the demo: in one network namespace a
 // bridge (the pool's LAN), munged and slurmctld (configless, dynamic nodes, the Overtime
 // job_submit.lua), the site manager's API, dnsmasq for the guests' DHCP, one real
-// `overtime agent run` per desktop with the container backend, and the real sync daemon
+// `overtime-agent run` per desktop with the container backend, and the real sync daemon
 // (scheduler-plugin/sync). Each guest is a container running munged and `slurmd -Z`
 // with the Overtime SPANK plugin; owner activity is injected through a real terminal
 // session in utmp (agentlab.Session).
@@ -24,11 +24,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/overtime-hpc/overtime/internal/netns"
+	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/agentlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
-	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
-	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/node-agent/agent"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -74,17 +74,18 @@ type Options struct {
 
 // Lab is a running cluster.
 type Lab struct {
-	T      testing.TB
-	Dir    string
-	NS     *netns.NS
-	Env    *testenv.Env
-	Bin    string // overtime
-	Sync   *Proc  // overtime-slurm-sync
-	Ctld   *Proc
-	Hosts  []*Host
-	API    string // http://10.31.0.1:8080
-	Conf   string // slurm.conf
-	Policy string
+	T        testing.TB
+	Dir      string
+	NS       *netns.NS
+	Env      *testenv.Env
+	Bin      string // overtime
+	AgentBin string // overtime-agent
+	Sync     *Proc  // overtime-slurm-sync
+	Ctld     *Proc
+	Hosts    []*Host
+	API      string // http://10.31.0.1:8080
+	Conf     string // slurm.conf
+	Policy   string
 	// PowerLog collects the output of the power saving programs (Options.PowerSave).
 	PowerLog string
 	munge    string // munge socket
@@ -151,7 +152,7 @@ func BuildC(t testing.TB) (spankSO, syncBin, jobSubmit string) {
 func Start(t testing.TB, opt Options) *Lab {
 	t.Helper()
 	spankSO, syncBin, jobSubmit := BuildC(t)
-	l := &Lab{T: t, Dir: t.TempDir(), Bin: bootlab.Binary(t), Policy: opt.Policy, extra: opt.SlurmConf}
+	l := &Lab{T: t, Dir: t.TempDir(), Bin: bootlab.Binary(t), AgentBin: bootlab.AgentBinary(t), Policy: opt.Policy, extra: opt.SlurmConf}
 	ns, err := netns.New("otslurm")
 	if err != nil {
 		t.Fatal(err)
@@ -496,7 +497,7 @@ func (l *Lab) startAgent(h *Host) {
 	utmp := filepath.Join(h.tokenDir, "utmp")
 	h.Session = agentlab.NewSession(l.T, utmp)
 	listen := fmt.Sprintf("%s:%d", h.IP, AgentPort)
-	h.Agent = l.start("agent "+h.Name, l.NS.NetCommand(l.Bin, "agent", "run", "--server", l.API, "--token-file", token,
+	h.Agent = l.start("agent "+h.Name, l.NS.NetCommand(l.AgentBin, "run", "--server", l.API, "--token-file", token,
 		"--mac", h.MAC, "--state-dir", filepath.Join(h.tokenDir, "state"), "--image-root", filepath.Join(l.Dir, "images"),
 		"--listen", listen, "--guest-url", "http://"+listen, "--utmp", utmp, "--input-dir", filepath.Join(h.tokenDir, "input"),
 		"--refresh", "5s", "--heartbeat", "5s", "--check", "2s", "--restart-backoff", "1s"))
