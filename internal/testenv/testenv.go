@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
@@ -66,6 +67,7 @@ func RepoRoot(t testing.TB) string {
 // New starts slapd, initialises the directory with site admin "admin", and serves the API.
 func New(t testing.TB, opt Options) *Env {
 	t.Helper()
+	needs.Servers(t, "slapd")
 	if opt.Now.IsZero() {
 		loc, _ := time.LoadLocation("Europe/Berlin")
 		opt.Now = time.Date(2026, 12, 2, 10, 30, 0, 0, loc)

@@ -33,6 +33,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/libvirtenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -69,6 +70,7 @@ type Lab struct {
 // Start builds the lab; the agent is not started (StartAgent).
 func Start(t testing.TB, opt Options) *Lab {
 	t.Helper()
+	needs.Servers(t, "root", "libvirtd and QEMU, or cgroups for containers", "the test image (Debian packages)")
 	if opt.Backend == "" {
 		opt.Backend = model.BackendQEMU
 	}

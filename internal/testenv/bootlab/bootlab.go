@@ -25,6 +25,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // Addresses of the lab network: the boot server bs1 of the lab's site.
@@ -109,6 +110,7 @@ func buildCmd(t testing.TB, name string) string {
 // Apply a site with Apply, then StartBootServer.
 func Start(t testing.TB, opt Options) *Lab {
 	t.Helper()
+	needs.Servers(t, "root (network namespaces)", "slapd", "dnsmasq", "nfs-ganesha")
 	if opt.MenuTimeout == 0 {
 		opt.MenuTimeout = time.Second
 	}

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/netns"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 )
 
@@ -326,6 +327,7 @@ func (s *Server) Export() string { return s.cfg.Export }
 // working directory is a new temporary directory when cfg.Dir is empty.
 func StartT(t testing.TB, cfg Config) *Server {
 	t.Helper()
+	needs.Servers(t, "root (network namespaces)", "nfs-ganesha")
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/agentlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 	"github.com/overtime-hpc/overtime/node-agent/agent"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
@@ -132,6 +133,7 @@ var (
 // BuildC builds scheduler-plugin (the SPANK plugin and the sync daemon) once per process.
 func BuildC(t testing.TB) (spankSO, syncBin, jobSubmit string) {
 	t.Helper()
+	needs.Servers(t, "a C compiler and the Slurm headers (Debian packages)")
 	root := testenv.RepoRoot(t)
 	buildOnce.Do(func() {
 		out, err := exec.Command("make", "-s", "-C", filepath.Join(root, "scheduler-plugin")).CombinedOutput()
@@ -151,6 +153,7 @@ func BuildC(t testing.TB) (spankSO, syncBin, jobSubmit string) {
 // running.
 func Start(t testing.TB, opt Options) *Lab {
 	t.Helper()
+	needs.Servers(t, "root (network namespaces)", "slurmctld", "munge", "dnsmasq", "slapd")
 	spankSO, syncBin, jobSubmit := BuildC(t)
 	l := &Lab{T: t, Dir: t.TempDir(), Bin: bootlab.Binary(t), AgentBin: bootlab.AgentBinary(t), Policy: opt.Policy, extra: opt.SlurmConf}
 	ns, err := netns.New("otslurm")
