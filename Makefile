@@ -1,21 +1,33 @@
 # Overtime — see README.md. Every target that needs packages runs `deps` first, so a fresh
 # Debian 12 machine needs nothing by hand.
+#
+# New here? `make check` is the fast lane: unit tests (`go test -short`), gofmt and vet in
+# under two minutes, without root and without the Debian packages; tests that need real
+# servers say so and skip. `make test` is the complete run (root, packages, real servers).
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/overtime
+AGENT := bin/overtime-agent
 PKGS  := ./...
+# Version and commit for `overtime version` and the agent's heartbeats.
+LDFLAGS := -X main.version=$(shell git describe --tags --always --dirty 2>/dev/null || echo dev) -X main.commit=$(shell git rev-parse HEAD 2>/dev/null)
 
-.PHONY: all deps build test unit lint fuzz demo demo-stop bench clean
+.PHONY: all deps build check test unit lint fuzz demo demo-stop bench clean
 
 all: build
 
 deps:
 	@scripts/deps.sh
 
-# Static: the same binary runs on the boot server and, as the node agent, on desktops
-# whose root may not carry the build host's C library.
+# Static: overtime runs on the boot server and admins' machines, overtime-agent on
+# desktops whose root may not carry the build host's C library.
 build: deps
-	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev) -X main.commit=$$(git rev-parse HEAD 2>/dev/null)" -o $(BIN) ./cmd/overtime
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/overtime
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(AGENT) ./cmd/overtime-agent
+
+# Fast lane: no deps (no root, no packages), only Go. -short skips what needs servers.
+check: lint
+	$(GO) test -short -count=1 $(PKGS)
 
 # Unit tests and integration tests against real servers (slapd, dnsmasq, slurmctld,
 # nfs-ganesha), plus static checks. -p 2: these machines have 2 cores.

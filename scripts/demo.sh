@@ -17,6 +17,7 @@ OVERTIME_DEMO_NOW=${OVERTIME_DEMO_NOW:-2026-12-02T14:30:00+01:00}
 NS=overtime-demo
 HTTP_PORT=${OVERTIME_DEMO_PORT:-8080}
 BIN=$ROOT/bin/overtime
+AGENT_BIN=$ROOT/bin/overtime-agent
 SERVER_IP=10.20.0.1
 API=http://$SERVER_IP:8080
 
@@ -84,7 +85,7 @@ start() {
 	cp "$IMG/root.squashfs" "$D/images/compute-guest/demo-1/"
 	chmod 644 "$D/images/compute-guest/demo-1/"*
 	# The node agent's binary for pc-a01 (a real desktop image ships it).
-	cp "$BIN" "$D/files/overtime"
+	cp "$AGENT_BIN" "$D/files/overtime-agent"
 	cp "$IMG/vmlinuz" "$IMG/initrd.img" "$IMG/root.squashfs" "$D/images/debian-desktop/demo-1/"
 	chmod 644 "$D/images/debian-desktop/demo-1/"*
 	NOW_ARGS=()
@@ -130,7 +131,7 @@ start() {
 	echo
 	echo "== power on pc-a01 (52:54:00:0a:00:01): PXE boot in QEMU, serial console -> $D/pc-a01.log"
 	# TCG unless told otherwise: on these machines /dev/kvm opens but guests make no
-	# progress (internal/vmtest probes it properly for the tests). sercon-port makes
+	# progress (internal/testenv/vmtest probes it properly for the tests). sercon-port makes
 	# SeaBIOS and iPXE print on the serial console (value: 0x3f8, little-endian).
 	printf '\xf8\x03' > "$D/sercon-port"
 	inns qemu-system-x86_64 -name pc-a01 -machine q35 -accel "${OVERTIME_DEMO_ACCEL:-tcg}" -m 512 -nodefaults -no-user-config \
@@ -238,12 +239,12 @@ agent_demo() {
 	"$BIN" pool set lab-a --policy-file "$D/policy.yaml" >/dev/null
 	sed 's/^/   | /' "$D/policy.yaml"
 	"$BIN" host credential pc-a01 --out "$D/pc-a01.token" >/dev/null
-	echo "   host credential for pc-a01 issued; starting overtime agent run on pc-a01 (binary from $API/files/; /run is noexec, so it runs from /tmp)"
+	echo "   host credential for pc-a01 issued; starting overtime-agent run on pc-a01 (binary from $API/files/; /run is noexec, so it runs from /tmp)"
 	vm "grep -q cgroup2 /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup"
-	vm "mkdir -p /run/overtime/images/compute-guest/demo-1 && wget -q -O /run/overtime/images/compute-guest/demo-1/root.squashfs $API/images/compute-guest/demo-1/root.squashfs && wget -q -O /tmp/overtime $API/files/overtime && chmod 755 /tmp/overtime && echo demo-fetched"
+	vm "mkdir -p /run/overtime/images/compute-guest/demo-1 && wget -q -O /run/overtime/images/compute-guest/demo-1/root.squashfs $API/images/compute-guest/demo-1/root.squashfs && wget -q -O /tmp/overtime-agent $API/files/overtime-agent && chmod 755 /tmp/overtime-agent && echo demo-fetched"
 	wait_for "pc-a01 to fetch the agent" 300 grep -q "^demo-fetched" "$D/pc-a01.log" || return 1
 	vm "echo $(cat "$D/pc-a01.token") > /run/overtime/agent.token; chmod 600 /run/overtime/agent.token"
-	vm "/tmp/overtime agent run --server $API --token-file /run/overtime/agent.token --mac 52:54:00:0a:00:01 --image-root /run/overtime/images --listen :9101 --refresh 5s --check 5s > /run/overtime/agent.log 2>&1 &"
+	vm "/tmp/overtime-agent run --server $API --token-file /run/overtime/agent.token --mac 52:54:00:0a:00:01 --image-root /run/overtime/images --listen :9101 --refresh 5s --check 5s > /run/overtime/agent.log 2>&1 &"
 	G=/sys/fs/cgroup/overtime/guest-overtime-pc-a01
 	vm "i=0; while ! grep -q 'guest started' /run/overtime/agent.log && [ \$i -lt 240 ]; do sleep 1; i=\$((i+1)); done; grep -E 'input device|guest started|ERROR|WARN' /run/overtime/agent.log | cut -c1-240 | sed 's/^/agent: /'; echo \"demo-cpumax \$(cat $G/cpu.max) idle=\$(cat $G/cpu.idle)\""
 	if ! wait_for "the guest to start" 300 grep -q "^demo-cpumax" "$D/pc-a01.log" ||

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/internal/agentlab"
-	"github.com/overtime-hpc/overtime/internal/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/agentlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 )
 
 // Policies of the agent tests: the default with short times, so that a test sees every

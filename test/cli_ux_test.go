@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/internal/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/internal/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 )
 
 // The administrators' site file and a lecturer's bookings live side by side: `site

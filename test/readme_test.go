@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/internal/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 )
 
 // TestREADMETour runs the README's tour as written, command by command, against a real

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/internal/bootlab"
-	"github.com/overtime-hpc/overtime/internal/slurmlab"
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
 )
 
 func TestSlurmDemo(t *testing.T) {

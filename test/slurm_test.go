@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/internal/bootlab"
-	"github.com/overtime-hpc/overtime/internal/slurmlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )

@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/internal/bootlab"
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
@@ -31,6 +32,7 @@ type lab struct {
 
 func newLab(t *testing.T) *lab {
 	t.Helper()
+	needs.Servers(t, "root (network namespaces)", "dnsmasq", "busybox (Debian package busybox-static)")
 	server, err := netns.New("ot-bs")
 	if err != nil {
 		t.Fatal(err)

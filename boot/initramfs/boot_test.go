@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/images/testimage"
-	"github.com/overtime-hpc/overtime/internal/nfsenv"
-	"github.com/overtime-hpc/overtime/internal/vmtest"
+	"github.com/overtime-hpc/overtime/internal/testenv/nfsenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
 )
 
 // Boot tests: the test image's kernel and initrd (made by mkinitramfs from this directory)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // Host-side tests of the boot script's pure parts, run by the shell of the initrd
@@ -18,6 +20,7 @@ const busybox = "/bin/busybox"
 // in a private mount namespace).
 func shell(t *testing.T, cmdline, script string) string {
 	t.Helper()
+	needs.Servers(t, "busybox (Debian package busybox-static)", "root for unshare")
 	if _, err := os.Stat(busybox); err != nil {
 		t.Fatalf("%v (Debian package busybox-static)", err)
 	}
@@ -116,6 +119,7 @@ eval "w=$(ot_quote "$v")"
 // TestShellcheck: the boot script, its fragments, the hook and the test image's scripts
 // pass shellcheck (the project's standard for shell).
 func TestShellcheck(t *testing.T) {
+	needs.Servers(t, "shellcheck (Debian package shellcheck)")
 	sc, err := exec.LookPath("shellcheck")
 	if err != nil {
 		t.Fatalf("shellcheck not found (Debian package shellcheck): %v", err)

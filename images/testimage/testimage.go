@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // Files of an image directory.
@@ -114,6 +116,7 @@ func pruneOld(dir, keep string) {
 // Get is Build for a test: it fails the test when the image cannot be built.
 func Get(t testing.TB) *Image {
 	t.Helper()
+	needs.Servers(t, "the test image (Debian packages: kmod, initramfs-tools-core, squashfs-tools)")
 	im, err := Build()
 	if err != nil {
 		t.Fatal(err)

@@ -5,11 +5,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // A server listening inside the namespace on the bridge address answers a client that
 // dials from inside, and the address does not exist in the caller's own namespace.
 func TestListenDialInside(t *testing.T) {
+	needs.Servers(t, "root (network namespaces)")
 	n, err := New("ot-test")
 	if err != nil {
 		t.Fatal(err)

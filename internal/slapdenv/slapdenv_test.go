@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-ldap/ldap/v3"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 func dial(t *testing.T, url, dn, pw string) *ldap.Conn {
@@ -31,8 +32,28 @@ func search(c *ldap.Conn, base string, scope int, filter string, attrs ...string
 	return c.Search(ldap.NewSearchRequest(base, scope, ldap.NeverDerefAliases, 0, 0, false, filter, attrs, nil))
 }
 
+// startT is internal/testenv/slapdtest.StartT, which this package's own tests cannot
+// import (it imports slapdenv).
+func startT(t *testing.T) *Server {
+	t.Helper()
+	needs.Servers(t, "slapd")
+	s, err := Start(t.TempDir(), Options{Attached: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("slapd.log (end):\n%s", s.LogTail(30))
+		}
+		if err := s.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
 func TestStartServesAndStops(t *testing.T) {
-	s := StartT(t)
+	s := startT(t)
 	if !strings.HasPrefix(s.URL, "ldap://127.0.0.1:") || s.PID <= 0 || s.BaseDN != "dc=example,dc=org" {
 		t.Fatalf("server %+v", s)
 	}
@@ -101,10 +122,11 @@ func TestStartServesAndStops(t *testing.T) {
 // The unique overlay rejects a second host with the same MAC even when written behind
 // the store's back.
 func TestUniqueOverlay(t *testing.T) {
+	needs.Servers(t, "slapd")
 	if !UniqueOverlay() {
 		t.Fatal("unique overlay module missing from " + ModuleDir)
 	}
-	s := StartT(t)
+	s := startT(t)
 	c := dial(t, s.URL, s.RootDN, s.RootPW)
 	for _, dn := range []string{"ou=overtime,", "ou=hosts,ou=overtime,"} {
 		a := ldap.NewAddRequest(dn+s.BaseDN, nil)
@@ -133,6 +155,7 @@ func TestUniqueOverlay(t *testing.T) {
 // overtime.ldif (the cn=config form) loads into a slapd.d built with slapadd -n0, and the
 // server then lists otHost in its subschema.
 func TestConfigLDIFLoads(t *testing.T) {
+	needs.Servers(t, "slapd")
 	schemaDir, err := FindSchemaDir()
 	if err != nil {
 		t.Fatal(err)
@@ -248,6 +271,7 @@ func addReq(dn string, kv ...string) *ldap.AddRequest {
 // Without Attached, slapd runs in a session of its own (it outlives the caller, as
 // `overtime dev slapd` needs) and can be stopped through its pidfile from elsewhere.
 func TestDetachedStopDir(t *testing.T) {
+	needs.Servers(t, "slapd")
 	dir := t.TempDir()
 	s, err := Start(dir, Options{})
 	if err != nil {

@@ -1,6 +1,13 @@
 // Package testenv starts the site manager for tests the way production runs it: a real
 // slapd (internal/slapdenv) bootstrapped by ldapstore.Init, the service, and the HTTP API
 // on a loopback listener. Everything is torn down by t.Cleanup.
+//
+// The packages below internal/testenv are the other test environments (labs of real
+// servers, VMs, Slurm, synthetic sites) and their helpers. Production code imports none
+// of them, and so links no testing package: the binaries' TestBinaryDeps check that. The
+// helpers the binaries share with tests (internal/slapdenv for `overtime dev slapd`,
+// internal/netns for `overtime dev forward`, internal/tools) live outside. Every
+// environment that needs real servers or root skips under -short (needs.Servers).
 package testenv
 
 import (
@@ -13,6 +20,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
@@ -65,6 +74,7 @@ func RepoRoot(t testing.TB) string {
 // New starts slapd, initialises the directory with site admin "admin", and serves the API.
 func New(t testing.TB, opt Options) *Env {
 	t.Helper()
+	needs.Servers(t, "slapd")
 	if opt.Now.IsZero() {
 		loc, _ := time.LoadLocation("Europe/Berlin")
 		opt.Now = time.Date(2026, 12, 2, 10, 30, 0, 0, loc)
@@ -72,7 +82,7 @@ func New(t testing.TB, opt Options) *Env {
 	if opt.Timezone == "" {
 		opt.Timezone = "Europe/Berlin"
 	}
-	sl := slapdenv.StartT(t)
+	sl := slapdtest.StartT(t)
 	store, err := ldapstore.Open(ldapstore.Config{URL: sl.URL, BaseDN: sl.BaseDN, BindDN: sl.RootDN, BindPassword: sl.RootPW})
 	if err != nil {
 		t.Fatal(err)

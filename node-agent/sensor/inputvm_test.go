@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/images/testimage"
-	"github.com/overtime-hpc/overtime/internal/vmtest"
+	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
 )
 
 // TestInputInVM: the input sensor on a real evdev device. The host has no /dev/input and

@@ -16,6 +16,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/prop"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // busConfig is a private bus like the system bus, open to everyone (root runs the test).
@@ -44,6 +45,7 @@ const busConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Con
 // returns its address and a function that kills it (also at the end of the test).
 func startBus(t *testing.T) (addr string, kill func()) {
 	t.Helper()
+	needs.Servers(t, "dbus-daemon (Debian package dbus)")
 	bin, err := exec.LookPath("dbus-daemon")
 	if err != nil {
 		t.Fatalf("%v (Debian package dbus: apt-get install -y --no-install-recommends dbus)", err)

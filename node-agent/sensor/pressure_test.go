@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // cgroup2Mount is where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup, or
@@ -38,6 +40,7 @@ func cgroup2Mount(t *testing.T) string {
 // testCgroup makes a cgroup for the test's processes and removes it at the end.
 func testCgroup(t *testing.T) (dir string, fd int) {
 	t.Helper()
+	needs.Servers(t, "root (a cgroup of its own)")
 	dir = filepath.Join(cgroup2Mount(t), fmt.Sprintf("overtime-sensor-test-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

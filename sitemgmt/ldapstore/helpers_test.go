@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
@@ -20,7 +21,7 @@ const adminPW = "admin-secret"
 // newStore starts a slapd and opens a store on it as the service account.
 func newStore(t testing.TB) (*Store, *slapdenv.Server) {
 	t.Helper()
-	srv := slapdenv.StartT(t)
+	srv := slapdtest.StartT(t)
 	st, err := Open(Config{URL: srv.URL, BaseDN: srv.BaseDN, BindDN: srv.ServiceDN, BindPassword: srv.ServicePW})
 	if err != nil {
 		t.Fatal(err)

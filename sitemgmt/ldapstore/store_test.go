@@ -11,6 +11,7 @@ import (
 	"github.com/go-ldap/ldap/v3"
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
@@ -84,7 +85,7 @@ func TestInitChecksInput(t *testing.T) {
 }
 
 func TestInitWithoutSchema(t *testing.T) {
-	srv := slapdenv.StartTWith(t, slapdenv.Options{OmitOvertimeSchema: true})
+	srv := slapdtest.StartTWith(t, slapdenv.Options{OmitOvertimeSchema: true})
 	st, err := Open(Config{URL: srv.URL, BaseDN: srv.BaseDN, BindDN: srv.ServiceDN, BindPassword: srv.ServicePW})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestInitWithoutSchema(t *testing.T) {
 
 // Init as the rootdn on a directory without even the base entry creates it.
 func TestInitCreatesBaseEntry(t *testing.T) {
-	srv := slapdenv.StartT(t)
+	srv := slapdtest.StartT(t)
 	root, err := ldap.DialURL(srv.URL)
 	if err != nil {
 		t.Fatal(err)

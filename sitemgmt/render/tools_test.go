@@ -10,15 +10,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // Helpers for the checks that run the real programs (dnsmasq, slurmctld, ganesha.nfsd).
 // A missing program fails the test with the Debian package to install: these checks are
-// the only thing that proves the rendered syntax is accepted, so they are never skipped.
+// the only thing that proves the rendered syntax is accepted, so they are never skipped,
+// except under -short (make check, the fast lane without the packages).
 
 // lookTool finds a program in PATH or the sbin directories a non-login PATH may lack.
 func lookTool(t *testing.T, name, pkg string) string {
 	t.Helper()
+	needs.Servers(t, name+" (Debian package "+pkg+")")
 	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}

@@ -33,6 +33,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 )
 
@@ -40,6 +41,7 @@ import (
 // removes it (and everything below, killing what runs there) at cleanup.
 func TestParent(t testing.TB, h *cgroup.Hierarchy) *cgroup.Group {
 	t.Helper()
+	needs.Servers(t, "root (cgroup writes)")
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	g, err := ParentGroup(h, "ot-test-"+hex.EncodeToString(b[:]))

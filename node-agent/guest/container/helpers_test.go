@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup/cgrouptest"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
@@ -156,6 +157,7 @@ func start(t *testing.T, b *Backend, s guest.Spec) guest.Status {
 // buildBase makes a busybox root tree (and, when sqfs, a squashfs image of it) in dir.
 func buildBase(t *testing.T, dir string, sqfs bool) (root, image string) {
 	t.Helper()
+	needs.Servers(t, "busybox and mksquashfs (Debian packages busybox-static, squashfs-tools)")
 	root = filepath.Join(dir, "base")
 	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp", "root", "run", "var"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {

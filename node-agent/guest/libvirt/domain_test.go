@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -27,6 +28,7 @@ func baseSpec() guest.Spec {
 // validate runs libvirt's own schema check (virt-xml-validate, domain.rng).
 func validate(t *testing.T, x []byte) {
 	t.Helper()
+	needs.Servers(t, "virt-xml-validate (Debian package libvirt-clients)")
 	f := filepath.Join(t.TempDir(), "domain.xml")
 	if err := os.WriteFile(f, x, 0o644); err != nil {
 		t.Fatal(err)

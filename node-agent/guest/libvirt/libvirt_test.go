@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/images/testimage"
-	"github.com/overtime-hpc/overtime/internal/libvirtenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/libvirtenv"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -90,13 +90,10 @@ func TestGuestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	idled := 0
+	setIdle := IdleDomainCgroup(h) // the agent's, on this machine's real libvirt layout
 	b := New(Options{URI: env.URI, DomainType: "qemu", SetIdle: func(pid int) error {
-		g, err := h.FindByPID(pid)
-		if err != nil {
-			return err
-		}
 		idled++
-		return g.Parent().SetIdle(true)
+		return setIdle(pid)
 	}})
 	if err := b.Available(ctx); err != nil {
 		t.Fatal(err)

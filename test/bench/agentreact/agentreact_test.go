@@ -27,8 +27,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/internal/agentlab"
-	"github.com/overtime-hpc/overtime/internal/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/agentlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 

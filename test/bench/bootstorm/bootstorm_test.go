@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // The load generator and the built-in HTTP server are this binary run again inside a
@@ -39,6 +41,7 @@ func TestMain(m *testing.M) {
 // directory's, or one from the range), the loader named in the ACK byte for byte, and
 // kernel and initrd byte for byte (length and CRC-32C computed here from the files).
 func TestBootStorm(t *testing.T) {
+	needs.Servers(t, "root (network namespaces)", "dnsmasq")
 	// Never skipped: without these the test proves nothing (make deps installs them).
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root for network namespaces")

@@ -42,7 +42,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/overtime-hpc/overtime/internal/synth"
+	"github.com/overtime-hpc/overtime/internal/testenv/synth"
 )
 
 type listFlag []string

@@ -26,8 +26,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/images/testimage"
-	"github.com/overtime-hpc/overtime/internal/bootlab"
-	"github.com/overtime-hpc/overtime/internal/vmtest"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
 )
 
 var (

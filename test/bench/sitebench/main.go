@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
-	"github.com/overtime-hpc/overtime/internal/synth"
+	"github.com/overtime-hpc/overtime/internal/testenv/synth"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/render"

@@ -2,7 +2,7 @@
 // from a key press in the desk's terminal session to the Slurm node record showing the
 // new features and weight (the node agent's decision, its heartbeat, the site manager's
 // long poll, overtime-slurm-sync's slurm_update_node), through the real parts of
-// internal/slurmlab. Every change is observed from outside with the public libslurm
+// internal/testenv/slurmlab. Every change is observed from outside with the public libslurm
 // client (scontrol), polled every 20 ms, so each sample is an upper bound.
 //
 //	go test -count=1 -run '^$' -bench SlurmPropagation -benchtime 1x ./test/bench/slurmsync -args -out DIR
@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/internal/slurmlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
 )
 
 var (
@@ -111,7 +111,7 @@ From a key press in the desk's terminal session (and, the other way, from the ow
 deadline) to the Slurm node record showing the new features and weight: the node agent's
 decision, its heartbeat, the site manager's long poll (GET /api/v1/slurm/nodes) and
 overtime-slurm-sync's slurm_update_node. Real slurmctld, munge, container guest with
-slurmd -Z and agent (internal/slurmlab), %d changes each way, observed with scontrol every
+slurmd -Z and agent (internal/testenv/slurmlab), %d changes each way, observed with scontrol every
 %.0f ms (so every sample includes up to one poll interval and one scontrol call).
 Target: p99 <= 2 s.
 

@@ -8,11 +8,13 @@ import (
 	"testing"
 
 	"github.com/overtime-hpc/overtime/internal/netns"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // newNS makes a namespace with a bridge carrying addr, as the boot tests do.
 func newNS(t *testing.T, addr string) *netns.NS {
 	t.Helper()
+	needs.Servers(t, "root (network namespaces)")
 	ns, err := netns.New("ot-nfsenv")
 	if err != nil {
 		t.Fatal(err)

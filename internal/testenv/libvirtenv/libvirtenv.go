@@ -23,7 +23,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/netns"
-	"github.com/overtime-hpc/overtime/internal/syncbuf"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 )
 
 // Env is one running libvirtd.
@@ -41,6 +42,7 @@ type Env struct {
 // at cleanup.
 func Start(t testing.TB, ns *netns.NS) *Env {
 	t.Helper()
+	needs.Servers(t, "root", "libvirtd", "QEMU")
 	for _, p := range []string{"/usr/sbin/libvirtd", "/usr/bin/virsh", "/usr/bin/qemu-system-x86_64", "/usr/bin/qemu-img"} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("libvirtenv: %s missing (run make deps: libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils)", p)

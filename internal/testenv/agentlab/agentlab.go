@@ -1,5 +1,5 @@
 // Package agentlab sets up what a node agent test or benchmark needs around the real
-// `overtime agent run`: the site manager (slapd + API, internal/testenv) with a desktop
+// `overtime-agent run`: the site manager (slapd + API, internal/testenv) with a desktop
 // whose mode runs the test image as a guest, the host credential, the image export as
 // the agent sees it, a private libvirtd for QEMU guests, and a logged-in terminal session
 // through which owner activity is injected the way the kernel reports it (a key read by
@@ -30,10 +30,11 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/overtime-hpc/overtime/images/testimage"
-	"github.com/overtime-hpc/overtime/internal/bootlab"
-	"github.com/overtime-hpc/overtime/internal/libvirtenv"
-	"github.com/overtime-hpc/overtime/internal/syncbuf"
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/libvirtenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
@@ -48,7 +49,7 @@ type Options struct {
 	Backend    model.GuestBackend // qemu (default) or container
 	Policy     string             // YAML mapping, e.g. "{idleAfter: 3s, hold: 2s}"
 	GuestArgs  string             // guest kernelArgs (container: the init command line)
-	ExtraFlags []string           // more `agent run` flags
+	ExtraFlags []string           // more `overtime-agent run` flags
 }
 
 // Lab is a running set-up.
@@ -56,11 +57,11 @@ type Lab struct {
 	T       testing.TB
 	Env     *testenv.Env
 	Libvirt *libvirtenv.Env // nil for containers
-	Bin     string
+	Bin     string          // overtime-agent
 	Dir     string
 	Session *Session
 	Metrics string   // host:port of the agent's /metrics
-	Args    []string // `agent run` flags
+	Args    []string // `overtime-agent run` flags
 	opt     Options
 	sum     string
 	size    int64
@@ -69,11 +70,12 @@ type Lab struct {
 // Start builds the lab; the agent is not started (StartAgent).
 func Start(t testing.TB, opt Options) *Lab {
 	t.Helper()
+	needs.Servers(t, "root", "libvirtd and QEMU, or cgroups for containers", "the test image (Debian packages)")
 	if opt.Backend == "" {
 		opt.Backend = model.BackendQEMU
 	}
 	img := testimage.Get(t)
-	l := &Lab{T: t, opt: opt, Dir: t.TempDir(), Bin: bootlab.Binary(t)}
+	l := &Lab{T: t, opt: opt, Dir: t.TempDir(), Bin: bootlab.AgentBinary(t)}
 	l.sum, l.size = SHA256File(t, img.Path(testimage.Root))
 	l.Env = testenv.New(t, testenv.Options{})
 	l.PutSite(opt.Policy)
@@ -215,7 +217,7 @@ func (s *Session) Key() (time.Time, error) {
 	return at, err
 }
 
-// Agent is `overtime agent run` as a separate process.
+// Agent is `overtime-agent run` as a separate process.
 type Agent struct {
 	Cmd  *exec.Cmd
 	out  *syncbuf.Buffer
@@ -226,7 +228,7 @@ type Agent struct {
 func (l *Lab) StartAgent() *Agent {
 	t := l.T
 	t.Helper()
-	a := &Agent{Cmd: exec.Command(l.Bin, append([]string{"agent", "run"}, l.Args...)...), out: &syncbuf.Buffer{}, done: make(chan struct{})}
+	a := &Agent{Cmd: exec.Command(l.Bin, append([]string{"run"}, l.Args...)...), out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	a.Cmd.Stdout, a.Cmd.Stderr = a.out, a.out
 	a.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := a.Cmd.Start(); err != nil {

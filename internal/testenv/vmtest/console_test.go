@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // TestConsoleExpect: Expect finds output across writes, consumes it in order (an old line
@@ -63,6 +65,7 @@ func TestConsoleExpect(t *testing.T) {
 // shell (busybox sh reading commands from the pipe, as a guest shell does from the serial
 // line, minus the echo).
 func TestConsoleRun(t *testing.T) {
+	needs.Servers(t, "busybox (Debian package busybox-static)")
 	cmd := exec.Command("/bin/busybox", "sh")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

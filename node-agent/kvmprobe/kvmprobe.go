@@ -2,7 +2,7 @@
 // firmware (probe.S) that enters long mode, loops and writes memory, then prints 'K' on
 // the serial port. /dev/kvm can be present and openable on a machine where KVM guests
 // die on their first MSR write (nested or restricted virtualisation); only a guest that
-// ran tells. Used by the tests' VM harness (internal/vmtest) and by the node agent's
+// ran tells. Used by the tests' VM harness (internal/testenv/vmtest) and by the node agent's
 // libvirt backend to choose between KVM and TCG.
 package kvmprobe
 
@@ -74,6 +74,14 @@ func Accel() (name, reason string) {
 		}
 	})
 	return accelName, accelReason
+}
+
+// KVM reports whether the node agent's QEMU guests use KVM, and why (or why not): only
+// when a probe guest really ran under it (/dev/kvm can be present on machines where KVM
+// guests die at once). It is the libvirt backend's Options.ProbeKVM.
+func KVM() (ok bool, reason string) {
+	name, reason := Accel()
+	return name == "kvm", reason
 }
 
 // ProbeAccel boots the probe firmware under accel and returns nil when it printed its 'K'

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/netns"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // DNSMasq is the dnsmasq binary (Debian package dnsmasq-base).
@@ -46,6 +47,7 @@ type Net struct {
 // when the test ends.
 func NewNet(t testing.TB, cfg NetConfig) *Net {
 	t.Helper()
+	needs.Servers(t, "root (network namespaces)", "QEMU")
 	if cfg.Subnet == "" {
 		t.Fatal("vmtest: NetConfig.Subnet is required")
 	}

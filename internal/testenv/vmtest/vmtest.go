@@ -28,6 +28,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/internal/netns"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // Paths of the Debian packages qemu-system-x86, ovmf and ipxe-qemu; variables so that
@@ -317,6 +318,7 @@ func (vm *VM) Dir() string { return vm.cfg.Dir }
 // also saved there as TEST-VMNAME.console.log. Dir defaults to a new temporary directory.
 func StartT(t testing.TB, cfg Config) *VM {
 	t.Helper()
+	needs.Servers(t, "QEMU")
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}

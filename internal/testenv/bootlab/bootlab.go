@@ -25,6 +25,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // Addresses of the lab network: the boot server bs1 of the lab's site.
@@ -58,39 +59,58 @@ type Lab struct {
 	bsDone     chan struct{}
 }
 
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-)
+// built are the commands built by this process, by package: each is built once (the
+// CLI, PXE, agent and Slurm tests share them).
+var built sync.Map // package path -> *build
 
-// Binary builds the overtime command once per process (the CLI and PXE tests share it).
+type build struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// Binary builds the overtime command once per process.
 func Binary(t testing.TB) string {
 	t.Helper()
+	return buildCmd(t, "overtime")
+}
+
+// AgentBinary builds the node agent, overtime-agent, once per process.
+func AgentBinary(t testing.TB) string {
+	t.Helper()
+	return buildCmd(t, "overtime-agent")
+}
+
+// buildCmd builds ./cmd/name into a temporary directory, once per process.
+func buildCmd(t testing.TB, name string) string {
+	t.Helper()
 	root := testenv.RepoRoot(t)
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "overtime-bin-")
+	v, _ := built.LoadOrStore(name, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", name+"-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		buildBin = filepath.Join(dir, "overtime")
-		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/overtime")
+		b.bin = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", b.bin, "./cmd/"+name)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return buildBin
+	return b.bin
 }
 
 // Start brings up the lab: namespace and bridge, slapd, the directory, `overtime serve`.
 // Apply a site with Apply, then StartBootServer.
 func Start(t testing.TB, opt Options) *Lab {
 	t.Helper()
+	needs.Servers(t, "root (network namespaces)", "slapd", "dnsmasq", "nfs-ganesha")
 	if opt.MenuTimeout == 0 {
 		opt.MenuTimeout = time.Second
 	}

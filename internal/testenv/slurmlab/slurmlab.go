@@ -2,7 +2,7 @@
 // the Slurm integration tests, the benchmark and the demo: in one network namespace a
 // bridge (the pool's LAN), munged and slurmctld (configless, dynamic nodes, the Overtime
 // job_submit.lua), the site manager's API, dnsmasq for the guests' DHCP, one real
-// `overtime agent run` per desktop with the container backend, and the real sync daemon
+// `overtime-agent run` per desktop with the container backend, and the real sync daemon
 // (scheduler-plugin/sync). Each guest is a container running munged and `slurmd -Z`
 // with the Overtime SPANK plugin; owner activity is injected through a real terminal
 // session in utmp (agentlab.Session).
@@ -24,11 +24,12 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/overtime-hpc/overtime/internal/agentlab"
-	"github.com/overtime-hpc/overtime/internal/bootlab"
 	"github.com/overtime-hpc/overtime/internal/netns"
-	"github.com/overtime-hpc/overtime/internal/syncbuf"
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/agentlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 	"github.com/overtime-hpc/overtime/node-agent/agent"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -74,17 +75,18 @@ type Options struct {
 
 // Lab is a running cluster.
 type Lab struct {
-	T      testing.TB
-	Dir    string
-	NS     *netns.NS
-	Env    *testenv.Env
-	Bin    string // overtime
-	Sync   *Proc  // overtime-slurm-sync
-	Ctld   *Proc
-	Hosts  []*Host
-	API    string // http://10.31.0.1:8080
-	Conf   string // slurm.conf
-	Policy string
+	T        testing.TB
+	Dir      string
+	NS       *netns.NS
+	Env      *testenv.Env
+	Bin      string // overtime
+	AgentBin string // overtime-agent
+	Sync     *Proc  // overtime-slurm-sync
+	Ctld     *Proc
+	Hosts    []*Host
+	API      string // http://10.31.0.1:8080
+	Conf     string // slurm.conf
+	Policy   string
 	// PowerLog collects the output of the power saving programs (Options.PowerSave).
 	PowerLog string
 	munge    string // munge socket
@@ -131,6 +133,7 @@ var (
 // BuildC builds scheduler-plugin (the SPANK plugin and the sync daemon) once per process.
 func BuildC(t testing.TB) (spankSO, syncBin, jobSubmit string) {
 	t.Helper()
+	needs.Servers(t, "a C compiler and the Slurm headers (Debian packages)")
 	root := testenv.RepoRoot(t)
 	buildOnce.Do(func() {
 		out, err := exec.Command("make", "-s", "-C", filepath.Join(root, "scheduler-plugin")).CombinedOutput()
@@ -150,8 +153,9 @@ func BuildC(t testing.TB) (spankSO, syncBin, jobSubmit string) {
 // running.
 func Start(t testing.TB, opt Options) *Lab {
 	t.Helper()
+	needs.Servers(t, "root (network namespaces)", "slurmctld", "munge", "dnsmasq", "slapd")
 	spankSO, syncBin, jobSubmit := BuildC(t)
-	l := &Lab{T: t, Dir: t.TempDir(), Bin: bootlab.Binary(t), Policy: opt.Policy, extra: opt.SlurmConf}
+	l := &Lab{T: t, Dir: t.TempDir(), Bin: bootlab.Binary(t), AgentBin: bootlab.AgentBinary(t), Policy: opt.Policy, extra: opt.SlurmConf}
 	ns, err := netns.New("otslurm")
 	if err != nil {
 		t.Fatal(err)
@@ -424,7 +428,7 @@ func (l *Lab) writeSlurmConf(jobSubmit, spankSO string) {
 	state := filepath.Join(l.Dir, "ctld-state")
 	os.MkdirAll(state, 0o700)
 	l.Conf = filepath.Join(etc, "slurm.conf")
-	conf := fmt.Sprintf(`# Overtime Slurm lab (internal/slurmlab): configless, dynamic nodes.
+	conf := fmt.Sprintf(`# Overtime Slurm lab (internal/testenv/slurmlab): configless, dynamic nodes.
 ClusterName=overtime-lab
 SlurmctldHost=%[9]s(%[1]s)
 MailProg=/bin/true
@@ -496,7 +500,7 @@ func (l *Lab) startAgent(h *Host) {
 	utmp := filepath.Join(h.tokenDir, "utmp")
 	h.Session = agentlab.NewSession(l.T, utmp)
 	listen := fmt.Sprintf("%s:%d", h.IP, AgentPort)
-	h.Agent = l.start("agent "+h.Name, l.NS.NetCommand(l.Bin, "agent", "run", "--server", l.API, "--token-file", token,
+	h.Agent = l.start("agent "+h.Name, l.NS.NetCommand(l.AgentBin, "run", "--server", l.API, "--token-file", token,
 		"--mac", h.MAC, "--state-dir", filepath.Join(h.tokenDir, "state"), "--image-root", filepath.Join(l.Dir, "images"),
 		"--listen", listen, "--guest-url", "http://"+listen, "--utmp", utmp, "--input-dir", filepath.Join(h.tokenDir, "input"),
 		"--refresh", "5s", "--heartbeat", "5s", "--check", "2s", "--restart-backoff", "1s"))

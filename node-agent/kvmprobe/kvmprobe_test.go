@@ -6,11 +6,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // TestProbeTCG: the probe guest runs under TCG, which is always available: the probe
 // itself works, so a failed KVM probe means KVM, not the probe.
 func TestProbeTCG(t *testing.T) {
+	needs.Servers(t, "QEMU (qemu-system-x86)")
 	if err := ProbeAccel("tcg"); err != nil {
 		t.Fatalf("probe under TCG: %v", err)
 	}
@@ -18,6 +21,7 @@ func TestProbeTCG(t *testing.T) {
 
 // TestAccel: Accel decides once and says why; KVM only when its probe passes.
 func TestAccel(t *testing.T) {
+	needs.Servers(t, "QEMU (qemu-system-x86)")
 	name, reason := Accel()
 	t.Logf("accelerator: %s (%s)", name, reason)
 	kvmErr := ProbeAccel("kvm")
@@ -32,10 +36,14 @@ func TestAccel(t *testing.T) {
 	if n2, _ := Accel(); n2 != name {
 		t.Errorf("Accel changed its mind: %s then %s", name, n2)
 	}
+	if ok, why := KVM(); ok != (name == "kvm") || why != reason {
+		t.Errorf("KVM() = %v, %q; Accel said %s, %q", ok, why, name, reason)
+	}
 }
 
 // TestProbeSource: the probe bytes in accel.go are probe.S assembled (GNU binutils).
 func TestProbeSource(t *testing.T) {
+	needs.Servers(t, "as and ld (binutils)")
 	as, err := exec.LookPath("as")
 	if err != nil {
 		t.Fatalf("as not found (Debian package binutils): %v", err)

@@ -32,7 +32,8 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/internal/netns"
-	"github.com/overtime-hpc/overtime/internal/syncbuf"
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 )
 
 // Ports ganesha serves on. Fixed rather than picked: a namespace is private to one test,
@@ -167,7 +168,7 @@ func (s *Server) path(name string) string { return filepath.Join(s.cfg.Dir, name
 // read-only images with nolock) and no RQUOTA; Graceless, because a grace period would make
 // every restart in a test wait 90 s before NFSv4 clients may open files again.
 func (s *Server) config() string {
-	return fmt.Sprintf(`# Written by internal/nfsenv for a test; not a production configuration.
+	return fmt.Sprintf(`# Written by internal/testenv/nfsenv for a test; not a production configuration.
 NFS_CORE_PARAM {
 	Protocols = 3, 4;
 	NFS_Port = %d;
@@ -327,6 +328,7 @@ func (s *Server) Export() string { return s.cfg.Export }
 // working directory is a new temporary directory when cfg.Dir is empty.
 func StartT(t testing.TB, cfg Config) *Server {
 	t.Helper()
+	needs.Servers(t, "root (network namespaces)", "nfs-ganesha")
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}

@@ -1,0 +1,148 @@
+// Package agentcmd is the node agent's command line, `overtime-agent run` (and, for
+// installations and scripts that predate the separate binary, `overtime agent run`): it
+// turns flags into agent.Options and serves the agent's HTTP endpoints. What the agent
+// decides lives in node-agent/agent, node-agent/sensor and the guest backends.
+package agentcmd
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overtime-hpc/overtime/internal/paths"
+	"github.com/overtime-hpc/overtime/node-agent/agent"
+	"github.com/overtime-hpc/overtime/node-agent/cgroup"
+	"github.com/overtime-hpc/overtime/node-agent/guest"
+	"github.com/overtime-hpc/overtime/node-agent/guest/container"
+	"github.com/overtime-hpc/overtime/node-agent/guest/libvirt"
+	"github.com/overtime-hpc/overtime/node-agent/guest/vmware"
+	"github.com/overtime-hpc/overtime/node-agent/kvmprobe"
+	"github.com/overtime-hpc/overtime/node-agent/sensor"
+	"github.com/overtime-hpc/overtime/sitemgmt/client"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+)
+
+// NewRunCmd is `run`: the node agent. server is the site manager URL (the parent's
+// persistent --server flag, read when the command runs); version goes into heartbeats.
+// The binary's main must call container.MaybeInit first: the container backend starts
+// a guest's init by running the binary again.
+func NewRunCmd(server *string, version string) *cobra.Command {
+	var (
+		tokenFile, mac, stateDir, imageRoot, listen, libvirtURI string
+		inputDir, utmpPath, pressureGroup, guestURL             string
+		refresh, heartbeat, checkEvery                          time.Duration
+		backoff                                                 time.Duration
+		logJSON, debug                                          bool
+	)
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Run the node agent (systemd unit overtime-agent.service)",
+		Long: `Run the node agent on this desktop: fetch the host's configuration from the site
+manager with the host credential, watch the person at the desk (input devices, sessions,
+desktop load and pressure) and run, throttle, freeze or evict the compute guest by the
+pool's policy. The last good configuration is cached in --state-dir (tmpfs) and used
+while the site manager is unreachable. Metrics on --listen /metrics.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			hopt := &slog.HandlerOptions{}
+			if debug {
+				hopt.Level = slog.LevelDebug
+			}
+			var h slog.Handler = slog.NewTextHandler(os.Stderr, hopt)
+			if logJSON {
+				h = slog.NewJSONHandler(os.Stderr, hopt)
+			}
+			// Decide KVM or TCG in the background: the probe boots a tiny guest (up to 5 s),
+			// which should not delay the first decision.
+			go kvmprobe.Accel()
+			log := slog.New(h)
+			token, err := client.TokenFromFile(tokenFile)
+			if err != nil {
+				return err
+			}
+			if mac == "" {
+				if mac, err = agent.DefaultMAC(); err != nil {
+					return err
+				}
+			}
+			if mac, err = model.NormalizeMAC(mac); err != nil {
+				return err
+			}
+			cg, err := cgroup.Detect()
+			if err != nil {
+				log.Warn("cgroups not usable: guests run without cgroup limits the backend does not set itself", "err", err)
+			}
+			backends := map[model.GuestBackend]guest.Backend{
+				model.BackendQEMU: libvirt.New(libvirt.Options{URI: libvirtURI, Log: log,
+					ProbeKVM: kvmprobe.KVM, SetIdle: libvirt.IdleDomainCgroup(cg)}),
+				model.BackendXen:       libvirt.New(libvirt.Options{Kind: model.BackendXen, Log: log}),
+				model.BackendVMware:    vmware.New(vmware.Config{}),
+				model.BackendContainer: container.New(container.Options{Hierarchy: cg, Logf: func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) }}),
+			}
+			// The load sensor counts CPU outside the guest; the agent knows the guest.
+			var a *agent.Agent
+			guestCPU := func() time.Duration {
+				if a == nil {
+					return 0
+				}
+				return a.GuestCPU()
+			}
+			a, err = agent.New(agent.Options{
+				Site: client.NewWithToken(*server, token), MAC: mac,
+				StateDir: stateDir, ImageRoot: imageRoot, Backends: backends,
+				Sensors: sensor.Desktop(sensor.DesktopOptions{InputDir: inputDir, Utmp: utmpPath,
+					PressureGroup: pressureGroup, GuestCPU: guestCPU, Log: log}),
+				Refresh: refresh, Heartbeat: heartbeat, CheckEvery: checkEvery,
+				RestartBackoff: backoff, Log: log, Version: version,
+				DesktopCPUPressure: sensor.CPUPressureFile(pressureGroup), GuestAgentURL: guestURL,
+			})
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			if listen != "" {
+				ln, err := net.Listen("tcp", listen)
+				if err != nil {
+					return fmt.Errorf("metrics listener: %w", err)
+				}
+				mux := http.NewServeMux()
+				mux.Handle("GET /metrics", a.MetricsHandler())
+				mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+				// The SPANK plugin in the guest reports job start and end here.
+				a.JobHandler(mux)
+				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+				go srv.Serve(ln)
+				defer srv.Close()
+				log.Info("metrics", "listen", ln.Addr().String())
+			}
+			log.Info("node agent starting", "server", *server, "mac", mac, "stateDir", stateDir, "imageRoot", imageRoot)
+			return a.Run(ctx)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&tokenFile, "token-file", paths.AgentToken, "host credential (overtime host credential HOST --out FILE)")
+	f.StringVar(&mac, "mac", "", "this PC's MAC (default: the interface with the default route)")
+	f.StringVar(&stateDir, "state-dir", paths.AgentState, "tmpfs directory: cached configuration, guest overlays")
+	f.StringVar(&imageRoot, "image-root", paths.AgentImages, "where the image export is mounted read-only (version paths below it)")
+	f.StringVar(&listen, "listen", paths.AgentListen, "HTTP address for /metrics and the guest's job calls /v1/jobs (empty: off)")
+	f.StringVar(&libvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection for the qemu backend")
+	f.StringVar(&inputDir, "input-dir", "/dev/input", "input devices to watch (timestamps only)")
+	f.StringVar(&utmpPath, "utmp", sensor.DefaultUtmp, "utmp file: sessions and terminal activity")
+	f.StringVar(&guestURL, "guest-url", "", "this agent's --listen address as the guest reaches it, e.g. http://10.0.0.5:9101 (given to the guest for the SPANK plugin's job reports)")
+	f.StringVar(&pressureGroup, "pressure-cgroup", "", "cgroup v2 group whose pressure is the desktop's (e.g. /sys/fs/cgroup/user.slice); default system-wide /proc/pressure")
+	f.DurationVar(&refresh, "refresh", 60*time.Second, "re-fetch the configuration at least this often")
+	f.DurationVar(&heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")
+	f.DurationVar(&checkEvery, "check", 30*time.Second, "guest status check interval (crashes are also reported by events)")
+	f.DurationVar(&backoff, "restart-backoff", 5*time.Second, "first delay before a crashed guest is restarted (doubles to 5 min)")
+	f.BoolVar(&logJSON, "log-json", false, "structured JSON logs (journald keeps them as they are)")
+	f.BoolVar(&debug, "debug", false, "log every sensor signal")
+	return c
+}
