@@ -5,13 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/agentlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 )
 
@@ -36,13 +34,13 @@ func TestHostImportAsksOnATerminal(t *testing.T) {
 		{"\n", 1, 3}, // the default is no
 		{"y\n", 0, 4},
 	} {
-		tty := openPTY(t)
+		master, slave, _ := agentlab.OpenPTY(t)
 		cmd := exec.Command(c.bin, "host", "import", csv)
 		cmd.Env = append(os.Environ(), "OVERTIME_SERVER="+env.HTTP.URL, "OVERTIME_USER=admin", "OVERTIME_PASSWORD="+testenv.AdminPassword)
 		var out, errb bytes.Buffer
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty.slave, &out, &errb
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, &out, &errb
 		// Typed ahead: the terminal keeps the line until the command reads it.
-		if _, err := tty.master.Write([]byte(tc.answer)); err != nil {
+		if _, err := master.Write([]byte(tc.answer)); err != nil {
 			t.Fatal(err)
 		}
 		err := cmd.Run()
@@ -70,28 +68,4 @@ func TestHostImportAsksOnATerminal(t *testing.T) {
 			t.Errorf("answer %q: %d hosts in lab-b, want %d", tc.answer, n, tc.hosts)
 		}
 	}
-}
-
-type pty struct{ master, slave *os.File }
-
-// openPTY opens a pseudo-terminal pair; the slave is what the command sees as its stdin.
-func openPTY(t *testing.T) pty {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
-	return pty{m, s}
 }

@@ -1,10 +1,7 @@
 package test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/images/testimage"
+	"github.com/overtime-hpc/overtime/internal/testenv/agentlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
 )
@@ -29,21 +27,6 @@ const pxeNow = "2026-12-02T10:30:00+01:00"
 // Deadlines are generous: under TCG, with several VMs on two cores, a boot takes a
 // minute or more; they bound a hang, they do not measure anything.
 const bootWithin = 6 * time.Minute
-
-func sha256File(t *testing.T, p string) (string, int64) {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), n
-}
 
 func pxeSite(l *bootlab.Lab, sum string, size int64) string {
 	return fmt.Sprintf(`name: lab
@@ -173,7 +156,7 @@ func (v *pxeVM) checkStateless() {
 
 func TestPXEBoot(t *testing.T) {
 	img := testimage.Dir(t)
-	sum, size := sha256File(t, filepath.Join(img, "root.squashfs"))
+	sum, size := agentlab.SHA256File(t, filepath.Join(img, "root.squashfs"))
 	l := bootlab.Start(t, bootlab.Options{Now: pxeNow})
 	l.CopyImage(img, "testimg/v1")
 	l.Apply(pxeSite(l, sum, size))

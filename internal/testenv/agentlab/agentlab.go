@@ -171,8 +171,9 @@ type Session struct {
 	Line          string
 }
 
-// NewSession opens a pseudo-terminal and writes its utmp record to utmp.
-func NewSession(t testing.TB, utmp string) *Session {
+// OpenPTY opens a pseudo-terminal pair, closed when the test ends; line is the slave's
+// name below /dev ("pts/N"). A command given the slave as stdin sees a terminal.
+func OpenPTY(t testing.TB) (master, slave *os.File, line string) {
 	t.Helper()
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
@@ -185,18 +186,25 @@ func NewSession(t testing.TB, utmp string) *Session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := "pts/" + strconv.Itoa(n)
+	line = "pts/" + strconv.Itoa(n)
 	s, err := os.OpenFile("/dev/"+line, os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(); s.Close() })
+	return m, s, line
+}
+
+// NewSession opens a pseudo-terminal and writes its utmp record to utmp.
+func NewSession(t testing.TB, utmp string) *Session {
+	t.Helper()
+	m, s, line := OpenPTY(t)
 	// struct utmp (x86-64 glibc, 384 bytes): type, pid, line, id, user, host, ..., tv.
 	rec := make([]byte, 384)
 	binary.LittleEndian.PutUint16(rec[0:], 7) // USER_PROCESS
 	binary.LittleEndian.PutUint32(rec[4:], uint32(os.Getpid()))
 	copy(rec[8:40], line)
-	copy(rec[40:44], strconv.Itoa(n))
+	copy(rec[40:44], strings.TrimPrefix(line, "pts/")) // ut_id: the terminal number
 	copy(rec[44:76], "student")
 	copy(rec[76:332], "10.30.0.99")
 	binary.LittleEndian.PutUint32(rec[340:], uint32(time.Now().Unix()))
