@@ -29,8 +29,9 @@ import (
 
 // Options configure the server.
 type Options struct {
-	// BootServer is the boot server this instance speaks for when a MAC is unknown (its
-	// HTTP URL ends up in the default script). Empty: the site's first boot server.
+	// BootServer is the boot server this instance speaks for: it serves unknown MACs and
+	// hosts whose own and pool's boot server are unset (resolve.Query.BootServer has the
+	// whole fallback rule). Empty: the site's first boot server.
 	BootServer string
 	// MenuTimeout is how long a boot menu waits before booting the scheduled mode.
 	MenuTimeout time.Duration
