@@ -259,6 +259,7 @@ func TestBootServersSplitHosts(t *testing.T) {
 
 // A configuration dnsmasq rejects is never installed.
 func TestCheckDnsmasqRejects(t *testing.T) {
+	needs.Servers(t, "dnsmasq")
 	c := Config{Client: nil, Name: "x", StateDir: t.TempDir(), TFTPRoot: "/y"}
 	c.Client = nil
 	var err error
