@@ -18,9 +18,9 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
 )
 
 // entity describes the list/show/add/set/delete commands of one kind. add and set share
@@ -411,7 +411,7 @@ FILE "-") it writes only with --yes.`,
 				return err
 			}
 			// Parse locally first: a bad row is reported by line without a round trip.
-			hosts, err := api.ParseHostsCSV(bytes.NewReader(data))
+			hosts, err := sitefile.ParseHostsCSV(bytes.NewReader(data))
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package api
+package sitefile
 
 import (
 	"reflect"
@@ -73,5 +73,26 @@ func TestDetectSeparator(t *testing.T) {
 		if got := detectSeparator([]byte(in)); got != want {
 			t.Errorf("detectSeparator(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// An imported host replaces the one of the same name but keeps its schedule and bookings
+// (the CSV does not carry them); other hosts are left alone; new ones are added.
+func TestImportHosts(t *testing.T) {
+	site := &model.Site{Hosts: []model.Host{
+		{Name: "pc1", MAC: "52:54:00:00:00:01", Pool: "a", Weekly: []string{"mon 08:00-10:00 desktop"}, RuleOwners: model.RuleOwners{"mon 08:00-10:00 desktop": "carol"}},
+		{Name: "pc2", MAC: "52:54:00:00:00:02", Pool: "a"},
+	}}
+	ImportHosts(site, []model.Host{
+		{Name: "pc1", MAC: "52:54:00:00:00:11", Pool: "b"},
+		{Name: "pc3", MAC: "52:54:00:00:00:03", Pool: "b"},
+	})
+	want := []model.Host{
+		{Name: "pc1", MAC: "52:54:00:00:00:11", Pool: "b", Weekly: []string{"mon 08:00-10:00 desktop"}, RuleOwners: model.RuleOwners{"mon 08:00-10:00 desktop": "carol"}},
+		{Name: "pc2", MAC: "52:54:00:00:00:02", Pool: "a"},
+		{Name: "pc3", MAC: "52:54:00:00:00:03", Pool: "b"},
+	}
+	if !reflect.DeepEqual(site.Hosts, want) {
+		t.Fatalf("got %+v\nwant %+v", site.Hosts, want)
 	}
 }
