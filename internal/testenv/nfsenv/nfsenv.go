@@ -15,7 +15,6 @@
 package nfsenv
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -78,7 +77,6 @@ type Server struct {
 // proc is a started daemon and the goroutine that reaps it.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *bytes.Buffer
 	done chan struct{}
 	err  error
 }
