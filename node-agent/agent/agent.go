@@ -11,6 +11,8 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,6 +103,11 @@ type Agent struct {
 
 	hbMu sync.Mutex
 	hb   wire.Heartbeat
+	// instance and hbSeq order this process's heartbeats for the site manager
+	// (wire.Heartbeat.Instance, Seq): goroutines post them concurrently, and the clock
+	// that stamps them can be stepped by hours.
+	instance string
+	hbSeq    uint64 // guarded by hbMu
 
 	guestPID atomic.Int64 // main process of the running guest (0: none), for GuestCPU
 
@@ -160,8 +167,12 @@ func New(o Options) (*Agent, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	instance, err := newInstanceID()
+	if err != nil {
+		return nil, err
+	}
 	a := &Agent{
-		o: o, log: o.Log,
+		o: o, log: o.Log, instance: instance,
 		signals: make(chan sensor.Event, 256),
 		configs: make(chan configUpdate, 1),
 	}
@@ -823,8 +834,20 @@ func (a *Agent) updateHeartbeat() {
 		}
 	}
 	a.hbMu.Lock()
+	a.hbSeq++
+	hb.Instance, hb.Seq = a.instance, a.hbSeq
 	a.hb = hb
 	a.hbMu.Unlock()
+}
+
+// newInstanceID is a random id for this agent process's heartbeats: unique across
+// restarts without any state, which a stateless PC does not keep.
+func newInstanceID() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("agent: instance id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 func (a *Agent) sendHeartbeat(ctx context.Context) {

@@ -15,12 +15,21 @@ import (
 //	                                           (long poll: answers at once when the
 //	                                           revision is past REV, else after S seconds)
 //	POST /api/v1/agent/jobs                    a node agent's job interference report
-//	GET  /api/v1/jobs/{id}                     one job's report (any directory user)
+//	                                           (a host, for itself; it replaces only its
+//	                                           own report of the job)
+//	GET  /api/v1/jobs/{id}[?host=NAME]         one job's report (any directory user)
 //	GET  /api/v1/jobs?host=NAME                recent reports (any role)
 //	POST /api/v1/slurm/resume                  Slurm's ResumeProgram: wake hosts, putting
 //	                                           local-disk ones in a cluster mode
 //	POST /api/v1/slurm/suspend                 Slurm's SuspendProgram: give hosts back
 //	                                           (both: pool admin of every host's pool)
+//
+// Who may read job reports: any role reads all of them (every role reads the whole site);
+// a directory user without a role reads one job's report by its id, because HPC users run
+// `overtime job-report` on their own jobs and the site manager cannot tell whose job it
+// is (reports carry no owner, and Slurm users need not be directory users). A report
+// names a pool PC and its numbers, not a person, and Slurm writes the same summary into
+// the job's AdminComment, which `scontrol show job` shows; host credentials read nothing.
 func (s *Server) slurmRoutes() {
 	m := s.mux
 	m.HandleFunc("POST /api/v1/slurm/resume", s.write(s.slurmPower(true)))
@@ -126,9 +135,14 @@ func (s *Server) getJobReport(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	jr, ok := s.svc.JobReport(id)
+	host := r.URL.Query().Get("host")
+	jr, ok := s.svc.JobReport(id, host)
 	if !ok {
-		writeError(w, http.StatusNotFound, "no interference report for job "+id+" (it has not ended on an Overtime node since the site manager started)")
+		on := "an Overtime node"
+		if host != "" {
+			on = host
+		}
+		writeError(w, http.StatusNotFound, "no interference report for job "+id+" (it has not ended on "+on+" since the site manager started)")
 		return
 	}
 	writeJSON(w, http.StatusOK, jr)

@@ -23,11 +23,25 @@ const maxReports = 20000
 
 type agentState struct {
 	mu      sync.Mutex
-	last    map[string]wire.HostStatus
+	last    map[string]hostBeat
 	rev     uint64
 	changed chan struct{} // closed and replaced at every change
-	reports map[string]revReport
+	reports map[reportKey]revReport
 }
+
+// hostBeat is what is kept of a host's heartbeats: the newest one (its Received is the
+// last time any heartbeat of the host arrived) and the agent instance it replaced.
+type hostBeat struct {
+	st wire.HostStatus
+	// retired is the instance whose heartbeats st's instance took over from: a post of
+	// the old agent process still in flight when the new one started must not win.
+	retired string
+}
+
+// reportKey is a job report's key: each host keeps its own report of a job, so that no
+// host's credential can replace what another host reported (a requeued job runs again,
+// possibly on another host, and then has a report from each).
+type reportKey struct{ job, host string }
 
 // revReport is a job report with the revision it arrived at.
 type revReport struct {
@@ -35,19 +49,64 @@ type revReport struct {
 	r   wire.JobReport
 }
 
-// put stores a heartbeat unless it is older (by the agent's clock) than the one already
-// stored: the agent posts heartbeats from concurrent goroutines, and a late "run" must not
-// overwrite "freeze". It returns the status now stored for the host.
+// MaxHeartbeatReorder bounds how far apart, in agent time, two heartbeats of an agent
+// without an instance id (older agents) may be for their agent times to order them: an
+// agent posts with a 10 s timeout, so a post overtaken by a newer one is at most that
+// late. A larger disagreement between the agent's clock and the server's is a clock step,
+// and then the server's receive order decides.
+const MaxHeartbeatReorder = 15 * time.Second
+
+// newer reports whether heartbeat st should replace prev, stored for the same host.
+// Order is judged without trusting the agent's clock, which can jump by hours (a PC whose
+// clock runs in local time until NTP steps it):
+//   - the same agent instance: by its sequence number (a document made later has a
+//     higher one; a resent document has the same one);
+//   - another instance: st's agent started after prev's (receive order), unless st comes
+//     from the instance prev's already replaced;
+//   - no instance (an older agent): by agent time only when the offsets between its
+//     clock and the server's agree within MaxHeartbeatReorder (a reordered post), else
+//     by receive order (a clock step).
+func newer(st wire.HostStatus, prev hostBeat) bool {
+	p := prev.st
+	switch {
+	case st.Instance != "" && st.Instance == p.Instance:
+		return st.Seq >= p.Seq
+	case st.Instance != "" && st.Instance == prev.retired:
+		return false
+	case st.Instance != "" || p.Instance != "":
+		return true
+	}
+	skew := st.Received.Sub(st.Time) - p.Received.Sub(p.Time)
+	if skew > MaxHeartbeatReorder || skew < -MaxHeartbeatReorder {
+		return true
+	}
+	return !st.Time.Before(p.Time)
+}
+
+// put stores a heartbeat unless an older one by newer's order: the agent posts
+// heartbeats from concurrent goroutines, and a late "run" must not overwrite "freeze".
+// An overtaken heartbeat still proves the agent alive: it refreshes the stored one's
+// Received, so that staleness depends on the server's clock alone. put returns the
+// status now stored for the host.
 func (a *agentState) put(st wire.HostStatus) wire.HostStatus {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.last == nil {
-		a.last = map[string]wire.HostStatus{}
+		a.last = map[string]hostBeat{}
 	}
-	if prev, ok := a.last[st.Host]; ok && st.Time.Before(prev.Time) {
-		return prev
+	prev, ok := a.last[st.Host]
+	if ok && !newer(st, prev) {
+		if st.Received.After(prev.st.Received) {
+			prev.st.Received = st.Received
+			a.last[st.Host] = prev
+		}
+		return prev.st
 	}
-	a.last[st.Host] = st
+	next := hostBeat{st: st, retired: prev.retired}
+	if ok && prev.st.Instance != st.Instance {
+		next.retired = prev.st.Instance
+	}
+	a.last[st.Host] = next
 	a.bumpLocked()
 	return st
 }
@@ -73,16 +132,16 @@ func (a *agentState) since() (uint64, <-chan struct{}) {
 func (a *agentState) get(host string) (wire.HostStatus, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	st, ok := a.last[host]
-	return st, ok
+	hb, ok := a.last[host]
+	return hb.st, ok
 }
 
 func (a *agentState) all() []wire.HostStatus {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]wire.HostStatus, 0, len(a.last))
-	for _, st := range a.last {
-		out = append(out, st)
+	for _, hb := range a.last {
+		out = append(out, hb.st)
 	}
 	return out
 }
@@ -92,26 +151,39 @@ func (a *agentState) putReport(r wire.JobReport) {
 	defer a.mu.Unlock()
 	a.bumpLocked()
 	if a.reports == nil {
-		a.reports = map[string]revReport{}
+		a.reports = map[reportKey]revReport{}
 	}
-	// A requeued job runs again and reports again: the latest run replaces it.
-	a.reports[r.Job] = revReport{rev: a.rev, r: r}
+	// A job requeued onto the same host runs again and reports again: its latest run
+	// replaces the host's report. Another host's report of the job is kept beside it.
+	key := reportKey{r.Job, r.Host}
+	a.reports[key] = revReport{rev: a.rev, r: r}
 	if len(a.reports) > maxReports {
-		oldest := r.Job
-		for job, x := range a.reports {
+		oldest := key
+		for k, x := range a.reports {
 			if x.rev < a.reports[oldest].rev {
-				oldest = job
+				oldest = k
 			}
 		}
 		delete(a.reports, oldest)
 	}
 }
 
-func (a *agentState) report(job string) (wire.JobReport, bool) {
+// report is the job's report that arrived last, of any host (host == "") or of host.
+func (a *agentState) report(job, host string) (wire.JobReport, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	x, ok := a.reports[job]
-	return x.r, ok
+	if host != "" {
+		x, ok := a.reports[reportKey{job, host}]
+		return x.r, ok
+	}
+	var last revReport
+	ok := false
+	for k, x := range a.reports {
+		if k.job == job && (!ok || x.rev > last.rev) {
+			last, ok = x, true
+		}
+	}
+	return last.r, ok
 }
 
 // reportsSince lists the reports that arrived after revision rev, in arrival order.
@@ -185,7 +257,8 @@ func (s *Service) AgentStatuses(pool string, now time.Time) []wire.AgentStatus {
 
 // PutJobReport keeps a node agent's job interference report (jr.Host set by the caller
 // from the authenticated host), filling its summary when the agent sent none, and answers
-// with the report as kept.
+// with the report as kept. It replaces only the same host's report of the job: a host's
+// credential cannot overwrite what another host reported.
 func (s *Service) PutJobReport(jr wire.JobReport, received time.Time) (wire.JobReport, error) {
 	if jr.Summary == "" {
 		jr.Summary = wire.ReportSummary(jr)
@@ -198,9 +271,12 @@ func (s *Service) PutJobReport(jr wire.JobReport, received time.Time) (wire.JobR
 	return jr, nil
 }
 
-// JobReport is the latest report of a job; ok is false when none arrived since the site
-// manager started (or it was dropped as one of the oldest of more than maxReports).
-func (s *Service) JobReport(job string) (wire.JobReport, bool) { return s.agents.report(job) }
+// JobReport is the report of a job that arrived last (host != "": host's report of it; a
+// requeued job can have run on several hosts); ok is false when none arrived since the
+// site manager started (or it was dropped as one of the oldest of more than maxReports).
+func (s *Service) JobReport(job, host string) (wire.JobReport, bool) {
+	return s.agents.report(job, host)
+}
 
 // JobReports lists the reports kept, oldest first (host != "": of that host only).
 func (s *Service) JobReports(host string) []wire.JobReport {

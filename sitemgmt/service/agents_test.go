@@ -38,39 +38,69 @@ func memService(t *testing.T) *Service {
 
 var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
-// The newest heartbeat by the agent's clock wins, whatever the order of arrival; only
-// a stored one counts as a change.
-func TestHeartbeatNewestByAgentTime(t *testing.T) {
+// Heartbeat order never trusts the agent's clock. Each case posts heartbeats in arrival
+// order (the agent's instance and sequence number, its clock and the server's receive
+// time) and says which one is kept, and what the host then looks like to the site
+// manager a minute after the last one arrived.
+func TestHeartbeatOrder(t *testing.T) {
+	type post struct {
+		instance string
+		seq      uint64
+		agent    time.Duration // the agent's clock, after t0
+		received time.Duration // the server's receive time, after t0
+	}
+	const h = time.Hour
+	s := time.Second
 	for _, tc := range []struct {
-		name    string
-		agentAt []time.Duration // agent clock of each heartbeat, in arrival order (after t0)
-		action  model.GuestAction
-		rev     uint64
+		name  string
+		posts []post
+		kept  int    // index of the post kept
+		rev   uint64 // revision afterwards: one per stored heartbeat
 	}{
-		{"in order", []time.Duration{0, time.Second}, model.ActionFreeze, 2},
-		{"a late older one is kept out", []time.Duration{time.Second, 0}, model.ActionFreeze, 1},
-		{"equal times: the later arrival", []time.Duration{time.Second, time.Second}, model.ActionFreeze, 2},
+		{"in order", []post{{"a", 1, 0, 0}, {"a", 2, 30 * s, 30 * s}}, 1, 2},
+		{"concurrent posts: the higher sequence wins over a later arrival", []post{{"a", 2, s, s}, {"a", 1, 0, 2 * s}}, 0, 1},
+		{"a resent document (same sequence) is kept", []post{{"a", 3, 0, 0}, {"a", 3, 0, 30 * s}}, 1, 2},
+		// The bug this order fixes: a PC whose clock ran hours ahead until NTP stepped it
+		// back must not freeze its host at the heartbeat from the future.
+		{"clock from the future, then stepped back", []post{{"a", 1, 5 * h, 0}, {"a", 2, 30 * s, 30 * s}, {"a", 3, 60 * s, 60 * s}}, 2, 3},
+		{"clock stepped forward", []post{{"a", 1, 0, 0}, {"a", 2, 5 * h, 30 * s}}, 1, 2},
+		{"clock in the past throughout", []post{{"a", 1, -2 * h, 0}, {"a", 2, -2*h + 30*s, 30 * s}}, 1, 2},
+		{"agent restart with a clock behind: the new instance wins", []post{{"a", 7, 5 * h, 0}, {"b", 1, 30 * s, 30 * s}}, 1, 2},
+		{"a late post of the replaced instance loses", []post{{"a", 7, 0, 0}, {"b", 1, 30 * s, 30 * s}, {"a", 8, 31 * s, 32 * s}}, 1, 2},
+		{"upgrade from an agent without instance", []post{{"", 0, 5 * h, 0}, {"b", 1, 30 * s, 30 * s}}, 1, 2},
+		// Older agents send no instance: their clock orders two heartbeats only when
+		// it agrees with the server's within MaxHeartbeatReorder, else arrival does.
+		{"old agent: a reordered post loses", []post{{"", 0, 2 * s, 2 * s}, {"", 0, 0, 3 * s}}, 0, 1},
+		{"old agent: clock from the future, then stepped back", []post{{"", 0, 5 * h, 0}, {"", 0, 30 * s, 30 * s}}, 1, 2},
+		{"old agent: clock stepped back an hour", []post{{"", 0, 0, 0}, {"", 0, -h + 30*s, 30 * s}}, 1, 2},
+		{"old agent: clock off by hours throughout", []post{{"", 0, 3 * h, 0}, {"", 0, 3*h + 30*s, 30 * s}, {"", 0, 3*h + 29*s, 31 * s}}, 1, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := memService(t)
-			actions := []model.GuestAction{model.ActionRun, model.ActionFreeze}
-			if tc.agentAt[0] > tc.agentAt[1] {
-				actions = []model.GuestAction{model.ActionFreeze, model.ActionRun}
-			}
-			var last wire.HostStatus
-			for i, d := range tc.agentAt {
-				st, err := s.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: t0.Add(d), Action: actions[i]}, t0.Add(time.Duration(i)*time.Minute), "10.0.0.1")
+			svc := memService(t)
+			var answer wire.HostStatus
+			for i, p := range tc.posts {
+				hb := wire.Heartbeat{Host: "pc1", Instance: p.instance, Seq: p.seq, Time: t0.Add(p.agent), Restarts: i}
+				st, err := svc.PutHeartbeat(hb, t0.Add(p.received), "10.0.0.1")
 				if err != nil {
 					t.Fatal(err)
 				}
-				last = st
+				answer = st
 			}
-			rev, _ := s.agents.since()
-			if last.Action != tc.action || rev != tc.rev {
-				t.Fatalf("answer %s at revision %d, want %s at %d", last.Action, rev, tc.action, tc.rev)
+			if answer.Restarts != tc.kept {
+				t.Errorf("answer is post %d, want %d", answer.Restarts, tc.kept)
 			}
-			if st, ok, err := s.AgentStatus("pc1", t0); err != nil || !ok || st.Action != tc.action {
-				t.Fatalf("stored %+v %v %v", st, ok, err)
+			if rev, _ := svc.agents.since(); rev != tc.rev {
+				t.Errorf("revision %d, want %d", rev, tc.rev)
+			}
+			last := tc.posts[len(tc.posts)-1].received
+			st, ok, err := svc.AgentStatus("pc1", t0.Add(last+time.Minute))
+			if err != nil || !ok || st.Restarts != tc.kept {
+				t.Fatalf("stored %+v %v %v, want post %d", st, ok, err, tc.kept)
+			}
+			// Staleness follows the server's clock alone: an overtaken heartbeat
+			// still shows the agent alive.
+			if st.Stale || !st.Received.Equal(t0.Add(last)) {
+				t.Errorf("received %s stale %v, want %s and fresh", st.Received, st.Stale, t0.Add(last))
 			}
 		})
 	}
@@ -127,7 +157,8 @@ func report(job, host string) wire.JobReport {
 	return wire.JobReport{Job: job, Host: host, Start: t0, End: t0.Add(time.Minute), Seconds: 60}
 }
 
-// Reports are kept by job (a requeued job's latest run), in arrival order, at most
+// Reports are kept per job and host (a host replaces only its own report of a job; a
+// job requeued onto another host has a report from each), in arrival order, at most
 // maxReports, the oldest going first.
 func TestJobReports(t *testing.T) {
 	s := memService(t)
@@ -145,6 +176,11 @@ func TestJobReports(t *testing.T) {
 	}
 	mustPut("2", "pc2")
 	mustPut("1", "pc2") // requeued: runs again, now on pc2
+	again := report("1", "pc2")
+	again.ThrottledSeconds = 7
+	if _, err := s.PutJobReport(again, t0); err != nil { // pc2's agent reposts its run
+		t.Fatal(err)
+	}
 	jobs := func(list []wire.JobReport) string {
 		out := ""
 		for _, r := range list {
@@ -152,27 +188,39 @@ func TestJobReports(t *testing.T) {
 		}
 		return out
 	}
-	if got := jobs(s.JobReports("")); got != "2@pc2 1@pc2 " {
+	if got := jobs(s.JobReports("")); got != "1@pc1 2@pc2 1@pc2 " {
 		t.Fatalf("reports %q", got)
 	}
-	if got := jobs(s.JobReports("pc1")); got != "" {
+	if got := jobs(s.JobReports("pc1")); got != "1@pc1 " {
 		t.Fatalf("pc1's reports %q", got)
 	}
-	if r, ok := s.JobReport("1"); !ok || r.Host != "pc2" {
-		t.Fatalf("job 1: %+v %v", r, ok)
+	for _, tc := range []struct{ host, want string }{{"", "pc2"}, {"pc2", "pc2"}, {"pc1", "pc1"}} {
+		r, ok := s.JobReport("1", tc.host)
+		if !ok || r.Host != tc.want {
+			t.Fatalf("job 1 of host %q: %+v %v, want %s's", tc.host, r, ok, tc.want)
+		}
+		if want := map[string]float64{"pc1": 0, "pc2": 7}[tc.want]; r.ThrottledSeconds != want {
+			t.Fatalf("job 1 of host %q: throttled %v, want %v", tc.host, r.ThrottledSeconds, want)
+		}
+	}
+	if r, ok := s.JobReport("1", "pc3"); ok {
+		t.Fatalf("job 1 of pc3: %+v", r)
 	}
 	rev, _ := s.agents.since()
 	if got := jobs(s.agents.reportsSince(rev - 1)); got != "1@pc2 " {
 		t.Fatalf("since %d: %q", rev-1, got)
 	}
-	for i := 0; i < maxReports-1; i++ { // one more than fit
+	for i := 0; i < maxReports-1; i++ { // two more than fit
 		mustPut(fmt.Sprint(1000+i), "pc1")
 	}
-	if _, ok := s.JobReport("2"); ok || len(s.JobReports("")) != maxReports {
+	if _, ok := s.JobReport("2", ""); ok || len(s.JobReports("")) != maxReports {
 		t.Fatalf("bound: job 2 kept %v, %d reports", ok, len(s.JobReports("")))
 	}
-	if _, ok := s.JobReport("1"); !ok {
-		t.Fatal("job 1 (newer than job 2) dropped")
+	if _, ok := s.JobReport("1", "pc1"); ok {
+		t.Fatal("job 1's report of pc1 (the oldest) kept")
+	}
+	if _, ok := s.JobReport("1", ""); !ok {
+		t.Fatal("job 1's report of pc2 (newer than job 2) dropped")
 	}
 }
 

@@ -41,7 +41,8 @@ func Desired(host string, st *wire.AgentStatus, running *model.Mode) wire.SlurmN
 	if st.Stale {
 		return down(wire.SlurmDown, fmt.Sprintf("no heartbeat from %s's node agent since %s (desktop off?)", host, st.Received.UTC().Format(time.RFC3339)))
 	}
-	n.Comment = fmt.Sprintf("overtime: mode %s, owner %s, guest %s, %s (heartbeat %s)", st.Mode, st.OwnerState, st.Action, st.GuestState, st.Time.UTC().Format(time.RFC3339))
+	// The server's receive time: the agent's clock may be hours off.
+	n.Comment = fmt.Sprintf("overtime: mode %s, owner %s, guest %s, %s (heartbeat %s)", st.Mode, st.OwnerState, st.Action, st.GuestState, st.Received.UTC().Format(time.RFC3339))
 	kind := model.ModeKind("")
 	if running != nil {
 		kind = running.Kind

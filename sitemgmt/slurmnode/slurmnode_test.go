@@ -62,3 +62,17 @@ func TestDesired(t *testing.T) {
 		})
 	}
 }
+
+// A heartbeat stamped hours ahead by the agent's clock is neither stale nor shown with
+// the agent's time: the node's comment carries the server's receive time.
+func TestDesiredIgnoresAgentClock(t *testing.T) {
+	received := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	st := &wire.AgentStatus{HostStatus: wire.HostStatus{Heartbeat: wire.Heartbeat{
+		Host: "pc1", Time: received.Add(5 * time.Hour), Mode: "desktop", OwnerState: model.StateNoUser,
+		Action: model.ActionRun, GuestState: "running",
+	}, Received: received}}
+	n := Desired("pc1", st, &model.Mode{Name: "desktop", Kind: model.KindDesktop})
+	if n.State != wire.SlurmUp || !strings.Contains(n.Comment, "(heartbeat 2026-12-02T14:00:00Z)") {
+		t.Fatalf("got %+v, want up with the receive time in the comment", n)
+	}
+}

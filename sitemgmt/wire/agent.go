@@ -44,9 +44,19 @@ type AgentGuest struct {
 }
 
 // Heartbeat is what a node agent posts to POST /api/v1/agent/heartbeat.
+//
+// The site manager orders a host's heartbeats by (Instance, Seq), never by Time: an
+// agent's clock can jump by hours (a PC whose clock runs in local time until NTP steps
+// it). Both are optional, so that older agents keep working (their heartbeats are ordered
+// as service.MaxHeartbeatReorder describes).
 type Heartbeat struct {
-	Host            string            `json:"host"`
-	Time            time.Time         `json:"time"`       // agent's clock
+	Host string    `json:"host"`
+	Time time.Time `json:"time"` // agent's clock: shown, never trusted for order or staleness
+	// Instance is a random id of the agent process, new at every agent start; Seq counts
+	// the heartbeat documents that process made (a document resent unchanged keeps its
+	// number). A higher Seq of the same Instance is newer.
+	Instance        string            `json:"instance,omitempty"`
+	Seq             uint64            `json:"seq,omitempty"`
 	Mode            string            `json:"mode"`       // mode of the configuration in force
 	ConfigFrom      string            `json:"configFrom"` // "api" or "cache" (site manager unreachable)
 	OwnerState      model.OwnerState  `json:"ownerState"`
@@ -110,7 +120,7 @@ func (h Heartbeat) Validate() error {
 	for _, f := range []struct {
 		name, v string
 		max     int
-	}{{"guestState", h.GuestState, 64}, {"guestReason", h.GuestReason, 200}, {"backend", h.Backend, 64}, {"version", h.Version, 64}} {
+	}{{"guestState", h.GuestState, 64}, {"guestReason", h.GuestReason, 200}, {"backend", h.Backend, 64}, {"version", h.Version, 64}, {"instance", h.Instance, 64}} {
 		if len(f.v) > f.max {
 			return model.Invalid("heartbeat: %s too long (%d bytes, at most %d)", f.name, len(f.v), f.max)
 		}
