@@ -198,3 +198,41 @@ func TestGuestMAC(t *testing.T) {
 		t.Error("bad MAC accepted")
 	}
 }
+
+// Every heartbeat document gets the next sequence number of this agent process's
+// instance, so the site manager can order concurrent posts without the agent's clock,
+// also when the clock steps back; a new agent process (a restart) has a new instance.
+func TestHeartbeatSequence(t *testing.T) {
+	clock := time.Date(2026, 12, 2, 15, 0, 0, 0, time.UTC)
+	newAgent := func() *Agent {
+		a, err := New(Options{Site: &fakeSite{}, MAC: testMAC, StateDir: t.TempDir(), Now: func() time.Time { return clock }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.cfg = goodConfig()
+		return a
+	}
+	a := newAgent()
+	var docs []wire.Heartbeat
+	for _, step := range []time.Duration{0, time.Second, -5 * time.Hour, time.Second} { // NTP steps the clock back
+		clock = clock.Add(step)
+		a.updateHeartbeat()
+		docs = append(docs, a.LastHeartbeat())
+	}
+	for i, hb := range docs {
+		if hb.Instance != docs[0].Instance || hb.Seq != uint64(i+1) {
+			t.Fatalf("document %d: instance %q seq %d, want %q and %d", i, hb.Instance, hb.Seq, docs[0].Instance, i+1)
+		}
+	}
+	if len(docs[0].Instance) != 16 {
+		t.Fatalf("instance %q, want 16 hex digits", docs[0].Instance)
+	}
+	if err := docs[0].Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b := newAgent()
+	b.updateHeartbeat()
+	if hb := b.LastHeartbeat(); hb.Instance == docs[0].Instance || hb.Seq != 1 {
+		t.Fatalf("restarted agent: instance %q seq %d, want a new instance at 1", hb.Instance, hb.Seq)
+	}
+}

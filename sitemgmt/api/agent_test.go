@@ -530,8 +530,9 @@ func TestAgentConfigResolution(t *testing.T) {
 }
 
 // runSlurmSuite (run by runAPISuite, so through the OpenAPI checker): the Slurm feed
-// long-polls on heartbeats; job reports are posted by a host for itself only and read by
-// any directory user.
+// long-polls on heartbeats, which are ordered without the agent's clock; job reports are
+// posted by a host for itself only, replace only that host's report of the job, and are
+// read by any role, and by id by any directory user.
 func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	admin := env.Admin()
 	host := hostClient(env, issue(t, admin, "pc-b02"))
@@ -572,12 +573,36 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 			t.Fatalf("pc-b02 after the heartbeat: %+v", n)
 		}
 	}
-	// An older heartbeat (posted late) does not overwrite a newer one.
-	if err := host.Heartbeat(ctx, wire.Heartbeat{Host: "pc-b02", Time: time.Now().Add(-time.Minute), Action: model.ActionRun}); err != nil {
+	// An older heartbeat (posted late) does not overwrite a newer one; an agent without
+	// an instance id is ordered by its clock while that agrees with the server's.
+	if err := host.Heartbeat(ctx, wire.Heartbeat{Host: "pc-b02", Time: time.Now().Add(-2 * time.Second), Action: model.ActionRun}); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := admin.AgentStatusOf(ctx, "pc-b02"); st.Action != model.ActionThrottle {
 		t.Fatalf("a late heartbeat overwrote the newer one: %+v", st)
+	}
+	// A PC whose clock ran five hours ahead until NTP stepped it back: the heartbeats
+	// after the step are kept (they used to be dropped as older, and the host went
+	// stale, down in Slurm); a late post of a document made before stays out.
+	for _, tc := range []struct {
+		seq     uint64
+		agent   time.Duration
+		action  model.GuestAction
+		want    model.GuestAction
+		wantSeq uint64
+	}{
+		{5, 5 * time.Hour, model.ActionFreeze, model.ActionFreeze, 5},
+		{6, 0, model.ActionThrottle, model.ActionThrottle, 6},
+		{4, 0, model.ActionRun, model.ActionThrottle, 6},
+	} {
+		hb := wire.Heartbeat{Host: "pc-b02", Instance: "0123456789abcdef", Seq: tc.seq, Time: time.Now().Add(tc.agent),
+			Mode: "desktop", OwnerState: model.StateOwnerActive, Action: tc.action, GuestState: "running"}
+		if err := host.Heartbeat(ctx, hb); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := admin.AgentStatusOf(ctx, "pc-b02"); err != nil || st.Action != tc.want || st.Seq != tc.wantSeq || st.Stale {
+			t.Fatalf("after seq %d: %+v %v, want %s", tc.seq, st, err, tc.want)
+		}
 	}
 
 	rep := wire.JobReport{Job: "42", Start: time.Now().Add(-time.Minute), End: time.Now(), Seconds: 60, ThrottledSeconds: 10}
@@ -598,10 +623,49 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	if err != nil || posted.Host != "pc-b02" || !strings.Contains(posted.Summary, "throttled 10 s") {
 		t.Fatalf("post: %+v %v", posted, err)
 	}
-	// dave is a viewer; any directory user may read a job's report.
-	r, err := env.Client("dave", "dave-secret").JobReport(ctx, "42")
-	if err != nil || r.Host != "pc-b02" || r.ThrottledSeconds != 10 {
-		t.Fatalf("read: %+v %v", r, err)
+	// The job is requeued onto pc-b01, which reports its own run; it can neither replace
+	// nor remove pc-b02's report, while pc-b02 may replace its own (a repost).
+	other := hostClient(env, issue(t, admin, "pc-b01"))
+	requeued := wire.JobReport{Job: "42", Start: rep.End.Add(time.Minute), End: rep.End.Add(2 * time.Minute), Seconds: 60, FrozenSeconds: 5}
+	if jr, err := other.PostJobReport(ctx, requeued); err != nil || jr.Host != "pc-b01" {
+		t.Fatalf("pc-b01's report: %+v %v", jr, err)
+	}
+	rep.ThrottledSeconds = 12
+	if _, err := host.PostJobReport(ctx, rep); err != nil {
+		t.Fatal(err)
+	}
+	// Any role reads every report; a directory user without one (eve: an HPC user)
+	// reads one job's report by its id; a host credential reads none.
+	byHost := func(c *client.Client, host string) (wire.JobReport, error) {
+		var jr wire.JobReport
+		_, err := c.Get("/api/v1/jobs/42", url.Values{"host": {host}}, &jr)
+		return jr, err
+	}
+	for _, who := range []struct {
+		name string
+		c    *client.Client
+	}{
+		{"site admin", admin},
+		{"pool admin of another pool", env.Client("alice", "alice-secret")},
+		{"lecturer", env.Client("carol", "carol-secret")},
+		{"viewer", env.Client("dave", "dave-secret")},
+		{"user without a role", env.Client("eve", "eve-secret")},
+	} {
+		if r, err := who.c.JobReport(ctx, "42"); err != nil || r.Host != "pc-b02" || r.ThrottledSeconds != 12 {
+			t.Fatalf("%s reads the latest report: %+v %v", who.name, r, err)
+		}
+		if r, err := byHost(who.c, "pc-b01"); err != nil || r.Host != "pc-b01" || r.FrozenSeconds != 5 {
+			t.Fatalf("%s reads pc-b01's report: %+v %v", who.name, r, err)
+		}
+	}
+	if _, err := byHost(admin, "pc-a01"); status(err) != 404 {
+		t.Fatalf("a report of a host the job did not run on: %v", err)
+	}
+	if _, err := env.Client("eve", "eve-secret").JobReports(ctx, ""); status(err) != 403 {
+		t.Fatalf("a user without a role listed the reports: %v", err)
+	}
+	if _, err := other.JobReports(ctx, ""); status(err) != 403 {
+		t.Fatalf("a host credential listed the reports: %v", err)
 	}
 	if _, err := admin.JobReport(ctx, "42;rm"); err == nil {
 		t.Fatal("an invalid job id was accepted")
@@ -609,13 +673,16 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	if _, err := host.JobReport(ctx, "42"); err == nil {
 		t.Fatal("a host credential read a job report")
 	}
-	if list, err := admin.JobReports(ctx, "pc-b02"); err != nil || len(list) != 1 || list[0].Job != "42" {
+	if list, err := admin.JobReports(ctx, "pc-b02"); err != nil || len(list) != 1 || list[0].Job != "42" || list[0].ThrottledSeconds != 12 {
 		t.Fatalf("list: %+v %v", list, err)
+	}
+	if list, err := admin.JobReports(ctx, "pc-b01"); err != nil || len(list) != 1 || list[0].FrozenSeconds != 5 {
+		t.Fatalf("list of pc-b01: %+v %v", list, err)
 	}
 	if list, err := admin.JobReports(ctx, "pc-a01"); err != nil || len(list) != 0 {
 		t.Fatalf("list for another host: %+v %v", list, err)
 	}
-	if f, err := admin.SlurmNodes(ctx, feed.Revision, 0); err != nil || len(f.Reports) != 1 || f.Reports[0].Job != "42" {
+	if f, err := admin.SlurmNodes(ctx, feed.Revision, 0); err != nil || len(f.Reports) != 2 || f.Reports[0].Host != "pc-b01" || f.Reports[1].Host != "pc-b02" {
 		t.Fatalf("feed reports: %+v %v", f, err)
 	}
 }
