@@ -49,11 +49,11 @@ type revReport struct {
 	r   wire.JobReport
 }
 
-// MaxHeartbeatReorder bounds how far apart, in agent time, two heartbeats of an agent
-// without an instance id (older agents) may be for their agent times to order them: an
-// agent posts with a 10 s timeout, so a post overtaken by a newer one is at most that
-// late. A larger disagreement between the agent's clock and the server's is a clock step,
-// and then the server's receive order decides.
+// MaxHeartbeatReorder bounds, for agents without an instance id (older agents), how much
+// the offset between the agent's clock and the server's (receive time - agent time) may
+// differ between two heartbeats for their agent times to order them: an agent posts with
+// a 10 s timeout, so a post overtaken by a newer one is at most that late. A larger
+// difference is a clock step, and then the server's receive order decides.
 const MaxHeartbeatReorder = 15 * time.Second
 
 // newer reports whether heartbeat st should replace prev, stored for the same host.
@@ -83,7 +83,7 @@ func newer(st wire.HostStatus, prev hostBeat) bool {
 	return !st.Time.Before(p.Time)
 }
 
-// put stores a heartbeat unless an older one by newer's order: the agent posts
+// put stores a heartbeat unless it is older, by newer's order, than the one stored: the agent posts
 // heartbeats from concurrent goroutines, and a late "run" must not overwrite "freeze".
 // An overtaken heartbeat still proves the agent alive: it refreshes the stored one's
 // Received, so that staleness depends on the server's clock alone. put returns the
