@@ -204,7 +204,8 @@ const (
 	// courseRules: only weekly rules whose mode is a course-vm mode of the entity's pool
 	// may be added or removed (a lecturer books their courses, not the room).
 	courseRules
-	// asSelf: only set to the user's own uid, or left as it is (a booking's owner).
+	// asSelf: only when adding, and only the user's own uid (a booking's owner: the API
+	// keeps it on changes; a lecturer does not hand bookings around).
 	asSelf
 )
 
@@ -377,7 +378,7 @@ func refusal(m may) string {
 	case courseRules:
 		return " except to add or remove rules with course-vm modes of the pool (a course-vm mode belongs to the pool of its VM image)"
 	case asSelf:
-		return " except to themselves"
+		return " except to themselves when booking"
 	}
 	return ": only a site admin may"
 }
@@ -392,7 +393,7 @@ func (p Principal) allows(m may, cur, next *model.Site, c model.Change, pool str
 		return onlyCourseRules(cur, pool, before, after) && onlyCourseRules(next, pool, after, before)
 	case asSelf:
 		e := next.Exception(c.Name)
-		return e == nil || e.Owner == "" || e.Owner == p.UID
+		return c.Op == model.OpAdd && e != nil && (e.Owner == "" || e.Owner == p.UID)
 	}
 	return false
 }

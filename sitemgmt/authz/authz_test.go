@@ -181,6 +181,8 @@ func TestCheck(t *testing.T) {
 				Start: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
 				Targets: []model.Target{{Pool: "a"}}})
 		}, []string{"root", "alice", "carol"}, []string{"frank"}},
+		{"booking handed to someone else", func(s *model.Site) { s.Exception("exam").Owner = "carol" },
+			[]string{"root", "alice"}, []string{"carol"}},
 		{"lecturer edits the exam", func(s *model.Site) { s.Exception("exam").Description = "moved" },
 			[]string{"root", "alice"}, []string{"carol"}},
 
