@@ -146,6 +146,15 @@ func runAPISuite(t *testing.T, env *testenv.Env) {
 					Start: time.Date(2026, 12, 4, 13, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC),
 					Mode: "course-bio101", Targets: []model.Target{{Pool: "lab-b"}}}, nil)
 			}, 403},
+			{"lecturer cannot change what the course mode's kernel runs", carol, func(c *client.Client) error {
+				return c.Send("PUT", "/api/v1/modes/course-bio101", nil, model.Mode{Name: "course-bio101", Kind: "course-vm",
+					Image: "debian-desktop", VM: "bio101-vm", KernelArgs: "init=/bin/sh"}, nil)
+			}, 403},
+			{"pool admin cannot set a host's boot server", alice, func(c *client.Client) error {
+				h := newHost
+				h.BootServer = "bs1"
+				return c.Send("PUT", "/api/v1/hosts/pc-a09", nil, h, nil)
+			}, 403},
 			{"lecturer publishes a course image version", carol, func(c *client.Client) error {
 				return c.Send("POST", "/api/v1/images/bio101-vm/versions", nil, model.ImageVersion{Version: "ws2026-2",
 					SHA256: strings.Repeat("ab", 32), Path: "bio101-vm/ws2026-2"}, nil)

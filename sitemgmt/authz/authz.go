@@ -4,11 +4,19 @@
 // rules and nothing can be changed "around" a check.
 //
 //	site-admin  everything
-//	pool-admin  hosts in their pool (before and after the change), their pool's weekly rules,
-//	            description and room, exceptions whose every target is in their pool
-//	lecturer    in their pool: weekly rules and exceptions whose mode is a course-vm mode,
-//	            course-vm images owned by the pool (and their versions), course-vm modes on them
+//	pool-admin  hosts in their pool (before and after the change; not their boot server),
+//	            their pool's weekly rules, description, room and sharing policy, exceptions
+//	            whose every target is in their pool, course-vm images of their pool (and
+//	            their versions), the description and VM of course-vm modes of their pool
+//	lecturer    in their pool: weekly rules and exceptions whose mode is a course-vm mode
+//	            of their pool, course-vm images of their pool (and their versions), the
+//	            description and VM of course-vm modes of their pool
 //	viewer      reads only
+//
+// A course-vm mode belongs to the pool owning the course-vm image it starts (Mode.VM,
+// Image.Pool). What a role may change is decided per entity and field (fieldRights): how
+// a PC boots (a mode's kind, image, version pin, kernel, initrd, kernel arguments and
+// guest; boot servers) is the site admin's alone.
 //
 // Any role allows reading; a user with no role gets nothing.
 //
@@ -22,6 +30,7 @@ package authz
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -165,7 +174,8 @@ func verb(op model.Op) string {
 	return "modify"
 }
 
-// Check authorises every change between cur and next.
+// Check authorises every change between cur and next: a site admin may make any change;
+// everyone else is judged change by change against fieldRights.
 func (p Principal) Check(cur, next *model.Site, changes []model.Change) error {
 	if p.IsHost() {
 		if len(changes) == 0 {
@@ -184,134 +194,347 @@ func (p Principal) Check(cur, next *model.Site, changes []model.Change) error {
 	return nil
 }
 
+// may is what a pool-scoped role may do with one field (or with adding or deleting an
+// entity): never, always, or under a condition on the values.
+type may int
+
+const (
+	never may = iota
+	always
+	// courseRules: only weekly rules whose mode is a course-vm mode of the entity's pool
+	// may be added or removed (a lecturer books their courses, not the room).
+	courseRules
+	// asSelf: only when adding, and only the user's own uid (a booking's owner: the API
+	// keeps it on changes; a lecturer does not hand bookings around).
+	asSelf
+)
+
+// right is what a pool's admins and a pool's lecturers may do.
+type right struct{ poolAdmin, lecturer may }
+
+// entityRights is the rights table of one kind of entity: adding, deleting, and changing
+// each field (by the JSON names model.Diff reports). A field the table does not name is
+// the site admin's, so a field the model grows is closed until it is given here.
+type entityRights struct {
+	add, del right
+	fields   map[string]right
+}
+
+// fieldRights is who, besides the site admin, may change what. Every entity belongs to
+// pools (entityPools); a user needs, in every pool the entity belongs to before and after
+// the change, a role that this table allows to make the change. Kinds it does not list
+// (site settings, boot servers, roles) are the site admin's alone.
+//
+// In short: a lecturer books (course-vm rules and exceptions with course-vm modes of
+// their pool), describes (descriptions of their pool's course-vm modes, images and the
+// exceptions they may touch), publishes course-vm image versions of their pool and picks
+// which of their pool's course-vm images a course-vm mode starts. A pool admin
+// additionally manages the pool's hosts, room, description, sharing policy and any rule
+// or exception in the pool. How a PC boots — a mode's kind, desktop image, version pin,
+// kernel, initrd, kernel arguments and guest, an image's kind and pool, any boot server
+// assignment — is the site admin's: it decides what runs as root on every PC of a room.
+var fieldRights = map[string]entityRights{
+	model.EntityPool: {
+		fields: map[string]right{
+			"description": {always, never},
+			"room":        {always, never},
+			"bootServer":  {never, never},
+			"weekly":      {always, courseRules},
+			"policy":      {always, never},
+		},
+	},
+	model.EntityHost: {
+		add: right{always, never},
+		del: right{always, never},
+		fields: map[string]right{
+			"mac":        {always, never},
+			"ip":         {always, never},
+			"pool":       {always, never}, // both pools must be the user's (entityPools before and after)
+			"bootServer": {never, never},  // a new host inherits its pool's
+			"weekly":     {always, courseRules},
+		},
+	},
+	model.EntityException: {
+		add: right{always, always},
+		del: right{always, always},
+		fields: map[string]right{
+			"kind":        {always, always},
+			"description": {always, always},
+			"start":       {always, always},
+			"end":         {always, always},
+			"mode":        {always, always}, // a lecturer's: lecturerMay, before and after
+			"targets":     {always, always}, // every target pool is checked, before and after
+			"owner":       {always, asSelf},
+		},
+	},
+	model.EntityMode: {
+		// A new mode is judged against the existing course-vm mode it boots like
+		// (addTemplate): it may differ only in the fields below.
+		add: right{always, always},
+		del: right{always, always},
+		fields: map[string]right{
+			"kind":         {never, never},
+			"description":  {always, always},
+			"image":        {never, never},
+			"imageVersion": {never, never},
+			"vm":           {always, always}, // only to a course-vm image of the user's pool (entityPools after)
+			"kernel":       {never, never},
+			"initrd":       {never, never},
+			"kernelArgs":   {never, never},
+			"guest":        {never, never},
+		},
+	},
+	model.EntityImage: {
+		// A new image is judged against a course-vm image of its own pool (addTemplate).
+		add: right{always, always},
+		del: right{always, always},
+		fields: map[string]right{
+			"kind":        {never, never},
+			"description": {always, always},
+			"pool":        {never, never}, // re-homing an image re-homes every mode that starts it
+		},
+	},
+	model.EntityImageVersion: {
+		// A version is published whole and never modified (the store refuses that).
+		add: right{always, always},
+		del: right{always, always},
+		fields: map[string]right{
+			"sha256":  {never, never},
+			"size":    {never, never},
+			"path":    {never, never},
+			"created": {never, never},
+		},
+	},
+}
+
 func (p Principal) check(cur, next *model.Site, c model.Change) error {
+	rights, ok := fieldRights[c.Kind]
+	if !ok {
+		return forbid(p, c, "only a site admin may")
+	}
+	fields := c.Fields
+	if c.Op == model.OpAdd {
+		fields = addedFields(cur, next, c)
+	}
+	states := []*model.Site{cur, next}
+	switch c.Op {
+	case model.OpAdd:
+		states = []*model.Site{next}
+	case model.OpDelete:
+		states = []*model.Site{cur}
+	}
+	for _, site := range states {
+		pools := entityPools(site, c)
+		if len(pools) == 0 {
+			return forbid(p, c, "only a site admin may; pool admins and lecturers manage course-vm modes and images only of their pool")
+		}
+		for _, pool := range pools {
+			admin := p.PoolAdmin[pool]
+			lect := p.Lecturer[pool]
+			if !admin && !lect {
+				return forbid(p, c, "it belongs to pool "+pool+", where the user has no role")
+			}
+			if !admin {
+				if why := lecturerMay(site, c, pool); why != "" {
+					return forbid(p, c, why)
+				}
+			}
+			judge := func(what string, r right) error {
+				if admin && p.allows(r.poolAdmin, cur, next, c, pool) {
+					return nil
+				}
+				if lect && p.allows(r.lecturer, cur, next, c, pool) {
+					return nil
+				}
+				role, m := "lecturer", r.lecturer
+				if admin {
+					role, m = "pool admin", r.poolAdmin
+				}
+				return forbid(p, c, fmt.Sprintf("a %s of pool %s may not %s%s", role, pool, what, refusal(m)))
+			}
+			switch c.Op {
+			case model.OpAdd:
+				if err := judge("add it", rights.add); err != nil {
+					return err
+				}
+			case model.OpDelete:
+				if err := judge("delete it", rights.del); err != nil {
+					return err
+				}
+			}
+			for _, f := range fields {
+				if err := judge("change its "+f, rights.fields[f]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// refusal explains a refused table entry.
+func refusal(m may) string {
+	switch m {
+	case courseRules:
+		return " except to add or remove rules with course-vm modes of the pool (a course-vm mode belongs to the pool of its VM image)"
+	case asSelf:
+		return " except to themselves when booking"
+	}
+	return ": only a site admin may"
+}
+
+// allows evaluates one table entry for change c in pool.
+func (p Principal) allows(m may, cur, next *model.Site, c model.Change, pool string) bool {
+	switch m {
+	case always:
+		return true
+	case courseRules:
+		before, after := weeklyRules(cur, c), weeklyRules(next, c)
+		return onlyCourseRules(cur, pool, before, after) && onlyCourseRules(next, pool, after, before)
+	case asSelf:
+		e := next.Exception(c.Name)
+		return c.Op == model.OpAdd && e != nil && (e.Owner == "" || e.Owner == p.UID)
+	}
+	return false
+}
+
+// lecturerMay says why a lecturer (without admin rights in pool) may not touch the entity
+// at all ("" = may, as far as the fields allow): exceptions only with a course-vm mode of
+// that pool, judged on each state.
+func lecturerMay(site *model.Site, c model.Change, pool string) string {
+	if c.Kind != model.EntityException {
+		return ""
+	}
+	if e := site.Exception(c.Name); e != nil && !isCourseModeOf(site, e.Mode, pool) {
+		return "a lecturer may schedule only course-vm modes of their pool (a course-vm mode belongs to the pool of its VM image), and " + e.Mode + " is not one of pool " + pool
+	}
+	return ""
+}
+
+// entityPools lists the pools the entity of c belongs to in site (nil: none, it is the
+// site admin's alone, or it does not exist in site).
+func entityPools(site *model.Site, c model.Change) []string {
 	switch c.Kind {
-	case "pool":
-		if c.Op != model.OpModify {
-			return forbid(p, c, "only a site admin adds or removes pools")
+	case model.EntityPool:
+		if site.Pool(c.Name) != nil {
+			return []string{c.Name}
 		}
-		a, b := cur.Pool(c.Name), next.Pool(c.Name)
-		if p.PoolAdmin[c.Name] {
-			if a.BootServer != b.BootServer {
-				return forbid(p, c, "only a site admin assigns boot servers")
-			}
-			return nil
+	case model.EntityHost:
+		if h := site.Host(c.Name); h != nil {
+			return []string{h.Pool}
 		}
-		if p.Lecturer[c.Name] {
-			// Judged on the changed fields, so that a field the model grows (the sharing
-			// policy) is not open to lecturers by omission.
-			for _, f := range c.Fields {
-				if f != "weekly" {
-					return forbid(p, c, "a lecturer may change only course-vm rules")
-				}
-			}
-			return courseRulesOnly(p, c, cur, next, a.Weekly, b.Weekly)
+	case model.EntityException:
+		if e := site.Exception(c.Name); e != nil {
+			return targetPools(site, e)
 		}
-		return forbid(p, c, "not an admin of pool "+c.Name)
-	case "host":
-		a, b := cur.Host(c.Name), next.Host(c.Name)
-		for _, h := range []*model.Host{a, b} {
-			if h != nil && !p.PoolAdmin[h.Pool] {
-				if p.Lecturer[h.Pool] && a != nil && b != nil && lecturerHostEdit(a, b) {
-					continue
-				}
-				return forbid(p, c, "not an admin of pool "+h.Pool)
-			}
+	case model.EntityImage:
+		if pool := courseImagePool(site, c.Name); pool != "" {
+			return []string{pool}
 		}
-		if a != nil && b != nil && !p.PoolAdmin[b.Pool] {
-			return courseRulesOnly(p, c, cur, next, a.Weekly, b.Weekly)
+	case model.EntityImageVersion:
+		image, _ := model.SplitImageVersionName(c.Name)
+		if pool := courseImagePool(site, image); pool != "" {
+			return []string{pool}
 		}
-		return nil
-	case "exception":
-		for _, pair := range []struct {
-			site *model.Site
-			e    *model.Exception
-		}{{cur, cur.Exception(c.Name)}, {next, next.Exception(c.Name)}} {
-			if pair.e == nil {
-				continue
-			}
-			for _, pool := range targetPools(pair.site, pair.e) {
-				if p.PoolAdmin[pool] {
-					continue
-				}
-				if p.Lecturer[pool] && isCourseMode(pair.site, pair.e.Mode) {
-					continue
-				}
-				if p.Lecturer[pool] {
-					return forbid(p, c, "a lecturer may schedule only course-vm modes")
-				}
-				return forbid(p, c, "it targets pool "+pool+", which the user does not administer")
-			}
+	case model.EntityMode:
+		if pool := courseModePool(site, c.Name); pool != "" {
+			return []string{pool}
 		}
-		return nil
-	case "image", "image-version":
-		name := c.Name
-		if c.Kind == "image-version" {
-			name, _ = model.SplitImageVersionName(c.Name)
-		}
-		for _, im := range []*model.Image{cur.Image(name), next.Image(name)} {
-			if im == nil {
-				continue
-			}
-			if im.Kind != model.ImageCourseVM || im.Pool == "" || !(p.Lecturer[im.Pool] || p.PoolAdmin[im.Pool]) {
-				return forbid(p, c, "only a site admin manages this image; lecturers and pool admins manage course-vm images of their pool")
-			}
-		}
-		return nil
-	case "mode":
-		for _, pair := range []struct {
-			site *model.Site
-			m    *model.Mode
-		}{{cur, cur.Mode(c.Name)}, {next, next.Mode(c.Name)}} {
-			if pair.m == nil {
-				continue
-			}
-			im := pair.site.Image(pair.m.VM)
-			if pair.m.Kind != model.KindCourseVM || im == nil || im.Pool == "" || !(p.Lecturer[im.Pool] || p.PoolAdmin[im.Pool]) {
-				return forbid(p, c, "only a site admin manages boot modes other than course-vm modes of the user's pool images")
-			}
-		}
-		return nil
 	}
-	return forbid(p, c, "only a site admin may")
+	return nil
 }
 
-// lecturerHostEdit: the only host field a lecturer may touch is the weekly rule list.
-func lecturerHostEdit(a, b *model.Host) bool {
-	return a.Name == b.Name && a.MAC == b.MAC && a.IP == b.IP && a.Pool == b.Pool && a.BootServer == b.BootServer
+// courseImagePool is the pool owning a course-vm image ("" for other images).
+func courseImagePool(site *model.Site, image string) string {
+	if im := site.Image(image); im != nil && im.Kind == model.ImageCourseVM {
+		return im.Pool
+	}
+	return ""
 }
 
-// courseRulesOnly checks that every added or removed weekly rule names a course-vm mode.
-func courseRulesOnly(p Principal, c model.Change, cur, next *model.Site, before, after []string) error {
-	in := func(list []string, s string) bool {
-		for _, x := range list {
-			if x == s {
-				return true
-			}
-		}
-		return false
+// courseModePool is the pool a course-vm mode belongs to: the pool owning the VM image it
+// starts ("" for other modes).
+func courseModePool(site *model.Site, mode string) string {
+	if m := site.Mode(mode); m != nil && m.Kind == model.KindCourseVM {
+		return courseImagePool(site, m.VM)
 	}
-	check := func(site *model.Site, rules, other []string) error {
-		for _, r := range rules {
-			if in(other, r) {
-				continue
-			}
-			rule, err := schedule.ParseRule(r)
-			if err != nil || !isCourseMode(site, rule.Mode) {
-				return forbid(p, c, fmt.Sprintf("a lecturer may add or remove only course-vm rules, not %q", r))
+	return ""
+}
+
+func isCourseModeOf(site *model.Site, mode, pool string) bool {
+	return pool != "" && courseModePool(site, mode) == pool
+}
+
+// weeklyRules are the weekly rules of the pool or host of c in site (nil if absent).
+func weeklyRules(site *model.Site, c model.Change) []string {
+	switch c.Kind {
+	case model.EntityPool:
+		if p := site.Pool(c.Name); p != nil {
+			return p.Weekly
+		}
+	case model.EntityHost:
+		if h := site.Host(c.Name); h != nil {
+			return h.Weekly
+		}
+	}
+	return nil
+}
+
+// onlyCourseRules reports whether every rule of rules that other lacks names a course-vm
+// mode of pool in site.
+func onlyCourseRules(site *model.Site, pool string, rules, other []string) bool {
+	for _, r := range rules {
+		if slices.Contains(other, r) {
+			continue
+		}
+		rule, err := schedule.ParseRule(r)
+		if err != nil || !isCourseModeOf(site, rule.Mode, pool) {
+			return false
+		}
+	}
+	return true
+}
+
+// addedFields lists the fields an added entity sets, as model.Diff reports them against a
+// template: the zero entity; for images a course-vm image of the new image's own pool
+// (entityPools decides kind and pool); for modes an existing course-vm mode that boots
+// the same way (same kind, image, version pin, kernel, initrd, kernel arguments, no
+// guest), so that a lecturer can add a mode for another course VM without choosing how
+// PCs boot; for image versions the version itself (a publication is judged as a whole).
+func addedFields(cur, next *model.Site, c model.Change) []string {
+	var from, to model.Site
+	switch c.Kind {
+	case model.EntityHost:
+		h := *next.Host(c.Name)
+		from.Hosts, to.Hosts = []model.Host{{Name: h.Name}}, []model.Host{h}
+	case model.EntityException:
+		e := *next.Exception(c.Name)
+		from.Exceptions, to.Exceptions = []model.Exception{{Name: e.Name}}, []model.Exception{e}
+	case model.EntityImage:
+		im := *next.Image(c.Name)
+		im.Versions = nil
+		from.Images, to.Images = []model.Image{{Name: im.Name, Kind: model.ImageCourseVM, Pool: im.Pool}}, []model.Image{im}
+	case model.EntityMode:
+		m := *next.Mode(c.Name)
+		template := model.Mode{Name: m.Name}
+		for _, t := range cur.Modes {
+			if t.Kind == model.KindCourseVM && t.Guest == nil && t.Kind == m.Kind && t.Image == m.Image &&
+				t.ImageVersion == m.ImageVersion && t.Kernel == m.Kernel && t.Initrd == m.Initrd && t.KernelArgs == m.KernelArgs {
+				template = t
+				template.Name = m.Name
+				break
 			}
 		}
+		from.Modes, to.Modes = []model.Mode{template}, []model.Mode{m}
+	default:
 		return nil
 	}
-	if err := check(cur, before, after); err != nil {
-		return err
+	for _, d := range model.Diff(&from, &to) {
+		if d.Kind == c.Kind && d.Name == c.Name {
+			return d.Fields
+		}
 	}
-	return check(next, after, before)
-}
-
-func isCourseMode(site *model.Site, mode string) bool {
-	m := site.Mode(mode)
-	return m != nil && m.Kind == model.KindCourseVM
+	return nil
 }
 
 // targetPools lists the pools an exception touches: its pool targets and its hosts' pools.

@@ -2,6 +2,8 @@ package authz
 
 import (
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,11 +17,13 @@ func baseSite() *model.Site {
 			{Name: "desk", Kind: model.ImageDesktop, Versions: []model.ImageVersion{{Version: "1", SHA256: sha, Path: "desk/1", Created: created}}},
 			{Name: "bio", Kind: model.ImageCourseVM, Pool: "a"},
 			{Name: "chem", Kind: model.ImageCourseVM, Pool: "b"},
+			{Name: "bio2", Kind: model.ImageCourseVM, Pool: "a"},
 		},
 		Modes: []model.Mode{
 			{Name: "cluster", Kind: model.KindCluster, Image: "desk"},
 			{Name: "desktop", Kind: model.KindDesktop, Image: "desk"},
 			{Name: "course-bio", Kind: model.KindCourseVM, Image: "desk", VM: "bio"},
+			{Name: "course-chem", Kind: model.KindCourseVM, Image: "desk", VM: "chem"},
 		},
 		Pools: []model.Pool{{Name: "a", Weekly: []string{"mon-fri 08:00-18:00 desktop"}}, {Name: "b"}},
 		Hosts: []model.Host{{Name: "a1", MAC: "52:54:00:00:00:01", Pool: "a"}, {Name: "b1", MAC: "52:54:00:00:00:02", Pool: "b"}},
@@ -30,6 +34,7 @@ func baseSite() *model.Site {
 			{Name: "admins", Role: model.RoleSiteAdmin, Members: []string{"root"}},
 			{Name: "a-admins", Role: model.RolePoolAdmin, Pool: "a", Members: []string{"alice"}},
 			{Name: "a-lect", Role: model.RoleLecturer, Pool: "a", Members: []string{"carol"}},
+			{Name: "b-lect", Role: model.RoleLecturer, Pool: "b", Members: []string{"frank"}},
 			{Name: "view", Role: model.RoleViewer, Members: []string{"dave"}},
 		},
 	}
@@ -107,6 +112,88 @@ func TestCheck(t *testing.T) {
 		}, []string{"root", "alice"}, []string{"carol"}},
 		{"give the desktop mode a guest", func(s *model.Site) { s.Mode("desktop").Guest = &model.Guest{Image: "bio"} },
 			[]string{"root"}, []string{"alice", "carol"}},
+
+		// What the kernel runs is the site admin's, also for the modes a lecturer manages.
+		{"kernel arguments of a course mode", func(s *model.Site) { s.Mode("course-bio").KernelArgs = "init=/bin/sh" },
+			[]string{"root"}, []string{"alice", "carol"}},
+		{"second root on a course mode", func(s *model.Site) { s.Mode("course-bio").KernelArgs = "overtime.root=evil/1" },
+			[]string{"root"}, []string{"alice", "carol"}},
+		{"desktop image of a course mode", func(s *model.Site) { s.Mode("course-bio").Image = "other" },
+			[]string{"root"}, []string{"alice", "carol"}},
+		{"version pin of a course mode", func(s *model.Site) { s.Mode("course-bio").ImageVersion = "1" },
+			[]string{"root"}, []string{"alice", "carol"}},
+		{"kernel and initrd of a course mode", func(s *model.Site) {
+			s.Mode("course-bio").Kernel, s.Mode("course-bio").Initrd = "x/vmlinuz", "x/initrd"
+		},
+			[]string{"root"}, []string{"alice", "carol"}},
+		{"kind of a course mode", func(s *model.Site) { s.Mode("course-bio").Kind = model.KindMaintenance },
+			[]string{"root"}, []string{"alice", "carol"}},
+		{"course mode and its kernel arguments at once", func(s *model.Site) {
+			s.Mode("course-bio").Description = "BIO"
+			s.Mode("course-bio").KernelArgs = "init=/bin/sh"
+		}, []string{"root"}, []string{"alice", "carol"}},
+		{"add a course mode with kernel arguments", func(s *model.Site) {
+			s.Modes = append(s.Modes, model.Mode{Name: "course-bio3", Kind: model.KindCourseVM, Image: "desk", VM: "bio2", KernelArgs: "init=/bin/sh"})
+		}, []string{"root"}, []string{"alice", "carol"}},
+		{"add a course mode booting another desktop image", func(s *model.Site) {
+			s.Modes = append(s.Modes, model.Mode{Name: "course-bio3", Kind: model.KindCourseVM, Image: "maint", VM: "bio2"})
+		}, []string{"root"}, []string{"alice", "carol"}},
+		{"describe a course mode", func(s *model.Site) { s.Mode("course-bio").Description = "BIO101" },
+			[]string{"root", "alice", "carol"}, []string{"dave", "frank"}},
+		{"course mode starts another VM of its pool", func(s *model.Site) { s.Mode("course-bio").VM = "bio2" },
+			[]string{"root", "alice", "carol"}, []string{"dave", "frank"}},
+		{"course mode starts another pool's VM", func(s *model.Site) { s.Mode("course-bio").VM = "chem" },
+			[]string{"root"}, []string{"alice", "carol", "frank"}},
+		{"describe a course image", func(s *model.Site) { s.Image("bio").Description = "BIO101 VM" },
+			[]string{"root", "alice", "carol"}, []string{"frank"}},
+		{"move a course image to another pool", func(s *model.Site) { s.Image("bio").Pool = "b" },
+			[]string{"root"}, []string{"alice", "carol", "frank"}},
+		{"make a course image a desktop image", func(s *model.Site) { s.Image("bio").Kind = model.ImageDesktop },
+			[]string{"root"}, []string{"alice", "carol"}},
+		{"describe pool a", func(s *model.Site) { s.Pool("a").Description = "teaching" },
+			[]string{"root", "alice"}, []string{"carol"}},
+
+		// A course-vm mode belongs to the pool of its VM image; lecturers book only their
+		// pools' course modes, in their pools.
+		{"pool b's course mode in pool a's rules", func(s *model.Site) {
+			s.Pool("a").Weekly = append(s.Pool("a").Weekly, "sat 10:00-12:00 course-chem")
+		}, []string{"root", "alice"}, []string{"carol", "frank"}},
+		{"pool a's course mode in pool b's rules", func(s *model.Site) {
+			s.Pool("b").Weekly = []string{"sat 10:00-12:00 course-bio"}
+		}, []string{"root"}, []string{"alice", "carol", "frank"}},
+		{"pool b's course mode in pool b's rules", func(s *model.Site) {
+			s.Pool("b").Weekly = []string{"sat 10:00-12:00 course-chem"}
+		}, []string{"root", "frank"}, []string{"alice", "carol"}},
+		{"pool b's course mode on a host of pool a", func(s *model.Site) { s.Host("a1").Weekly = []string{"sun 10:00-12:00 course-chem"} },
+			[]string{"root", "alice"}, []string{"carol", "frank"}},
+		{"pool b's course mode in an exception of pool a", func(s *model.Site) {
+			s.Exceptions = append(s.Exceptions, model.Exception{Name: "lab", Kind: "lecture", Mode: "course-chem",
+				Start: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
+				Targets: []model.Target{{Pool: "a"}}})
+		}, []string{"root", "alice"}, []string{"carol", "frank"}},
+		{"exception booked for someone else", func(s *model.Site) {
+			s.Exceptions = append(s.Exceptions, model.Exception{Name: "lab", Kind: "lecture", Mode: "course-bio", Owner: "bob",
+				Start: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
+				Targets: []model.Target{{Pool: "a"}}})
+		}, []string{"root", "alice"}, []string{"carol"}},
+		{"exception booked for oneself", func(s *model.Site) {
+			s.Exceptions = append(s.Exceptions, model.Exception{Name: "lab", Kind: "lecture", Mode: "course-bio", Owner: "carol",
+				Start: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
+				Targets: []model.Target{{Pool: "a"}}})
+		}, []string{"root", "alice", "carol"}, []string{"frank"}},
+		{"booking handed to someone else", func(s *model.Site) { s.Exception("exam").Owner = "carol" },
+			[]string{"root", "alice"}, []string{"carol"}},
+		{"lecturer edits the exam", func(s *model.Site) { s.Exception("exam").Description = "moved" },
+			[]string{"root", "alice"}, []string{"carol"}},
+
+		// Boot servers are the site admin's.
+		{"host boot server", func(s *model.Site) { s.Host("a1").BootServer = "x" }, []string{"root"}, []string{"alice", "carol"}},
+		{"add a host with a boot server", func(s *model.Site) {
+			s.Hosts = append(s.Hosts, model.Host{Name: "a2", MAC: "52:54:00:00:00:03", Pool: "a", BootServer: "x"})
+		}, []string{"root"}, []string{"alice"}},
+		{"add a host with a course rule", func(s *model.Site) {
+			s.Hosts = append(s.Hosts, model.Host{Name: "a2", MAC: "52:54:00:00:00:03", Pool: "a", Weekly: []string{"sun 10:00-12:00 course-bio"}})
+		}, []string{"root", "alice"}, []string{"carol"}},
 	}
 	for _, tc := range cases {
 		cur := baseSite()
@@ -196,5 +283,70 @@ func TestCheckHostCredential(t *testing.T) {
 		if (err == nil) != tc.allow {
 			t.Errorf("%s on %s: %v, allow %v", tc.p.UID, tc.host, err, tc.allow)
 		}
+	}
+}
+
+// TestFieldRightsTable: the table names every field model.Diff reports for its kinds
+// (also the ones only a site admin may change, so a reader sees each decision), and
+// nothing else (a misspelt field would leave the real one closed and the intended right
+// lost).
+func TestFieldRightsTable(t *testing.T) {
+	entities := map[string]any{
+		model.EntityPool:         model.Pool{},
+		model.EntityHost:         model.Host{},
+		model.EntityException:    model.Exception{},
+		model.EntityMode:         model.Mode{},
+		model.EntityImage:        model.Image{},
+		model.EntityImageVersion: model.ImageVersion{},
+	}
+	// Fields Diff does not report as fields: names identify, rule owners are part of
+	// "weekly", versions are entities of their own.
+	notFields := map[string]bool{"name": true, "version": true, "ruleOwners": true, "versions": true}
+	if len(entities) != len(fieldRights) {
+		t.Errorf("table has %d kinds, test knows %d", len(fieldRights), len(entities))
+	}
+	for kind, v := range entities {
+		rights, ok := fieldRights[kind]
+		if !ok {
+			t.Errorf("%s: not in the table", kind)
+			continue
+		}
+		want := map[string]bool{}
+		typ := reflect.TypeOf(v)
+		for i := 0; i < typ.NumField(); i++ {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if name != "" && !notFields[name] {
+				want[name] = true
+			}
+		}
+		for f := range want {
+			if _, ok := rights.fields[f]; !ok {
+				t.Errorf("%s: field %s is not in the table", kind, f)
+			}
+		}
+		for f := range rights.fields {
+			if !want[f] {
+				t.Errorf("%s: the table names %s, which %T has not", kind, f, v)
+			}
+		}
+	}
+	// The boot fields of a mode are the site admin's, whoever else manages the mode.
+	for _, f := range []string{"kind", "image", "imageVersion", "kernel", "initrd", "kernelArgs", "guest"} {
+		if r := fieldRights[model.EntityMode].fields[f]; r.poolAdmin != never || r.lecturer != never {
+			t.Errorf("mode %s is open to %+v", f, r)
+		}
+	}
+}
+
+// TestRefusalNamesTheField: a refusal says what may not be changed and by whom.
+func TestRefusalNamesTheField(t *testing.T) {
+	cur := baseSite()
+	next := cur.Clone()
+	next.Mode("course-bio").Description = "BIO"
+	next.Mode("course-bio").KernelArgs = "init=/bin/sh"
+	err := For(cur, "carol").Check(cur, next, model.Diff(cur, next))
+	want := "user carol may not modify mode course-bio: a lecturer of pool a may not change its kernelArgs: only a site admin may"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
 	}
 }

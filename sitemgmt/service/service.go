@@ -14,6 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,6 +195,10 @@ func (s *Service) update(ctx context.Context, authz Authorizer, dryRun bool, fn 
 			return nil, err
 		}
 	}
+	// After authorisation: which uids the directory has is for those who may grant roles.
+	if err := s.checkSiteAdmins(ctx, cur, next, changes); err != nil {
+		return nil, err
+	}
 	if dryRun || len(changes) == 0 {
 		return changes, nil
 	}
@@ -221,4 +228,73 @@ func hasSiteAdmin(site *model.Site) bool {
 		}
 	}
 	return false
+}
+
+// checkSiteAdmins refuses a change of the site-admin grants that makes a user site admin
+// whom the directory does not have, or that leaves no site admin who can log in: a grant
+// to a misspelt uid locks the administrators out as surely as no grant at all. The
+// directory is asked only when a site-admin grant changes. Other roles may name users not
+// created yet (a site file is applied before its users are added, docs/site-file.md);
+// such a grant locks nobody out.
+func (s *Service) checkSiteAdmins(ctx context.Context, cur, next *model.Site, changes []model.Change) error {
+	touched := false
+	for _, c := range changes {
+		if c.Kind == model.EntityRole && (isSiteAdminGrant(cur, c.Name) || isSiteAdminGrant(next, c.Name)) {
+			touched = true
+			break
+		}
+	}
+	if !touched {
+		return nil
+	}
+	users, err := s.backend.Users(ctx)
+	if err != nil {
+		return fmt.Errorf("listing directory users to check the site-admin grants: %w", err)
+	}
+	known := map[string]bool{}
+	for _, u := range users {
+		known[u.UID] = true
+	}
+	// Only members the change adds must exist: a site admin whose account was deleted
+	// since does not block every later edit of the grant.
+	before := siteAdmins(cur)
+	var unknown []string
+	for _, uid := range slices.Sorted(maps.Keys(siteAdmins(next))) {
+		if !before[uid] && !known[uid] {
+			unknown = append(unknown, uid)
+		}
+	}
+	if len(unknown) > 0 {
+		return model.Invalid("the site-admin role cannot be given to %s: not a directory user; create the user first (overtime user add UID)", strings.Join(unknown, ", "))
+	}
+	loginAdmin := func(site *model.Site) bool {
+		for uid := range siteAdmins(site) {
+			if known[uid] {
+				return true
+			}
+		}
+		return false
+	}
+	if loginAdmin(cur) && !loginAdmin(next) {
+		return model.Invalid("this change would leave the site without a site admin who is a directory user; keep a site-admin role with at least one existing user")
+	}
+	return nil
+}
+
+func isSiteAdminGrant(site *model.Site, name string) bool {
+	r := site.Role(name)
+	return r != nil && r.Role == model.RoleSiteAdmin
+}
+
+// siteAdmins is the set of members of the site's site-admin grants.
+func siteAdmins(site *model.Site) map[string]bool {
+	m := map[string]bool{}
+	for _, r := range site.Roles {
+		if r.Role == model.RoleSiteAdmin {
+			for _, uid := range r.Members {
+				m[uid] = true
+			}
+		}
+	}
+	return m
 }

@@ -136,3 +136,66 @@ func TestUpdateCanonicalisesMACs(t *testing.T) {
 		t.Fatalf("multicast MAC: %v", err)
 	}
 }
+
+// The site-admin role goes only to directory users, and a change never leaves the site
+// without a site admin who can log in; other roles may name users to be created later.
+func TestSiteAdminsAreDirectoryUsers(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	ctx := context.Background()
+	b := env.Svc.Backend()
+	if err := b.PutUser(ctx, "zed", "", "zed-secret"); err != nil {
+		t.Fatal(err)
+	}
+	setAdmins := func(members ...string) func(s *model.Site) error {
+		return func(s *model.Site) error {
+			s.Role("site-admins").Members = members
+			return nil
+		}
+	}
+	// Made site admin while the account exists; it is deleted afterwards.
+	if _, err := env.Svc.Update(ctx, nil, false, setAdmins("admin", "zed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteUser(ctx, "zed"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(s *model.Site) error
+		refuse string // "" = accepted
+	}{
+		{"misspelt member", setAdmins("admin", "zed", "admn"), "cannot be given to admn: not a directory user"},
+		{"new grant to an unknown user", func(s *model.Site) error {
+			s.Roles = append(s.Roles, model.RoleGrant{Name: "more-admins", Role: model.RoleSiteAdmin, Members: []string{"ghost", "alice"}})
+			return nil
+		}, "cannot be given to ghost"},
+		{"viewer grant turned site admin", func(s *model.Site) error {
+			s.Roles = append(s.Roles, model.RoleGrant{Name: "later", Role: model.RoleViewer, Members: []string{"ghost"}})
+			return nil
+		}, ""},
+		{"grant of unknown members made site-admin", func(s *model.Site) error {
+			s.Role("later").Role = model.RoleSiteAdmin
+			return nil
+		}, "cannot be given to ghost"},
+		{"only a deleted user left", setAdmins("zed"), "without a site admin who is a directory user"},
+		{"a member deleted before stays", setAdmins("zed", "admin", "alice"), ""},
+		{"handed over to an existing user", setAdmins("alice"), ""},
+	} {
+		before := env.Svc.Snapshot()
+		_, err := env.Svc.Update(ctx, nil, false, tc.change)
+		if tc.refuse == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		var inv *model.InvalidError
+		if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.refuse) {
+			t.Errorf("%s: %v, want an invalid-change error naming %q", tc.name, err, tc.refuse)
+		}
+		if env.Svc.Snapshot() != before {
+			t.Errorf("%s: refused, but the site changed", tc.name)
+		}
+	}
+}
