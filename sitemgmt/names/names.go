@@ -207,7 +207,9 @@ func JobID(s string) error {
 }
 
 // Text checks free text (descriptions, rooms): one line, printable, at most 200 bytes. It
-// is rendered only into comments and menu titles, where a newline would start a directive.
+// may hold punctuation that means something in a rendered format (';' '||' '#' '^'), so
+// the renderers never write it as it is: each output format reduces it to a literal of
+// that format where it is written (sitemgmt/render, text.go).
 func Text(what, s string) error {
 	if len(s) > 200 {
 		return fmt.Errorf("%s too long (%d bytes, at most 200)", what, len(s))
