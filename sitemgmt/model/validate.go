@@ -3,8 +3,6 @@ package model
 import (
 	"fmt"
 	"net/netip"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/names"
@@ -245,13 +243,14 @@ func (s *Site) Validate() error {
 		if err := ValidIP(b.IP); err != nil {
 			return invalid("boot server %s: %v", b.Name, err)
 		}
-		u, err := url.Parse(b.HTTPURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(b.HTTPURL, " \"'\\$\n\r\t") {
-			return invalid("boot server %s: invalid HTTP URL %q (expected like http://10.0.0.1:8080)", b.Name, b.HTTPURL)
+		// The renderers' own definitions (names.BootURL, names.NFSServer): whatever is
+		// accepted here renders into every file of this boot server.
+		if err := names.BootURL(b.HTTPURL); err != nil {
+			return invalid("boot server %s: %v", b.Name, err)
 		}
 		if b.NFSServer != "" {
-			if ValidIP(b.NFSServer) != nil && ValidHostname(strings.ReplaceAll(b.NFSServer, ".", "-")) != nil {
-				return invalid("boot server %s: invalid NFS server %q", b.Name, b.NFSServer)
+			if err := names.NFSServer(b.NFSServer); err != nil {
+				return invalid("boot server %s: %v", b.Name, err)
 			}
 		}
 		if b.NFSRoot != "" && names.AbsPath("NFS root", b.NFSRoot) != nil {
@@ -283,6 +282,9 @@ func (s *Site) Validate() error {
 		}
 		if b.DHCP == DHCPProxy && b.RangeFrom != "" {
 			return invalid("boot server %s: a proxy-DHCP server hands out no addresses; remove the range", b.Name)
+		}
+		if b.DHCP == DHCPProxy && b.Router != "" {
+			return invalid("boot server %s: a proxy-DHCP server hands out no router (%s); remove it", b.Name, b.Router)
 		}
 	}
 	pools := map[string]bool{}

@@ -57,3 +57,29 @@ func TestValidatorsAreInvalidErrors(t *testing.T) {
 		}
 	}
 }
+
+// Boot server fields are checked with the renderers' own definitions: a value the
+// renderers would refuse is refused at write time, with the boot server named.
+func TestBootServerFieldsRenderable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(b *BootServer)
+		err  string // "" = accepted
+	}{
+		{"plain URL", func(b *BootServer) { b.HTTPURL = "http://10.0.0.1:8080/overtime/" }, ""},
+		{"comma in URL", func(b *BootServer) { b.HTTPURL = "http://10.0.0.1:8080/a,b" }, "invalid boot server HTTP URL"},
+		{"user in URL", func(b *BootServer) { b.HTTPURL = "http://u@10.0.0.1" }, "invalid boot server HTTP URL"},
+		{"percent in URL", func(b *BootServer) { b.HTTPURL = "http://10.0.0.1/%41" }, "invalid boot server HTTP URL"},
+		{"IPv6 URL", func(b *BootServer) { b.HTTPURL = "http://[fd00::1]:8080" }, "invalid boot server HTTP URL"},
+		{"NFS DNS name", func(b *BootServer) { b.NFSServer = "nfs.example.org" }, ""},
+		{"NFS empty label", func(b *BootServer) { b.NFSServer = "nfs..example.org" }, "invalid NFS server"},
+		{"proxy router", func(b *BootServer) { b.DHCP, b.RangeFrom, b.RangeTo, b.Router = DHCPProxy, "", "", b.IP }, "hands out no router"},
+	} {
+		s := fullSite()
+		tc.edit(&s.BootServers[0])
+		err := s.Validate()
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.err)
+		}
+	}
+}

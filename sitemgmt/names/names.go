@@ -36,12 +36,43 @@ func Name(what, s string) error {
 // they are, and guest names (libvirt domains, containers, VMware VMs) are host names too.
 var hostRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-// Hostname checks a host name: a single lower-case DNS label.
+// Hostname checks a host name: a single lower-case DNS label that no configuration it is
+// rendered into reads as anything but a host name (see ReservedHostname).
 func Hostname(s string) error {
 	if !hostRE.MatchString(s) {
 		return fmt.Errorf("invalid hostname %q: use one DNS label of 1-63 characters a-z 0-9 - (no dots, spaces or quotes)", s)
 	}
+	if why := ReservedHostname(s); why != "" {
+		return fmt.Errorf("invalid hostname %q: %s", s, why)
+	}
 	return nil
+}
+
+// leaseTimeRE: what dnsmasq's dhcp-host parser takes for a lease time rather than a host
+// name: digits with an optional unit s, m, h, d or w (dnsmasq 2.90, option.c, dhcp-host).
+var leaseTimeRE = regexp.MustCompile(`^[0-9]+[smhdw]?$`)
+
+// ReservedHostname says why a syntactically valid host name would be read as something
+// else by a configuration Overtime renders it into, or "" if it would not.
+//
+// A host name is written as a field of a dnsmasq dhcp-host line (MAC,IP,NAME) and as a
+// Slurm NodeName and hostlist entry. dnsmasq classifies each dhcp-host field by its form,
+// not its position: a field that looks like a lease time ("3600", "12h", "infinite") sets
+// the lease time, "ignore" makes dnsmasq ignore the MAC, and only what is left is the
+// name; there is no quoting that forces a field to be a name. Slurm reads NodeName=DEFAULT
+// as the defaults for later lines (not a node) and Nodes=ALL as every node; both compare
+// case-insensitively. Fields with ':' (set:, tag:, id:, net:, MACs) or '.' (IPv4
+// addresses) are already outside the host name alphabet.
+func ReservedHostname(s string) string {
+	switch {
+	case leaseTimeRE.MatchString(s):
+		return "dnsmasq reads it as a lease time (digits with an optional s/m/h/d/w unit); add a letter, e.g. pc-" + s
+	case s == "infinite" || s == "ignore":
+		return "dnsmasq reads it as a keyword of dhcp-host, not a host name"
+	case s == "default" || s == "all":
+		return "Slurm reads it as a keyword (NodeName=DEFAULT, Nodes=ALL), not a node name"
+	}
+	return ""
 }
 
 // MAC accepts aa:bb:cc:dd:ee:ff, AA-BB-CC-DD-EE-FF or aabb.ccdd.eeff and returns the
@@ -176,7 +207,9 @@ func JobID(s string) error {
 }
 
 // Text checks free text (descriptions, rooms): one line, printable, at most 200 bytes. It
-// is rendered only into comments and menu titles, where a newline would start a directive.
+// may hold punctuation that means something in a rendered format (';' '||' '#' '^'), so
+// the renderers never write it as it is: each output format reduces it to a literal of
+// that format where it is written (sitemgmt/render, text.go).
 func Text(what, s string) error {
 	if len(s) > 200 {
 		return fmt.Errorf("%s too long (%d bytes, at most 200)", what, len(s))
@@ -195,7 +228,9 @@ func Text(what, s string) error {
 // the characters a host, port and plain path need are allowed.
 var httpURLRE = regexp.MustCompile(`^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~-]+)*/?$`)
 
-// BootURL checks a boot server's HTTP base URL for rendering.
+// BootURL checks a boot server's HTTP base URL. It is the one definition: the site model
+// validates with it and the renderers re-check with it, so a URL that validates renders
+// into every file (dnsmasq, iPXE, PXELINUX, kernel command lines).
 func BootURL(s string) error {
 	if !httpURLRE.MatchString(s) || strings.Contains(s, "..") {
 		return fmt.Errorf("invalid boot server HTTP URL %q: expected like http://10.0.0.1:8080 (host, port and a plain path only)", s)
@@ -204,13 +239,14 @@ func BootURL(s string) error {
 }
 
 // nfsServerRE: an NFS server as written into a kernel command line: an IPv4 address or a
-// DNS name.
-var nfsServerRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
+// DNS name of lower-case labels (RFC 1123) separated by single dots.
+var nfsServerRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 
-// NFSServer checks an NFS server address or DNS name.
+// NFSServer checks an NFS server address or DNS name. The site model and the renderers
+// both use it, so a boot server that validates always renders.
 func NFSServer(s string) error {
-	if !nfsServerRE.MatchString(s) {
-		return fmt.Errorf("invalid NFS server %q", s)
+	if len(s) > 253 || !nfsServerRE.MatchString(s) {
+		return fmt.Errorf("invalid NFS server %q: expected an IPv4 address or a DNS name like nfs.example.org", s)
 	}
 	return nil
 }
@@ -225,4 +261,16 @@ func NFSClients(s string) error {
 		return fmt.Errorf("invalid NFS clients %q: one host, network, wildcard or @netgroup", s)
 	}
 	return nil
+}
+
+// TrickyHostnames are host names that resemble what dnsmasq or Slurm read as keywords,
+// lease times, tags or addresses, but are accepted: they must render into working
+// configurations. The names and render tests (including the real dnsmasq and slurmctld)
+// use this one list.
+var TrickyHostnames = []string{
+	"infinite1", "ignore-me", "x-infinite", "h12", "12a", "1h1", "1-2", "12-h", "0x1",
+	"s", "m", "h", "d", "w", "hh", "1hw",
+	"set-a", "tag-a", "id-a", "net-a", "set", "tag", "id",
+	"localhost", "default1", "all-pcs", "alla", "none", "future", "idle", "down",
+	"52-54-00-12-34-56", "5254-0012-3456", "10-0-0-1",
 }

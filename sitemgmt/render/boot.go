@@ -16,7 +16,7 @@ type Boot struct {
 	Server  *model.BootServer   // the boot server answering this host
 	Mode    *model.Mode         // scheduled (default) mode
 	Image   *model.ImageVersion // resolved version for Mode; nil if the mode boots no image or the image has no version yet ("image missing")
-	Reason  string              // deciding rule, shown as a comment and menu text (sanitized)
+	Reason  string              // deciding rule, shown as a comment and menu text (free text: reduced per format where written)
 	Until   time.Time           // next change (zero = none); shown in the menu title in Loc
 	Loc     *time.Location      // the site's zone; nil = UTC
 	Others  []MenuEntry         // other selectable entries (local disk, maintenance, ...), each with its own resolved image
@@ -48,7 +48,7 @@ type bootPlan struct {
 	who       string // "pc-a01" or "52:54:00:12:34:56 (unknown)", for titles and serial console
 	pool      string
 	server    string
-	reason    string // sanitized
+	reason    string // free text: written only through ipxeText, pxelinuxText or commentText
 	until     string // "" when no change is scheduled
 	entries   []bootEntry
 	def       string // label of the default entry
@@ -62,21 +62,22 @@ type bootEntry struct {
 	image     *model.ImageVersion
 	scheduled bool
 	localDisk bool   // kind local-disk: boots the local disk
-	missing   string // non-empty: why it cannot boot (shown; the entry falls back to local disk)
+	missing   string // non-empty: why it cannot boot (free text, shown; the entry falls back to local disk)
 	kernel    string
 	initrd    string // "" = no initrd
 	cmdline   string
 }
 
-// text is the menu line of an entry; extra lists characters the target format must not
-// see even in display text.
-func (e *bootEntry) text(extra string) string {
+// text is the menu line of an entry. Its free text (the description, why the entry is
+// unavailable) goes through literal, the text function of the format it is written into;
+// the rest are names and versions of checked alphabets.
+func (e *bootEntry) text(literal func(string) string) string {
 	s := e.mode.Name + " - "
 	switch {
 	case e.missing != "":
-		s += "UNAVAILABLE: " + e.missing + " - boots the local disk"
+		s += "UNAVAILABLE: " + literal(e.missing) + " - boots the local disk"
 	case e.mode.Description != "":
-		s += sanitize(e.mode.Description, extra)
+		s += literal(e.mode.Description)
 	default:
 		s += string(e.mode.Kind)
 	}
@@ -125,7 +126,7 @@ func (b Boot) plan() (*bootPlan, error) {
 		}
 		p.host, p.pool, p.who = b.Host.Name, b.Host.Pool, b.Host.Name
 	}
-	p.reason = sanitize(b.Reason, "")
+	p.reason = b.Reason
 	if !b.Until.IsZero() {
 		loc := b.Loc
 		if loc == nil {
@@ -218,7 +219,7 @@ func (p *bootPlan) entry(b Boot, m *model.Mode, v *model.ImageVersion) (bootEntr
 	}
 	if b.Check != nil {
 		if why := b.Check(m, v); why != "" {
-			e.missing = sanitize(why, "")
+			e.missing = why
 			return e, nil
 		}
 	}
@@ -264,10 +265,10 @@ func (p *bootPlan) header(w *writer) {
 	}
 	w.comment(s)
 	if p.reason != "" {
-		w.comment("Reason: " + p.reason)
+		w.comment("Reason: " + commentText(p.reason))
 	}
 	if sched.missing != "" {
-		w.comment("Cannot boot the scheduled mode (" + sched.missing + "): defaulting to the local disk.")
+		w.comment("Cannot boot the scheduled mode (" + commentText(sched.missing) + "): defaulting to the local disk.")
 	}
 }
 

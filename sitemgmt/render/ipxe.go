@@ -6,11 +6,6 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
-// ipxeUnsafe lists characters that display text must not carry into an iPXE script on
-// top of the ones sanitize always replaces: "||" and "&&" chain commands, '#' and '\”
-// are kept out so no iPXE version can read them as a comment or quoting.
-const ipxeUnsafe = "|&#'"
-
 // IPXE renders the "#!ipxe" boot script for one host: a menu whose default is the
 // scheduled mode and which boots it after b.Timeout, with the other entries selectable.
 // Kernel and initrd come over HTTP. Whatever fails (an image with no published version,
@@ -31,11 +26,11 @@ func IPXE(out io.Writer, b Boot) error {
 	w.line("menu %s", p.title())
 	if p.reason != "" {
 		// "--" ends the options, so the text after it is never taken for one.
-		w.line("item --gap -- Scheduled by: %s", sanitize(p.reason, ipxeUnsafe))
+		w.line("item --gap -- Scheduled by: %s", ipxeText(p.reason))
 	}
 	for i := range p.entries {
 		e := &p.entries[i]
-		w.line("item %s %s", e.label, e.text(ipxeUnsafe))
+		w.line("item %s %s", e.label, e.text(ipxeText))
 	}
 	if p.localItem {
 		w.line("item %s Boot the local disk", labelLocalDisk)
@@ -53,7 +48,7 @@ func IPXE(out io.Writer, b Boot) error {
 			w.line("echo Overtime: %s mode %s", p.who, e.mode.Name)
 			w.line("goto %s", labelLocalDisk)
 		case e.missing != "":
-			w.line("echo Overtime: %s mode %s unavailable: %s", p.who, e.mode.Name, e.missing)
+			w.line("echo Overtime: %s mode %s unavailable: %s", p.who, e.mode.Name, ipxeText(e.missing))
 			w.line("echo Overtime: booting the local disk instead")
 			w.line("sleep 5")
 			w.line("goto %s", labelLocalDisk)

@@ -33,7 +33,7 @@ func PXELinux(out io.Writer, b Boot) error {
 		e := &p.entries[i]
 		w.line("")
 		w.line("LABEL %s", e.label)
-		w.line("  MENU LABEL %s", e.text(""))
+		w.line("  MENU LABEL %s", e.text(pxelinuxText))
 		if e.label == p.def {
 			w.line("  MENU DEFAULT")
 		}
@@ -52,10 +52,10 @@ func PXELinux(out io.Writer, b Boot) error {
 			w.line("  APPEND %s", e.cmdline)
 		}
 		if e.scheduled && p.reason != "" {
-			// Shown while the entry is highlighted. The text is one sanitized line that
+			// Shown while the entry is highlighted. The text is one reduced line that
 			// starts with "Scheduled by:", so it can never be the ENDTEXT line.
 			w.line("  TEXT HELP")
-			w.line("Scheduled by: %s", p.reason)
+			w.line("Scheduled by: %s", pxelinuxText(p.reason))
 			w.line("ENDTEXT")
 		}
 	}

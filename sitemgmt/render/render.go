@@ -10,7 +10,8 @@
 // new directive (a dhcp-option, a kernel command, an export with other rights). A value
 // outside its alphabet makes the renderer return an error and write nothing, rather than
 // escape it. Free text (descriptions, the scheduling reason) is only ever shown, never
-// parsed, so it is sanitized instead: every character that could matter is replaced by '?'.
+// parsed, so it is reduced instead, by one function per output format at the point where it
+// is written (text.go): every character that format could read as syntax becomes '?'.
 //
 // Output is deterministic: lists are sorted, nothing depends on map order or the clock,
 // so the same input renders byte-identical files (golden tests, and callers can skip a
@@ -193,27 +194,6 @@ func baseURL(u string) (string, error) {
 	return strings.TrimSuffix(u, "/"), nil
 }
 
-// sanitize makes free text safe to show in a comment or menu line: every character
-// outside printable ASCII, every '"', '\' and '$', and every character in extra becomes
-// '?'. Long text is cut, since it only ever fills one menu or comment line.
-func sanitize(s, extra string) string {
-	const max = 200
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if n == max {
-			b.WriteString("...")
-			break
-		}
-		if r < 0x20 || r > 0x7e || r == '"' || r == '\\' || r == '$' || strings.ContainsRune(extra, r) {
-			r = '?'
-		}
-		b.WriteRune(r)
-		n++
-	}
-	return b.String()
-}
-
 // writer collects a rendered file in memory. Nothing reaches the caller's io.Writer
 // unless the whole file rendered without error, so a rejected value never leaves half a
 // configuration behind. As a last line of defence, every line is checked for control
@@ -239,8 +219,8 @@ func (w *writer) line(format string, a ...any) {
 	w.buf.WriteByte('\n')
 }
 
-// comment writes a '#' comment line. Text from data must be validated names or
-// sanitized already; line still refuses control characters.
+// comment writes a '#' comment line. Text from data must be validated names or have
+// passed commentText; line still refuses control characters.
 func (w *writer) comment(text string) {
 	if text == "" {
 		w.line("#")
