@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"net/http"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -12,8 +13,21 @@ import (
 // written as one validated change, so a file with one bad row changes nothing. With
 // ?dryRun=true the answer lists what would change; `overtime host import` shows that
 // before writing.
+//
+// Only site and pool admins may change hosts' addresses and pools, which is all a CSV
+// holds: anyone else is refused before the body is read or parsed. What the file changes
+// is authorised as any change is, in service.Update.
 func (s *Server) importHosts(w http.ResponseWriter, r *http.Request) {
-	hosts, err := sitefile.ParseHostsCSV(http.MaxBytesReader(w, r.Body, 32<<20))
+	if p := principal(r); !p.SiteAdmin && len(p.PoolAdmin) == 0 {
+		writeError(w, http.StatusForbidden, "user "+p.UID+" may not import hosts: only a site admin or a pool admin may")
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	hosts, err := sitefile.ParseHostsCSV(bytes.NewReader(body))
 	if err != nil {
 		s.httpError(w, err)
 		return

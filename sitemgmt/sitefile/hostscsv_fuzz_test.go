@@ -19,7 +19,7 @@ func FuzzParseHostsCSV(f *testing.F) {
 		"name\tmac\tip\tpool\npc-a01\t52:54:00:0a:00:01\t10.20.0.11\tlab-a\n",
 		"\ufeffname,mac,ip,pool\r\npc-a01,52:54:00:0a:00:01,10.20.0.11,lab-a\r\n",
 		"\"pc-a01\", \"52:54:00:0a:00:01\",10.20.0.11 ,\"lab-a\"\n\n",
-		"\"pc-a01,52:54:00:0a:00:01,,lab-a\n",  // unbalanced quote
+		"\"pc-a01,52:54:00:0a:00:01,,lab-a\n", // unbalanced quote
 		"pc-a01,5\"2:54:00:0a:00:01,,lab-a\n", // bare quote
 		"\"pc-a01\"x,52:54:00:0a:00:01,,lab-a\n",
 		"\"\n",
