@@ -117,7 +117,7 @@ func (s *Server) routes() {
 	m.HandleFunc("PUT /api/v1/site/settings", s.write(s.putSettings))
 	m.HandleFunc("GET /api/v1/mode-at", s.read(s.modeAt))
 	m.HandleFunc("GET /api/v1/render/{what}", s.read(s.render))
-	m.HandleFunc("POST /api/v1/hosts/import", s.write(s.importHosts))
+	m.HandleFunc("POST /api/v1/hosts/import", s.user(mayImportHosts, s.importHosts))
 	m.HandleFunc("POST /api/v1/images/{name}/versions", s.write(s.addImageVersion))
 	m.HandleFunc("POST /api/v1/users", s.write(s.putUser))
 	s.userRoutes()

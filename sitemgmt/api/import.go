@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/authz"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
 )
@@ -13,15 +14,7 @@ import (
 // written as one validated change, so a file with one bad row changes nothing. With
 // ?dryRun=true the answer lists what would change; `overtime host import` shows that
 // before writing.
-//
-// Only site and pool admins may change hosts' addresses and pools, which is all a CSV
-// holds: anyone else is refused before the body is read or parsed. What the file changes
-// is authorised as any change is, in service.Update.
 func (s *Server) importHosts(w http.ResponseWriter, r *http.Request) {
-	if p := principal(r); !p.SiteAdmin && len(p.PoolAdmin) == 0 {
-		writeError(w, http.StatusForbidden, "user "+p.UID+" may not import hosts: only a site admin or a pool admin may")
-		return
-	}
 	body, err := readBody(r)
 	if err != nil {
 		s.httpError(w, err)
@@ -36,4 +29,18 @@ func (s *Server) importHosts(w http.ResponseWriter, r *http.Request) {
 		sitefile.ImportHosts(site, hosts)
 		return http.StatusOK, nil
 	})
+}
+
+// mayImportHosts admits the import: only site and pool admins may change hosts'
+// addresses and pools, which is all a CSV holds, so anyone else is refused before the
+// body is read or parsed. What the file changes is then authorised as any change is,
+// in service.Update.
+func mayImportHosts(p authz.Principal) string {
+	if why := canWrite(p); why != "" {
+		return why
+	}
+	if !p.SiteAdmin && len(p.PoolAdmin) == 0 {
+		return "user " + p.UID + " may not import hosts: only a site admin or a pool admin may"
+	}
+	return ""
 }
