@@ -35,7 +35,7 @@ func rawRequest(t *testing.T, base, method, path, user, pw string, length int64,
 		method, path, u.Host, auth, length, first)
 	// A failure bound, not a synchronisation: the answer comes as soon as the server
 	// decided, which takes milliseconds.
-	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatalf("%s %s as %s: no answer without the body: %v", method, path, user, err)
