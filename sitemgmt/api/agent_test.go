@@ -713,7 +713,7 @@ func runPowerSaveSuite(t *testing.T, env *testenv.Env) {
 		host string
 		want string
 	}{
-		{"viewer", env.Client("dave", "dave-secret"), "pc-b01", "only a site admin or an admin of pool lab-b"},
+		{"viewer", env.Client("dave", "dave-secret"), "pc-b01", "user dave may not change the site: a viewer only reads"},
 		{"other pool's admin", env.Client("alice", "alice-secret"), "pc-b03", "user alice may not wake or release host pc-b03"},
 		{"host credential", hostClient(env, issue(t, admin, "pc-b01")), "pc-b01", "a host credential may only"},
 	} {

@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +62,7 @@ type Server struct {
 	mux      *http.ServeMux
 	auth     authCache
 	hostAuth hostAuthCache
+	bodies   bodyBudget
 }
 
 // New builds the handler tree.
@@ -80,6 +82,7 @@ func New(svc *service.Service, opt Options) *Server {
 	s := &Server{svc: svc, opt: opt, mux: http.NewServeMux()}
 	s.auth.init(opt.AuthCacheTTL)
 	s.hostAuth.init(opt.AuthCacheTTL)
+	s.bodies.init(perUserBodies)
 	s.routes()
 	return s
 }
@@ -87,7 +90,10 @@ func New(svc *service.Service, opt Options) *Server {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
-			s.opt.Log.Error("panic in handler", "path", r.URL.Path, "panic", v)
+			if v == http.ErrAbortHandler {
+				panic(v) // net/http's way to abort a response: not a bug
+			}
+			s.opt.Log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 			writeError(w, http.StatusInternalServerError, "internal error")
 		}
 	}()
@@ -111,7 +117,7 @@ func (s *Server) routes() {
 	m.HandleFunc("PUT /api/v1/site/settings", s.write(s.putSettings))
 	m.HandleFunc("GET /api/v1/mode-at", s.read(s.modeAt))
 	m.HandleFunc("GET /api/v1/render/{what}", s.read(s.render))
-	m.HandleFunc("POST /api/v1/hosts/import", s.write(s.importHosts))
+	m.HandleFunc("POST /api/v1/hosts/import", s.user(mayImportHosts, s.importHosts))
 	m.HandleFunc("POST /api/v1/images/{name}/versions", s.write(s.addImageVersion))
 	m.HandleFunc("POST /api/v1/users", s.write(s.putUser))
 	s.userRoutes()
@@ -154,9 +160,12 @@ func (s *Server) httpError(w http.ResponseWriter, err error) {
 	var inv *model.InvalidError
 	var forb *authz.Forbidden
 	var nf notFound
+	var big tooLarge
 	switch {
 	case errors.As(err, &nf):
 		writeError(w, http.StatusNotFound, err.Error())
+	case errors.As(err, &big):
+		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
 	case errors.As(err, &forb):
 		writeError(w, http.StatusForbidden, err.Error())
 	case errors.As(err, &inv):
@@ -171,16 +180,50 @@ func (s *Server) httpError(w http.ResponseWriter, err error) {
 	}
 }
 
+// tooLarge: a request body over its limit (HTTP 413).
+type tooLarge struct{ limit int64 }
+
+func (e tooLarge) Error() string {
+	return fmt.Sprintf("request body too large: at most %d bytes", e.limit)
+}
+
 type notFound struct{ what, name string }
 
 func (e notFound) Error() string { return fmt.Sprintf("%s %q not found", e.what, e.name) }
 
-// decodeJSON reads a JSON body strictly: unknown fields are errors (typos must not be
-// silently dropped) and the body is bounded.
-func decodeJSON(r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 32<<20))
+// maxBody bounds every request body (a whole site as JSON or a hosts CSV fits many
+// times over).
+const maxBody = 32 << 20
+
+// readBody reads a request body of at most maxBody bytes (less when the handler set a
+// tighter http.MaxBytesReader), refusing a declared length over the limit before
+// reading anything. Over the limit: tooLarge (413).
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > maxBody {
+		return nil, tooLarge{maxBody}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, tooLarge{mbe.Limit}
+	}
 	if err != nil {
-		return model.Invalid("request body: %v", err)
+		return nil, model.Invalid("request body: %v", err)
+	}
+	return body, nil
+}
+
+// decodeJSON reads a JSON body strictly: unknown fields are errors (typos must not be
+// silently dropped), the body is bounded (readBody), and it must be a JSON object: every
+// body the API takes is one, and `null` would otherwise decode to nothing at all, so
+// that a PUT of null replaced an entity with an empty one.
+func decodeJSON(r *http.Request, v any) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return model.Invalid("invalid JSON body: expected a JSON object {...}")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -290,19 +333,40 @@ func hostOnlyAgent(host string) string {
 }
 
 // read wraps a handler that needs any role.
-func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
-	return s.anyUser(func(w http.ResponseWriter, r *http.Request) {
-		if p := principal(r); !p.CanRead() {
-			writeError(w, http.StatusForbidden, "user "+p.UID+" has no role in this site")
-			return
-		}
-		h(w, r)
-	})
-}
+func (s *Server) read(h http.HandlerFunc) http.HandlerFunc { return s.user(canRead, h) }
 
 // anyUser wraps a handler any authenticated directory user may call, with or without a
 // role in the site (HPC users read their own jobs' reports); host credentials are refused.
-func (s *Server) anyUser(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) anyUser(h http.HandlerFunc) http.HandlerFunc { return s.user(nil, h) }
+
+// write wraps a handler that changes the site; the handler authorises the concrete
+// change through update(). A user whose roles allow no change at all (a viewer) is
+// refused here, before a byte of the body is read.
+func (s *Server) write(h http.HandlerFunc) http.HandlerFunc { return s.user(canWrite, h) }
+
+// canRead and canWrite say why p may not call a read or write endpoint ("": may).
+func canRead(p authz.Principal) string {
+	if !p.CanRead() {
+		return "user " + p.UID + " has no role in this site"
+	}
+	return ""
+}
+
+func canWrite(p authz.Principal) string {
+	if why := canRead(p); why != "" {
+		return why
+	}
+	// Every change needs one of these roles (authz.Principal.Check); a viewer only reads.
+	if !p.SiteAdmin && len(p.PoolAdmin) == 0 && len(p.Lecturer) == 0 {
+		return "user " + p.UID + " may not change the site: a viewer only reads"
+	}
+	return ""
+}
+
+// user authenticates a directory user, refuses host credentials and users allow refuses
+// (nil: any user), then runs h with the principal in the context and its request body
+// admitted by the per-user budget (bodies).
+func (s *Server) user(allow func(authz.Principal) string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, ok := s.authenticate(w, r)
 		if !ok {
@@ -312,13 +376,26 @@ func (s *Server) anyUser(h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusForbidden, hostOnlyAgent(p.Host))
 			return
 		}
+		if allow != nil {
+			if why := allow(p); why != "" {
+				writeError(w, http.StatusForbidden, why)
+				return
+			}
+		}
+		release, err := s.bodies.admit(p.UID, r)
+		if err != nil {
+			if errors.As(err, new(tooLarge)) {
+				s.httpError(w, err)
+			} else {
+				w.Header().Set("Retry-After", "1")
+				writeError(w, http.StatusTooManyRequests, err.Error())
+			}
+			return
+		}
+		defer release()
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
 	}
 }
-
-// write wraps a handler that changes the site; the handler authorises the concrete
-// change through update().
-func (s *Server) write(h http.HandlerFunc) http.HandlerFunc { return s.read(h) }
 
 // update runs a change through the service with the request's principal as authoriser
 // and answers with the list of changes. fn edits the site and returns the status to
@@ -444,16 +521,49 @@ func (s *Server) modeAt(w http.ResponseWriter, r *http.Request) {
 }
 
 // ParseTime accepts RFC 3339, or "YYYY-MM-DD HH:MM" / "YYYY-MM-DDTHH:MM" in the site's zone.
+//
+// A local time the clocks skip (spring forward, 02:30 on the night summer time starts in
+// Europe) names no instant and is refused rather than moved by an hour, which is what
+// the time package would do. A local time the clocks pass twice (autumn) is taken at
+// its first occurrence, the earlier instant, which is how people read "02:30" on that
+// night; the second one is given with its offset in RFC 3339.
 func ParseTime(v string, loc *time.Location) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
 		return t, nil
 	}
 	for _, f := range []string{"2006-01-02 15:04", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02T15:04:05"} {
-		if t, err := time.ParseInLocation(f, v, loc); err == nil {
+		wall, err := time.ParseInLocation(f, v, time.UTC)
+		if err != nil {
+			continue
+		}
+		if t, ok := localInstant(wall, loc); ok {
 			return t, nil
 		}
+		return time.Time{}, model.Invalid("time %q does not exist in time zone %s: the clocks skip it (daylight saving time starts); give a time outside the gap or an RFC 3339 time with its offset", v, loc)
 	}
 	return time.Time{}, model.Invalid("invalid time %q: use RFC 3339 (2026-12-01T10:00:00+01:00) or 'YYYY-MM-DD HH:MM' in the site's time zone", v)
+}
+
+// localInstant finds the earliest instant whose wall clock in loc is wall's (wall is
+// given in UTC, its fields are what counts); ok is false when loc skips that wall time.
+// The candidates are wall shifted by each UTC offset loc has within a day of it: zone
+// transitions are months apart, so that covers both sides of any gap or fold.
+func localInstant(wall time.Time, loc *time.Location) (time.Time, bool) {
+	var best time.Time
+	for _, d := range []time.Duration{-24 * time.Hour, 0, 24 * time.Hour} {
+		_, off := wall.Add(d).In(loc).Zone()
+		t := wall.Add(-time.Duration(off) * time.Second).In(loc)
+		if sameWall(t, wall) && (best.IsZero() || t.Before(best)) {
+			best = t
+		}
+	}
+	return best, !best.IsZero()
+}
+
+func sameWall(t, wall time.Time) bool {
+	y, mo, d := t.Date()
+	wy, wmo, wd := wall.Date()
+	return y == wy && mo == wmo && d == wd && t.Hour() == wall.Hour() && t.Minute() == wall.Minute() && t.Second() == wall.Second()
 }
 
 // UserRequest is the body of POST /api/v1/users.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -64,27 +65,35 @@ func (s *Server) serveFrom(dir, key string) http.HandlerFunc {
 			return
 		}
 		defer root.Close()
-		f, err := root.Open(name)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				s.opt.Log.Warn("boot file not found", "path", r.URL.Path, "remote", r.RemoteAddr)
-				http.NotFound(w, r)
-				return
+		// Only regular files: opening a FIFO would block the handler until some writer
+		// came, and a device or socket is nobody's kernel. Checked before opening, and
+		// the open does not block either (O_NONBLOCK, no effect on regular files) in case
+		// the file is swapped in between; the opened file's mode is what counts.
+		fi, err := root.Stat(name)
+		if err == nil && fi.Mode().IsRegular() {
+			var f *os.File
+			if f, err = root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+				defer f.Close()
+				fi, err = f.Stat()
+				if err == nil && fi.Mode().IsRegular() {
+					// Image versions are immutable: a path names one content for ever.
+					w.Header().Set("Cache-Control", "public, max-age=86400, immutable")
+					w.Header().Set("Content-Type", "application/octet-stream")
+					http.ServeContent(w, r, "", fi.ModTime(), f)
+					return
+				}
 			}
+		}
+		switch {
+		case err == nil:
+			http.NotFound(w, r) // a directory, FIFO, device or socket
+		case errors.Is(err, fs.ErrNotExist):
+			s.opt.Log.Warn("boot file not found", "path", r.URL.Path, "remote", r.RemoteAddr)
+			http.NotFound(w, r)
+		default:
 			// Escapes from the root (.., symlinks out) land here too.
 			writeTextError(w, http.StatusForbidden, "not a boot file")
-			return
 		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil || !fi.Mode().IsRegular() {
-			http.NotFound(w, r)
-			return
-		}
-		// Image versions are immutable: a path names one content for ever.
-		w.Header().Set("Cache-Control", "public, max-age=86400, immutable")
-		w.Header().Set("Content-Type", "application/octet-stream")
-		http.ServeContent(w, r, "", fi.ModTime(), f)
 	}
 }
 

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"net/http"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/authz"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
 )
@@ -13,7 +15,12 @@ import (
 // ?dryRun=true the answer lists what would change; `overtime host import` shows that
 // before writing.
 func (s *Server) importHosts(w http.ResponseWriter, r *http.Request) {
-	hosts, err := sitefile.ParseHostsCSV(http.MaxBytesReader(w, r.Body, 32<<20))
+	body, err := readBody(r)
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	hosts, err := sitefile.ParseHostsCSV(bytes.NewReader(body))
 	if err != nil {
 		s.httpError(w, err)
 		return
@@ -22,4 +29,18 @@ func (s *Server) importHosts(w http.ResponseWriter, r *http.Request) {
 		sitefile.ImportHosts(site, hosts)
 		return http.StatusOK, nil
 	})
+}
+
+// mayImportHosts admits the import: only site and pool admins may change hosts'
+// addresses and pools, which is all a CSV holds, so anyone else is refused before the
+// body is read or parsed. What the file changes is then authorised as any change is,
+// in service.Update.
+func mayImportHosts(p authz.Principal) string {
+	if why := canWrite(p); why != "" {
+		return why
+	}
+	if !p.SiteAdmin && len(p.PoolAdmin) == 0 {
+		return "user " + p.UID + " may not import hosts: only a site admin or a pool admin may"
+	}
+	return ""
 }

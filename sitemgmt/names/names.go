@@ -76,15 +76,22 @@ func ReservedHostname(s string) string {
 }
 
 // MAC accepts aa:bb:cc:dd:ee:ff, AA-BB-CC-DD-EE-FF or aabb.ccdd.eeff and returns the
-// canonical lower-case colon form. Only 48-bit Ethernet addresses are accepted; multicast
-// addresses cannot belong to a NIC and are refused. Where the site manager canonicalises
-// is a rule of its own: see model.Site.Normalize.
+// canonical lower-case colon form. Only 48-bit Ethernet addresses are accepted. No NIC
+// has the all-zero address (what a blank inventory cell or a broken firmware reports),
+// the broadcast address or a multicast one (group bit set): a host given one would
+// never be told apart or would catch every PC's DHCP request, so they are refused. Where
+// the site manager canonicalises is a rule of its own: see model.Site.Normalize.
 func MAC(s string) (string, error) {
 	hw, err := net.ParseMAC(strings.TrimSpace(s))
 	if err != nil || len(hw) != 6 || strings.TrimSpace(s) != s {
 		return "", fmt.Errorf("invalid MAC address %q: expected six hex octets like 52:54:00:12:34:56", s)
 	}
-	if hw[0]&1 == 1 {
+	switch {
+	case string(hw) == "\x00\x00\x00\x00\x00\x00":
+		return "", fmt.Errorf("invalid MAC address %q: the all-zero address belongs to no NIC", s)
+	case string(hw) == "\xff\xff\xff\xff\xff\xff":
+		return "", fmt.Errorf("invalid MAC address %q: broadcast address", s)
+	case hw[0]&1 == 1:
 		return "", fmt.Errorf("invalid MAC address %q: multicast address", s)
 	}
 	return hw.String(), nil

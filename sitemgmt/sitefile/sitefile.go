@@ -27,6 +27,15 @@ func Read(r io.Reader) (*model.Site, error) {
 		}
 		return nil, model.Invalid("site file: %v", err)
 	}
+	// A second document ("---" and more YAML) would otherwise be dropped without a word:
+	// what it says would not be applied, and an apply deletes what the first one lacks.
+	var more yaml.Node
+	if err := dec.Decode(&more); err != io.EOF {
+		if err != nil {
+			return nil, model.Invalid("site file: %v", err)
+		}
+		return nil, model.Invalid("the site file holds more than one YAML document (the second starts at line %d): put the whole site in one", more.Line)
+	}
 	for i := range site.Exceptions {
 		// YAML timestamps without a zone would be UTC; times are instants, keep them as given.
 		e := &site.Exceptions[i]

@@ -57,11 +57,24 @@ func TestReadWriteRoundTrip(t *testing.T) {
 	}
 }
 
+// A file may open with "---" or close with "..." (what YAML tools write): still one document.
+func TestReadOneDocumentMarkers(t *testing.T) {
+	for _, in := range []string{"---\nname: s\n", "name: s\n...\n", "---\nname: s\n...\n", "# header\n---\nname: s\n"} {
+		s, err := Read(strings.NewReader(in))
+		if err != nil || s.Name != "s" {
+			t.Errorf("%q: %+v, %v", in, s, err)
+		}
+	}
+}
+
 func TestReadRejects(t *testing.T) {
 	for name, tc := range map[string]struct{ in, msg string }{
-		"unknown key":  {"name: s\ntimezone: UTC\ndefaultMode: x\npoolz: []\n", "poolz"},
-		"empty":        {"", "empty"},
-		"not yaml map": {"- a\n- b\n", "site file"},
+		"unknown key":                         {"name: s\ntimezone: UTC\ndefaultMode: x\npoolz: []\n", "poolz"},
+		"empty":                               {"", "empty"},
+		"not yaml map":                        {"- a\n- b\n", "site file"},
+		"two documents":                       {"name: s\ntimezone: UTC\ndefaultMode: x\n---\nname: t\n", "the site file holds more than one YAML document (the second starts at line 4)"},
+		"second document after an end marker": {"name: s\n...\n---\npools: []\n", "more than one YAML document"},
+		"second document malformed":           {"name: s\n---\n[\n", "site file"},
 	} {
 		_, err := Read(strings.NewReader(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.msg) {
