@@ -71,36 +71,52 @@ func unauthorizedBearer(w http.ResponseWriter, msg string) {
 	writeError(w, http.StatusUnauthorized, msg)
 }
 
-// hostAuthCache remembers, per host, the hash of the token that last proved to be valid,
-// for AuthCacheTTL, so that a heartbeat every 30 s per host does not read the directory
-// each time. Issuing or revoking a credential through this server forgets the host at
-// once; another server instance notices a revocation within the TTL.
+// hostAuthCache remembers, per host, the hash of the token that last proved to be valid
+// and when the directory last confirmed it. For AuthCacheTTL after that it is accepted
+// without asking the directory, so that a heartbeat every 30 s per host does not read the
+// directory each time. After the TTL the directory is asked again; only if it cannot be
+// asked is the token still accepted, up to outageGrace after its last verification, so
+// that an outage of the directory does not stop heartbeats (and make Slurm requeue jobs).
+// Issuing or revoking a credential through this server forgets the host at once, outage
+// or not; another server instance notices a revocation within the TTL (or, during an
+// outage, when the directory answers again).
 type hostAuthCache struct {
-	mu  sync.Mutex
-	ttl time.Duration
-	ok  map[string]authEntry
+	mu          sync.Mutex
+	ttl         time.Duration
+	outageGrace time.Duration
+	ok          map[string]hostAuthEntry
 }
 
-func (c *hostAuthCache) init(ttl time.Duration) {
-	c.ttl = ttl
-	c.ok = map[string]authEntry{}
+type hostAuthEntry struct {
+	sum      [32]byte  // SHA-256 of the token
+	verified time.Time // when the directory last confirmed it
 }
 
-func (c *hostAuthCache) hit(host, token string, now time.Time) bool {
+func (c *hostAuthCache) init(ttl, outageGrace time.Duration) {
+	c.ttl, c.outageGrace = ttl, outageGrace
+	c.ok = map[string]hostAuthEntry{}
+}
+
+// verifiedAt is when the directory last confirmed token for host; ok is false when the
+// cache holds another token for the host, or none.
+func (c *hostAuthCache) verifiedAt(host, token string) (at time.Time, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.ok[host]
-	if !ok || now.After(e.expires) {
-		return false
+	e, found := c.ok[host]
+	if !found {
+		return time.Time{}, false
 	}
 	sum := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(sum[:], e.sum[:]) == 1
+	if subtle.ConstantTimeCompare(sum[:], e.sum[:]) != 1 {
+		return time.Time{}, false
+	}
+	return e.verified, true
 }
 
 func (c *hostAuthCache) store(host, token string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ok[host] = authEntry{sum: sha256.Sum256([]byte(token)), expires: now.Add(c.ttl)}
+	c.ok[host] = hostAuthEntry{sum: sha256.Sum256([]byte(token)), verified: now}
 }
 
 func (c *hostAuthCache) forget(host string) {
@@ -132,17 +148,26 @@ func (s *Server) authenticateHost(w http.ResponseWriter, r *http.Request, token 
 		return authz.Principal{}, false
 	}
 	now := time.Now()
-	if s.hostAuth.hit(host, token, now) {
+	verified, cached := s.hostAuth.verifiedAt(host, token)
+	if cached && now.Sub(verified) < s.hostAuth.ttl {
 		return authz.ForHost(host), true
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	stored, err := s.svc.Backend().HostCredential(ctx, host)
 	if err != nil && !isNotFound(err) {
+		s.svc.NoteDirectory(err)
+		if cached && now.Sub(verified) < s.hostAuth.outageGrace {
+			// Verified before, and not revoked through this server since: keep the
+			// agent's heartbeats flowing; the directory is asked again next time.
+			s.opt.Log.Warn("directory unavailable; accepting a host token verified before", "host", host, "verified", verified, "err", err)
+			return authz.ForHost(host), true
+		}
 		s.opt.Log.Error("reading a host credential failed", "host", host, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "directory unavailable; try again")
 		return authz.Principal{}, false
 	}
+	s.svc.NoteDirectory(nil)
 	if err != nil || !hostcred.Verify(token, stored) {
 		unauthorizedBearer(w, "invalid host credential")
 		return authz.Principal{}, false

@@ -41,7 +41,11 @@ type Options struct {
 	// AuthCacheTTL is how long a successful LDAP bind is remembered (keyed by a salted
 	// hash of uid and password), so that a CLI session does not bind on every request.
 	AuthCacheTTL time.Duration
-	Log          *slog.Logger
+	// HostAuthOutageGrace is how long after its last verification against the directory
+	// a host token stays accepted while the directory cannot be asked (default 24 h), so
+	// that an outage of the directory does not stop heartbeats; see hostAuthCache.
+	HostAuthOutageGrace time.Duration
+	Log                 *slog.Logger
 
 	// Boot files served over HTTP (files.go); empty: not served by this instance.
 	// ImagesDir is the published image tree ({ImagesDir}/{version path}/vmlinuz,
@@ -76,12 +80,15 @@ func New(svc *service.Service, opt Options) *Server {
 	if opt.AuthCacheTTL == 0 {
 		opt.AuthCacheTTL = time.Minute
 	}
+	if opt.HostAuthOutageGrace == 0 {
+		opt.HostAuthOutageGrace = 24 * time.Hour
+	}
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
 	s := &Server{svc: svc, opt: opt, mux: http.NewServeMux()}
 	s.auth.init(opt.AuthCacheTTL)
-	s.hostAuth.init(opt.AuthCacheTTL)
+	s.hostAuth.init(opt.AuthCacheTTL, opt.HostAuthOutageGrace)
 	s.bodies.init(perUserBodies)
 	s.routes()
 	return s
@@ -103,6 +110,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", s.healthz)
+	m.HandleFunc("GET /readyz", s.readyz)
 
 	// Boot endpoints: unauthenticated, rendered per request from the current slot.
 	m.HandleFunc("GET /boot/ipxe", s.bootChain)
@@ -127,12 +135,36 @@ func (s *Server) routes() {
 	s.fileRoutes()
 }
 
+// healthz is liveness: it answers 200 as long as the server serves (boot scripts and
+// agent configurations come from the snapshot, which outlives a directory outage), and
+// says honestly whether the directory answered at the last contact: status "ok", or
+// "degraded" with the reason, since when, and the age of the snapshot being served.
+// readyz is the same body with 503 while degraded, for probes that must tell.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	_, body := s.health()
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	code, body := s.health()
+	writeJSON(w, code, body)
+}
+
+func (s *Server) health() (int, map[string]any) {
 	snap := s.svc.Snapshot()
-	writeJSON(w, http.StatusOK, map[string]any{
+	body := map[string]any{
 		"status": "ok", "site": snap.Site.Name, "hosts": len(snap.Site.Hosts),
 		"loaded": snap.Loaded.UTC().Format(time.RFC3339),
-	})
+	}
+	dir := s.svc.Directory()
+	if dir.Reachable {
+		return http.StatusOK, body
+	}
+	body["status"] = "degraded"
+	body["reason"] = "directory unavailable: " + dir.Err
+	body["directory_down_since"] = dir.DownSince.UTC().Format(time.RFC3339)
+	body["snapshot_age_seconds"] = int64(time.Since(snap.Loaded).Seconds())
+	return http.StatusServiceUnavailable, body
 }
 
 // ---- errors and JSON ----
@@ -317,7 +349,17 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
-		if err := s.svc.Backend().Authenticate(ctx, uid, pw); err != nil {
+		err := s.svc.Backend().Authenticate(ctx, uid, pw)
+		if err != nil && !isInvalidCredentials(err) {
+			// The directory could not be asked: a 401 would tell the user their
+			// password is wrong.
+			s.svc.NoteDirectory(err)
+			s.opt.Log.Error("authenticating a user failed", "uid", uid, "err", err)
+			writeError(w, http.StatusServiceUnavailable, "directory unavailable; try again")
+			return authz.Principal{}, false
+		}
+		s.svc.NoteDirectory(nil)
+		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Basic realm="overtime"`)
 			writeError(w, http.StatusUnauthorized, "invalid credentials")
 			return authz.Principal{}, false
@@ -325,6 +367,13 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		s.auth.store(uid, pw, now)
 	}
 	return authz.For(s.svc.Snapshot().Site, uid), true
+}
+
+// isInvalidCredentials reports whether the store said "no" to a login
+// (ldapstore.ErrInvalidCredentials); any other error means it could not be asked.
+func isInvalidCredentials(err error) bool {
+	var ic interface{ InvalidCredentials() bool }
+	return errors.As(err, &ic) && ic.InvalidCredentials()
 }
 
 // hostOnlyAgent is the refusal for a host credential outside the agent's endpoints.

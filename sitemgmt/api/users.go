@@ -91,6 +91,11 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := s.svc.Backend().Authenticate(r.Context(), uid, in.OldPassword); err != nil {
+			if !isInvalidCredentials(err) {
+				s.svc.NoteDirectory(err)
+				writeError(w, http.StatusServiceUnavailable, "directory unavailable; try again")
+				return
+			}
 			writeError(w, http.StatusForbidden, "the current password is wrong")
 			return
 		}

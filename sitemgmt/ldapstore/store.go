@@ -36,8 +36,37 @@ type Config struct {
 // Overtime site entry yet.
 var ErrNotInitialised = errors.New("directory not initialised: run overtime ldap init")
 
-// ErrInvalidCredentials is the only thing Authenticate says about a failed login.
-var ErrInvalidCredentials = errors.New("invalid credentials")
+// ErrInvalidCredentials is the only thing Authenticate says about a failed login: the
+// directory said no. It has an InvalidCredentials method so that callers that only see
+// the service.Backend interface (the API) can tell "said no" from "could not be asked"
+// (any other error, e.g. an *UnavailableError) without importing this package.
+var ErrInvalidCredentials error = invalidCredentialsError("invalid credentials")
+
+type invalidCredentialsError string
+
+func (e invalidCredentialsError) Error() string          { return string(e) }
+func (invalidCredentialsError) InvalidCredentials() bool { return true }
+
+// UnavailableError says the directory could not be asked: the connection failed or the
+// server answered busy, unavailable or timed out. It has an Unavailable method for
+// callers that only see the service.Backend interface.
+type UnavailableError struct{ Err error }
+
+func (e *UnavailableError) Error() string   { return "directory unavailable: " + e.Err.Error() }
+func (e *UnavailableError) Unwrap() error   { return e.Err }
+func (*UnavailableError) Unavailable() bool { return true }
+
+// isUnavailable reports whether err means the directory could not be asked, as opposed
+// to an answer (a refusal, a missing entry...).
+func isUnavailable(err error) bool {
+	return ldap.IsErrorWithCode(err, ldap.ErrorNetwork) ||
+		ldap.IsErrorWithCode(err, ldap.LDAPResultBusy) ||
+		ldap.IsErrorWithCode(err, ldap.LDAPResultUnavailable) ||
+		ldap.IsErrorWithCode(err, ldap.LDAPResultServerDown) ||
+		ldap.IsErrorWithCode(err, ldap.LDAPResultTimeout) ||
+		ldap.IsErrorWithCode(err, ldap.LDAPResultConnectError) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
 
 // Store is a connection to the directory. It is safe for concurrent use: go-ldap
 // multiplexes requests over one connection, which is replaced when it breaks.

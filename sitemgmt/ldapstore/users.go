@@ -15,8 +15,9 @@ import (
 // under ou=people with the service connection, then binds as that entry on a separate,
 // short-lived connection (rebinding the service connection would drop the service's
 // rights for every request sharing it). A wrong password, an unknown or malformed uid and
-// an empty password all give ErrInvalidCredentials and nothing more; an error of another
-// kind means the directory could not be asked.
+// an empty password all give ErrInvalidCredentials and nothing more; a directory that
+// could not be asked (down, busy, unreachable) gives an *UnavailableError, and an error of
+// another kind also means the directory gave no answer.
 func (s *Store) Authenticate(ctx context.Context, uid, password string) error {
 	// An empty password would make the bind an "unauthenticated bind" (RFC 4513 5.1.2),
 	// which servers may accept as anonymous: never send one.
@@ -33,19 +34,19 @@ func (s *Store) Authenticate(ctx context.Context, uid, password string) error {
 		return ErrInvalidCredentials
 	}
 	if err != nil {
-		return err
+		return unavailable(err)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	c, err := s.dial()
 	if err != nil {
-		return err
+		return unavailable(err)
 	}
 	defer c.Close()
 	if err := c.Bind(dn, password); err != nil {
-		if isNetworkError(err) {
-			return fmt.Errorf("ldapstore: authenticate: %w", err)
+		if isUnavailable(err) {
+			return &UnavailableError{Err: fmt.Errorf("ldapstore: authenticate: %w", err)}
 		}
 		return ErrInvalidCredentials // invalid credentials, no password set, inappropriate auth...
 	}
@@ -53,6 +54,15 @@ func (s *Store) Authenticate(ctx context.Context, uid, password string) error {
 }
 
 var errNoUser = errors.New("no such user")
+
+// unavailable wraps err in an *UnavailableError when it means the directory could not be
+// asked.
+func unavailable(err error) error {
+	if isUnavailable(err) {
+		return &UnavailableError{Err: fmt.Errorf("ldapstore: authenticate: %w", err)}
+	}
+	return err
+}
 
 // findUser returns the DN of the one inetOrgPerson with this uid under ou=people.
 func (s *Store) findUser(ctx context.Context, uid string) (string, error) {

@@ -72,6 +72,8 @@ type Service struct {
 	writeMu sync.Mutex
 	snap    atomic.Pointer[Snapshot]
 	agents  agentState // heartbeats and job reports (agents.go)
+	// directory is the outcome of the last contact with the directory (directory.go).
+	directory directoryState
 }
 
 // New loads the site and compiles it. A directory whose content does not validate is
@@ -104,6 +106,9 @@ func (s *Service) Reload(ctx context.Context) error {
 
 func (s *Service) reloadLocked(ctx context.Context) error {
 	site, err := s.backend.Load(ctx)
+	// A reload that read the directory proves it reachable, even if the content then
+	// fails to validate.
+	s.directory.note(err, time.Now())
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ func (s *Service) SlurmFeed(ctx context.Context, since uint64, wait time.Duratio
 	}
 	site := s.Snapshot().Site
 	at := now()
+	dir := s.Directory()
 	feed := &wire.SlurmFeed{Revision: rev, Nodes: make([]wire.SlurmNode, 0, len(site.Hosts)), Reports: []wire.JobReportLine{}}
 	for i := range site.Hosts {
 		h := &site.Hosts[i]
@@ -38,6 +39,17 @@ func (s *Service) SlurmFeed(ctx context.Context, since uint64, wait time.Duratio
 		var running *model.Mode
 		if hs, ok := s.agents.get(h.Name); ok {
 			x := withStale(hs, at)
+			// While the directory is down, heartbeats may stop arriving only because
+			// this server cannot verify them (a host token not in the verified cache):
+			// a heartbeat that was still fresh when the outage began is not judged stale,
+			// so that an outage of Overtime's own directory never makes Slurm mark nodes
+			// down and requeue their jobs. The agent still evicts the guest by itself
+			// when its owner returns.
+			// (Ages, not instants, are compared: DownSince is on the wall clock, Received
+			// on the API's clock, which a demo may shift.)
+			if x.Stale && !dir.Reachable && !dir.DownSince.IsZero() && at.Sub(hs.Received)-time.Since(dir.DownSince) <= wire.StaleAfter {
+				x.Stale = false
+			}
 			st = &x
 			running = site.Mode(hs.Mode)
 		}
