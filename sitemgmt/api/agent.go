@@ -224,6 +224,9 @@ func (s *Server) revokeCredential(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// Forgotten first, so that the token stops being accepted here at once even when the
+	// directory cannot be written (an outage: see hostAuthCache).
+	s.hostAuth.forget(h.Name)
 	old, err := s.svc.Backend().HostCredential(r.Context(), h.Name)
 	if err == nil {
 		err = s.svc.Backend().SetHostCredential(r.Context(), h.Name, "")

@@ -39,15 +39,7 @@ func (s *Service) SlurmFeed(ctx context.Context, since uint64, wait time.Duratio
 		var running *model.Mode
 		if hs, ok := s.agents.get(h.Name); ok {
 			x := withStale(hs, at)
-			// While the directory is down, heartbeats may stop arriving only because
-			// this server cannot verify them (a host token not in the verified cache):
-			// a heartbeat that was still fresh when the outage began is not judged stale,
-			// so that an outage of Overtime's own directory never makes Slurm mark nodes
-			// down and requeue their jobs. The agent still evicts the guest by itself
-			// when its owner returns.
-			// (Ages, not instants, are compared: DownSince is on the wall clock, Received
-			// on the API's clock, which a demo may shift.)
-			if x.Stale && !dir.Reachable && !dir.DownSince.IsZero() && at.Sub(hs.Received)-time.Since(dir.DownSince) <= wire.StaleAfter {
+			if x.Stale && staleOnlyByOutage(hs.Received, at, dir, time.Now()) {
 				x.Stale = false
 			}
 			st = &x
@@ -91,4 +83,19 @@ func (s *Service) SlurmPower(ctx context.Context, authz Authorizer, dryRun, resu
 		s.log.Info("slurm power saving", "resume", resume, "host", res.Host, "action", res.Action, "mode", res.Mode, "reason", res.Reason)
 	}
 	return plan.Results, nil
+}
+
+// staleOnlyByOutage reports whether a stale heartbeat (received at received, judged at at
+// on the API's clock) may be stale only because the directory is down: heartbeats may
+// then stop arriving because this server cannot verify them (a host token not in the
+// verified cache), so a heartbeat that was still fresh when the outage began is not
+// judged stale, and an outage of Overtime's own directory never makes Slurm mark nodes
+// down and requeue their jobs. The agent still evicts the guest by itself when its owner
+// returns. Ages, not instants, are compared: dir.DownSince is on the wall clock (wallNow),
+// received and at on the API's clock, which a demo may shift.
+func staleOnlyByOutage(received, at time.Time, dir DirectoryHealth, wallNow time.Time) bool {
+	if dir.Reachable || dir.DownSince.IsZero() {
+		return false
+	}
+	return at.Sub(received)-wallNow.Sub(dir.DownSince) <= wire.StaleAfter
 }
