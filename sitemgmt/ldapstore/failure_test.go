@@ -272,3 +272,28 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("%d hosts", len(s.Hosts))
 	}
 }
+
+// Authenticate tells "the directory said no" (ErrInvalidCredentials) from "the directory
+// could not be asked" (*UnavailableError), which the API turns into 401 and 503.
+func TestAuthenticateDirectoryDown(t *testing.T) {
+	st, srv := initStore(t)
+	if err := st.Authenticate(bg, "admin", "wrong"); !errors.Is(err, ErrInvalidCredentials) {
+		t.Fatalf("wrong password, directory up: %v", err)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pw := range []string{adminPW, "wrong"} {
+		err := st.Authenticate(bg, "admin", pw)
+		var ue *UnavailableError
+		if !errors.As(err, &ue) || errors.Is(err, ErrInvalidCredentials) {
+			t.Errorf("directory down, password %q: %v, want an *UnavailableError", pw, err)
+		}
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Authenticate(bg, "admin", adminPW); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+}

@@ -11,7 +11,9 @@ import (
 func TestStaleOnlyByOutage(t *testing.T) {
 	wall := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	api := wall.Add(72 * time.Hour) // a demo's shifted clock
-	down := func(ago time.Duration) DirectoryHealth { return DirectoryHealth{DownSince: wall.Add(-ago), Err: "down"} }
+	down := func(ago time.Duration) DirectoryHealth {
+		return DirectoryHealth{DownSince: wall.Add(-ago), Err: "down"}
+	}
 	for _, tc := range []struct {
 		name    string
 		lastHB  time.Duration // heartbeat age on the API's clock
