@@ -64,8 +64,13 @@ func runAPISuite(t *testing.T, env *testenv.Env) {
 	})
 
 	t.Run("healthz and whoami", func(t *testing.T) {
-		if _, err := anon.Get("/healthz", nil, nil); err != nil {
-			t.Fatal(err)
+		for _, path := range []string{"/healthz", "/readyz"} {
+			var h struct {
+				Status string `json:"status"`
+			}
+			if _, err := anon.Get(path, nil, &h); err != nil || h.Status != "ok" {
+				t.Fatalf("%s: %+v %v", path, h, err)
+			}
 		}
 		var who struct {
 			UID   string   `json:"uid"`
