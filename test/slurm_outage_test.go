@@ -17,6 +17,12 @@ import (
 // answers with 503) changes nothing, and after slapd is back the job still runs, never
 // restarted, on a node that never went down. The outage is a window in which nothing may
 // happen, so it is watched for its whole length rather than waited on.
+//
+// This guards the end-to-end property; it does not single out the server's two
+// safeguards (verified token cache, no staleness from an outage), which the API and
+// service tests do: with both disabled it still passed once, because the sync daemon is
+// itself locked out of the feed during the outage and heartbeats resume before it reads
+// the feed again.
 func TestSlurmDirectoryOutage(t *testing.T) {
 	l := slurmlab.Start(t, slurmlab.Options{
 		Hosts:  []slurmlab.Host{{Name: "pc2", MAC: "52:54:00:0c:00:02", Cluster: true}},
