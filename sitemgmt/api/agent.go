@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -125,12 +124,6 @@ func (c *hostAuthCache) forget(host string) {
 	delete(c.ok, host)
 }
 
-// isNotFound reports whether the store said "no such entry" (ldapstore.ErrUnknownHost).
-func isNotFound(err error) bool {
-	var nf interface{ NotFound() bool }
-	return errors.As(err, &nf) && nf.NotFound()
-}
-
 // authenticateHost checks a host's bearer token: its form, the host in the current site,
 // and the token's hash against the one in the host's directory entry, in constant time.
 // Every failure is a 401 that says no more than what was wrong with the form; a directory
@@ -154,9 +147,8 @@ func (s *Server) authenticateHost(w http.ResponseWriter, r *http.Request, token 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	stored, err := s.svc.Backend().HostCredential(ctx, host)
-	if err != nil && !isNotFound(err) {
-		s.svc.NoteDirectory(err)
+	stored, err := s.svc.HostCredential(ctx, host)
+	if err != nil && !service.IsNotFound(err) {
 		if cached && now.Sub(verified) < s.hostAuth.outageGrace {
 			// Verified before, and not revoked through this server since: keep the
 			// agent's heartbeats flowing; the directory is asked again next time. Debug:
@@ -168,7 +160,6 @@ func (s *Server) authenticateHost(w http.ResponseWriter, r *http.Request, token 
 		writeError(w, http.StatusServiceUnavailable, "directory unavailable; try again")
 		return authz.Principal{}, false
 	}
-	s.svc.NoteDirectory(nil)
 	if err != nil || !hostcred.Verify(token, stored) {
 		unauthorizedBearer(w, "invalid host credential")
 		return authz.Principal{}, false
@@ -207,7 +198,7 @@ func (s *Server) createCredential(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.svc.Backend().SetHostCredential(r.Context(), h.Name, hostcred.Hash(tok)); err != nil {
-		if isNotFound(err) {
+		if service.IsNotFound(err) {
 			s.httpError(w, notFound{"host", h.Name})
 			return
 		}
@@ -228,12 +219,12 @@ func (s *Server) revokeCredential(w http.ResponseWriter, r *http.Request) {
 	// Forgotten first, so that the token stops being accepted here at once even when the
 	// directory cannot be written (an outage: see hostAuthCache).
 	s.hostAuth.forget(h.Name)
-	old, err := s.svc.Backend().HostCredential(r.Context(), h.Name)
+	old, err := s.svc.HostCredential(r.Context(), h.Name)
 	if err == nil {
 		err = s.svc.Backend().SetHostCredential(r.Context(), h.Name, "")
 	}
 	if err != nil {
-		if isNotFound(err) {
+		if service.IsNotFound(err) {
 			s.httpError(w, notFound{"host", h.Name})
 			return
 		}
@@ -341,7 +332,7 @@ func (s *Server) agentStatusOne(w http.ResponseWriter, r *http.Request) {
 // serviceError answers an error of the service or the resolver: "no such entity" is a
 // 404 with its own message, everything else as httpError maps it.
 func (s *Server) serviceError(w http.ResponseWriter, err error) {
-	if isNotFound(err) {
+	if service.IsNotFound(err) {
 		writeError(w, http.StatusNotFound, err.Error())
 		return
 	}

@@ -349,16 +349,14 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
-		err := s.svc.Backend().Authenticate(ctx, uid, pw)
-		if err != nil && !isInvalidCredentials(err) {
+		err := s.svc.Authenticate(ctx, uid, pw)
+		if err != nil && !service.IsInvalidCredentials(err) {
 			// The directory could not be asked: a 401 would tell the user their
 			// password is wrong.
-			s.svc.NoteDirectory(err)
 			s.opt.Log.Error("authenticating a user failed", "uid", uid, "err", err)
 			writeError(w, http.StatusServiceUnavailable, "directory unavailable; try again")
 			return authz.Principal{}, false
 		}
-		s.svc.NoteDirectory(nil)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Basic realm="overtime"`)
 			writeError(w, http.StatusUnauthorized, "invalid credentials")
@@ -367,13 +365,6 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		s.auth.store(uid, pw, now)
 	}
 	return authz.For(s.svc.Snapshot().Site, uid), true
-}
-
-// isInvalidCredentials reports whether the store said "no" to a login
-// (ldapstore.ErrInvalidCredentials); any other error means it could not be asked.
-func isInvalidCredentials(err error) bool {
-	var ic interface{ InvalidCredentials() bool }
-	return errors.As(err, &ic) && ic.InvalidCredentials()
 }
 
 // hostOnlyAgent is the refusal for a host credential outside the agent's endpoints.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/service"
 )
 
 // Directory users: site admins list, create (putUser) and delete them; every user may
@@ -90,9 +91,8 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) {
 			s.httpError(w, model.Invalid("the current password (oldPassword) is required"))
 			return
 		}
-		if err := s.svc.Backend().Authenticate(r.Context(), uid, in.OldPassword); err != nil {
-			if !isInvalidCredentials(err) {
-				s.svc.NoteDirectory(err)
+		if err := s.svc.Authenticate(r.Context(), uid, in.OldPassword); err != nil {
+			if !service.IsInvalidCredentials(err) {
 				writeError(w, http.StatusServiceUnavailable, "directory unavailable; try again")
 				return
 			}
@@ -111,7 +111,7 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) {
 
 // userError turns the store's "no such user" into a 404.
 func (s *Server) userError(err error, uid string) error {
-	if isNotFound(err) {
+	if service.IsNotFound(err) {
 		return notFound{"user", uid}
 	}
 	return err

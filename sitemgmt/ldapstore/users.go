@@ -46,7 +46,7 @@ func (s *Store) Authenticate(ctx context.Context, uid, password string) error {
 	defer c.Close()
 	if err := c.Bind(dn, password); err != nil {
 		if isUnavailable(err) {
-			return &UnavailableError{Err: fmt.Errorf("ldapstore: authenticate: %w", err)}
+			return unavailable(err)
 		}
 		return ErrInvalidCredentials // invalid credentials, no password set, inappropriate auth...
 	}

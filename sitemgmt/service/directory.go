@@ -1,6 +1,8 @@
 package service
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -40,10 +42,46 @@ func (d *directoryState) get() DirectoryHealth {
 	return d.h
 }
 
-// NoteDirectory records the outcome of a contact with the directory made outside the
-// service (the API's logins and host credential checks): nil when the directory answered
-// (a refusal is an answer), else the error that says it could not be asked.
-func (s *Service) NoteDirectory(err error) { s.directory.note(err, time.Now()) }
+// Authenticate checks a user's password with the store and records whether the directory
+// answered: a refusal (IsInvalidCredentials) is an answer, any other error means it could
+// not be asked.
+func (s *Service) Authenticate(ctx context.Context, uid, password string) error {
+	err := s.backend.Authenticate(ctx, uid, password)
+	s.noteContact(err, IsInvalidCredentials(err))
+	return err
+}
+
+// HostCredential reads a host's stored token hash ("" = none) and records whether the
+// directory answered: a missing host (IsNotFound) is an answer, any other error means it
+// could not be asked.
+func (s *Service) HostCredential(ctx context.Context, host string) (string, error) {
+	hash, err := s.backend.HostCredential(ctx, host)
+	s.noteContact(err, IsNotFound(err))
+	return hash, err
+}
+
+// noteContact records the outcome of a contact with the directory: reachable when it
+// succeeded or its error is an answer.
+func (s *Service) noteContact(err error, answer bool) {
+	if answer {
+		err = nil
+	}
+	s.directory.note(err, time.Now())
+}
+
+// IsInvalidCredentials reports whether the store said "no" to a login
+// (ldapstore.ErrInvalidCredentials); any other Authenticate error means it could not be
+// asked.
+func IsInvalidCredentials(err error) bool {
+	var ic interface{ InvalidCredentials() bool }
+	return errors.As(err, &ic) && ic.InvalidCredentials()
+}
+
+// IsNotFound reports whether the store said "no such entry" (an unknown host or user).
+func IsNotFound(err error) bool {
+	var nf interface{ NotFound() bool }
+	return errors.As(err, &nf) && nf.NotFound()
+}
 
 // Directory says whether the directory answered at the last contact (see DirectoryHealth).
 func (s *Service) Directory() DirectoryHealth { return s.directory.get() }
