@@ -7,12 +7,11 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/overtime-hpc/overtime/internal/cmdline"
 	"github.com/overtime-hpc/overtime/node-agent/agentcmd"
 	"github.com/overtime-hpc/overtime/node-agent/guest/container"
 )
@@ -20,15 +19,12 @@ import (
 // version is set by the build (-ldflags -X main.version=...).
 var version = "dev"
 
-// Every failure prints one line on stderr and exits 1.
+// Exit status as for overtime (internal/cmdline): 1 a failure, 2 a usage error.
 func main() {
 	// The container backend starts a guest's init by running this binary again; in that
 	// process MaybeInit takes over and never returns.
 	container.MaybeInit()
-	if err := newRoot().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "overtime-agent: "+strings.ReplaceAll(err.Error(), "\n", " "))
-		os.Exit(1)
-	}
+	os.Exit(cmdline.Execute(newRoot(), os.Args[1:], os.Stderr))
 }
 
 func newRoot() *cobra.Command {
@@ -46,5 +42,6 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&server, "server", def, "site manager URL ($OVERTIME_SERVER)")
 	root.AddCommand(agentcmd.NewRunCmd(&server, version))
+	cmdline.Strict(root)
 	return root
 }

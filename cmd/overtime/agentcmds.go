@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/internal/cmdline"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
@@ -41,7 +42,7 @@ Site admins, and admins of the host's pool, may do this.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			host := args[0]
 			if revoke && out != "" {
-				return usageErrorf("--revoke and --out exclude each other")
+				return cmdline.Usagef("--revoke and --out exclude each other")
 			}
 			c, err := g.client()
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 	_ "time/tzdata" // the zone database, so that zone tests do not depend on the machine
 
+	"github.com/overtime-hpc/overtime/internal/cmdline"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -43,7 +44,7 @@ func runCLI(t *testing.T, root *cobra.Command, args ...string) (code int, stdout
 	root.SetOut(&out)
 	root.SetErr(&errb)
 	root.SetIn(strings.NewReader(""))
-	code = execute(root, args, &errb)
+	code = cmdline.Execute(root, args, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -84,7 +85,7 @@ func TestOutputFormatsOfEveryCommand(t *testing.T) {
 				}
 				continue
 			}
-			if code != exitUsage || ran != "" || !strings.Contains(stderr, "does not offer -o "+format) {
+			if code != cmdline.ExitUsage || ran != "" || !strings.Contains(stderr, "does not offer -o "+format) {
 				t.Errorf("overtime %s: exit %d, ran %q, stderr %q; want exit 2 and a refusal", strings.Join(args, " "), code, ran, stderr)
 			}
 		}
@@ -108,26 +109,26 @@ func TestExitStatus(t *testing.T) {
 		stderr     string // substring
 		stdoutHelp bool
 	}{
-		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate" for "overtime"`, false},
-		{[]string{"hots"}, exitUsage, "Did you mean this?\n", false},
-		{[]string{"hots"}, exitUsage, "\thost\n", false},
-		{[]string{"host", "frobnicate"}, exitUsage, `unknown command "frobnicate" for "overtime host"`, false},
-		{[]string{"host", "lst"}, exitUsage, "Did you mean this?\n\tlist", false},
-		{[]string{"slurm", "resme", "pc01"}, exitUsage, "resume", false},
-		{[]string{"agent", "stauts"}, exitUsage, "status", false},
-		{[]string{"host", "list", "--bogus"}, exitUsage, "unknown flag: --bogus", false},
-		{[]string{"host", "list", "extra"}, exitUsage, "unknown command", false},
-		{[]string{"host", "show"}, exitUsage, "accepts 1 arg(s), received 0", false},
-		{[]string{"mode-at", "a", "b", "c"}, exitUsage, "accepts between 1 and 2 arg(s)", false},
-		{[]string{"slurm", "resume", "--for", "soon", "pc01"}, exitUsage, `invalid argument "soon" for "--for"`, false},
-		{[]string{"host", "list", "-o", "xml"}, exitUsage, `unknown output format "xml"`, false},
-		{[]string{"site", "apply"}, exitUsage, `required flag(s) "file" not set`, false},
-		{[]string{"schedule", "list"}, exitUsage, "give exactly one of --pool or --host", false},
-		{[]string{"host", "credential", "pc1", "--revoke", "--out", "f"}, exitUsage, "exclude each other", false},
-		{[]string{"whoami", "extra"}, exitUsage, "unknown command", false},
-		{[]string{"host", "list", "--server", noServer}, exitFailure, "cannot reach the site manager", false},
-		{[]string{"user", "passwd", "--server", noServer}, exitUsage, "whose password?", false},
-		{[]string{"site", "apply", "-f", "/nonexistent/site.yaml"}, exitFailure, "no such file", false},
+		{[]string{"frobnicate"}, cmdline.ExitUsage, `unknown command "frobnicate" for "overtime"`, false},
+		{[]string{"hots"}, cmdline.ExitUsage, "Did you mean this?\n", false},
+		{[]string{"hots"}, cmdline.ExitUsage, "\thost\n", false},
+		{[]string{"host", "frobnicate"}, cmdline.ExitUsage, `unknown command "frobnicate" for "overtime host"`, false},
+		{[]string{"host", "lst"}, cmdline.ExitUsage, "Did you mean this?\n\tlist", false},
+		{[]string{"slurm", "resme", "pc01"}, cmdline.ExitUsage, "resume", false},
+		{[]string{"agent", "stauts"}, cmdline.ExitUsage, "status", false},
+		{[]string{"host", "list", "--bogus"}, cmdline.ExitUsage, "unknown flag: --bogus", false},
+		{[]string{"host", "list", "extra"}, cmdline.ExitUsage, "unknown command", false},
+		{[]string{"host", "show"}, cmdline.ExitUsage, "accepts 1 arg(s), received 0", false},
+		{[]string{"mode-at", "a", "b", "c"}, cmdline.ExitUsage, "accepts between 1 and 2 arg(s)", false},
+		{[]string{"slurm", "resume", "--for", "soon", "pc01"}, cmdline.ExitUsage, `invalid argument "soon" for "--for"`, false},
+		{[]string{"host", "list", "-o", "xml"}, cmdline.ExitUsage, `unknown output format "xml"`, false},
+		{[]string{"site", "apply"}, cmdline.ExitUsage, `required flag(s) "file" not set`, false},
+		{[]string{"schedule", "list"}, cmdline.ExitUsage, "give exactly one of --pool or --host", false},
+		{[]string{"host", "credential", "pc1", "--revoke", "--out", "f"}, cmdline.ExitUsage, "exclude each other", false},
+		{[]string{"whoami", "extra"}, cmdline.ExitUsage, "unknown command", false},
+		{[]string{"host", "list", "--server", noServer}, cmdline.ExitFailure, "cannot reach the site manager", false},
+		{[]string{"user", "passwd", "--server", noServer}, cmdline.ExitUsage, "whose password?", false},
+		{[]string{"site", "apply", "-f", "/nonexistent/site.yaml"}, cmdline.ExitFailure, "no such file", false},
 		{[]string{"host"}, 0, "", true},
 		{[]string{}, 0, "", true},
 		{[]string{"help", "host"}, 0, "", true},
@@ -139,7 +140,7 @@ func TestExitStatus(t *testing.T) {
 		if tc.stdoutHelp != strings.Contains(stdout, "Usage:") {
 			t.Errorf("overtime %s: help printed %v, want %v: %q", strings.Join(tc.args, " "), !tc.stdoutHelp, tc.stdoutHelp, stdout)
 		}
-		if code == exitFailure && strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		if code == cmdline.ExitFailure && strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("overtime %s: a failure is not one line: %q", strings.Join(tc.args, " "), stderr)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/overtime-hpc/overtime/internal/cmdline"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -210,7 +211,7 @@ func newScheduleCmd(g *globals) *cobra.Command {
 		case host != "" && pool == "":
 			return "/api/v1/hosts/" + url.PathEscape(host), nil
 		}
-		return "", usageErrorf("give exactly one of --pool or --host")
+		return "", cmdline.Usagef("give exactly one of --pool or --host")
 	}
 	// edit fetches the pool or host, changes its rule list and PUTs it back; the server
 	// validates the rules and rejects overlaps.

@@ -1,66 +1,29 @@
-// Command overtime is Overtime's one binary: the site manager (`overtime serve`, the API
-// and boot script server), the boot server (`bootserver run`), the node agent (`agent
-// run`), Slurm's power saving programs (`slurm resume|suspend`) and the API's command-line
+// Command overtime is Overtime's administration binary: the site manager (`overtime
+// serve`, the API and boot script server), the boot server (`bootserver run`), the node
+// agent (`agent run`, the same command as the desktops' own binary overtime-agent), Slurm's
+// power saving programs (`slurm resume|suspend`) and the API's command-line
 // client (most other subcommands; `ldap init` and `dev` talk to the directory itself).
-// One binary also runs a container guest's init (container.MaybeInit).
+// It also runs a container guest's init (container.MaybeInit).
 package main
 
 import (
-	"errors"
 	"fmt"
-	"github.com/overtime-hpc/overtime/node-agent/guest/container"
-	"io"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/overtime-hpc/overtime/internal/cmdline"
+	"github.com/overtime-hpc/overtime/node-agent/guest/container"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
-)
-
-// Exit status: 0 success, 1 a failure (the server refused, a file is missing, ...), 2 a
-// usage error (unknown command or flag, wrong number of arguments, bad flag value), as
-// getopt-style tools and kubectl do, so that scripts can tell "fix the command line"
-// from "try again".
-const (
-	exitFailure = 1
-	exitUsage   = 2
 )
 
 func main() {
 	// The container backend starts a guest's init by running this binary again; in that
 	// process MaybeInit takes over and never returns.
 	container.MaybeInit()
-	os.Exit(execute(newRoot(), os.Args[1:], os.Stderr))
-}
-
-// execute runs the command line and returns the exit status. A failure prints one line
-// on stderr; a usage error prints the error as cobra wrote it (with its "Did you mean
-// this?" suggestions) and where to find the usage.
-func execute(root *cobra.Command, args []string, stderr io.Writer) int {
-	root.SetArgs(args)
-	cmd, err := root.ExecuteC()
-	if err == nil {
-		return 0
-	}
-	var ue *usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "overtime: %s\nRun '%s --help' for usage.\n", strings.TrimRight(err.Error(), "\n"), cmd.CommandPath())
-		return exitUsage
-	}
-	fmt.Fprintln(stderr, "overtime: "+strings.ReplaceAll(err.Error(), "\n", " "))
-	return exitFailure
-}
-
-// usageError marks an error in the command line itself (exit status 2).
-type usageError struct{ err error }
-
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
-
-func usageErrorf(format string, a ...any) error {
-	return &usageError{fmt.Errorf(format, a...)}
+	os.Exit(cmdline.Execute(newRoot(), os.Args[1:], os.Stderr))
 }
 
 type globals struct {
@@ -100,16 +63,15 @@ func newRootGlobals() (*cobra.Command, *globals) {
 				return err
 			}
 			if err := cmd.ValidateRequiredFlags(); err != nil {
-				return &usageError{err}
+				return cmdline.Usage(err)
 			}
 			if err := cmd.ValidateFlagGroups(); err != nil {
-				return &usageError{err}
+				return cmdline.Usage(err)
 			}
 			return nil
 		},
 	}
 	root.SetVersionTemplate("overtime {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	pf := root.PersistentFlags()
 	g.flags = pf
 	pf.StringVar(&g.server, "server", defaultServer, "site manager URL ($OVERTIME_SERVER, config file)")
@@ -146,54 +108,9 @@ func newRootGlobals() (*cobra.Command, *globals) {
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	declareOutputFormats(root)
-	strictArgs(root)
+	cmdline.Strict(root)
 	registerCompletions(root, g)
 	return root, g
-}
-
-// strictArgs makes every argument error a usage error, and every command with
-// subcommands refuse an unknown one. cobra prints the help of a group command that is
-// not runnable and exits 0 for `overtime host frobnicate`; with a RunE and an Args check
-// the group names the unknown subcommand and suggests the closest ones instead, as the
-// root does. A group run without arguments still prints its help.
-func strictArgs(c *cobra.Command) {
-	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
-		c.Args = unknownSubcommand
-		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
-	}
-	if c.Args == nil && c.Name() != "help" { // cobra's help takes a command path
-		// A leaf without an Args check would ignore stray arguments silently.
-		c.Args = cobra.NoArgs
-	}
-	if c.Args == nil {
-		c.Args = cobra.ArbitraryArgs
-	}
-	check := c.Args
-	c.Args = func(cmd *cobra.Command, args []string) error {
-		if err := check(cmd, args); err != nil {
-			return &usageError{err}
-		}
-		return nil
-	}
-	for _, sub := range c.Commands() {
-		strictArgs(sub)
-	}
-}
-
-// unknownSubcommand is the Args check of group commands: any argument is a subcommand
-// that does not exist. The message is cobra's, with its suggestions.
-func unknownSubcommand(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
-		return nil
-	}
-	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
-	if cmd.SuggestionsMinimumDistance <= 0 {
-		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only for the root
-	}
-	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
-	}
-	return errors.New(msg)
 }
 
 func envOr(k, def string) string {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/overtime-hpc/overtime/internal/cmdline"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 )
@@ -70,10 +71,10 @@ func checkOutputFlag(cmd *cobra.Command, format string) error {
 	switch format {
 	case "table", "", "json", "yaml":
 	default:
-		return usageErrorf("unknown output format %q (table, json, yaml)", format)
+		return cmdline.Usagef("unknown output format %q (table, json, yaml)", format)
 	}
 	if !offersOutput(cmd, format) {
-		return usageErrorf("%s does not offer -o %s: it has only its own output form", cmd.CommandPath(), format)
+		return cmdline.Usagef("%s does not offer -o %s: it has only its own output form", cmd.CommandPath(), format)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/overtime-hpc/overtime/internal/cmdline"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -93,7 +94,7 @@ server checks. Site admins may set any user's password.`,
 				uid = args[0]
 			}
 			if uid == "" {
-				return usageErrorf("whose password? give UID or log in with --user")
+				return cmdline.Usagef("whose password? give UID or log in with --user")
 			}
 			pw, err := newPassword(cmd, pwFile, uid)
 			if err != nil {
