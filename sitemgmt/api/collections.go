@@ -27,17 +27,13 @@ func registerCollections(s *Server) {
 	register(s, collection[model.Pool]{kind: "pool", path: "pools",
 		list: func(s *model.Site) *[]model.Pool { return &s.Pools },
 		name: func(v *model.Pool) *string { return &v.Name },
-		own: func(uid string, old, p *model.Pool) error {
-			var rules []string
-			var owners model.RuleOwners
+		own: func(uid string, old, p *model.Pool) (err error) {
+			var cur model.Pool // a created pool has no rules yet
 			if old != nil {
-				rules, owners = old.Weekly, old.RuleOwners
+				cur = *old
 			}
-			if err := model.DuplicateRule("pool "+p.Name, rules, p.Weekly); err != nil {
-				return err
-			}
-			p.RuleOwners = model.StampRuleOwners(rules, owners, p.Weekly, uid)
-			return nil
+			p.RuleOwners, err = model.BookRules("pool "+p.Name, cur.Weekly, cur.RuleOwners, p.Weekly, uid)
+			return err
 		}})
 	register(s, collection[model.Host]{kind: "host", path: "hosts",
 		list: func(s *model.Site) *[]model.Host { return &s.Hosts },
@@ -46,17 +42,13 @@ func registerCollections(s *Server) {
 			p := r.URL.Query().Get("pool")
 			return p == "" || h.Pool == p
 		},
-		own: func(uid string, old, h *model.Host) error {
-			var rules []string
-			var owners model.RuleOwners
+		own: func(uid string, old, h *model.Host) (err error) {
+			var cur model.Host // a created host has no rules yet
 			if old != nil {
-				rules, owners = old.Weekly, old.RuleOwners
+				cur = *old
 			}
-			if err := model.DuplicateRule("host "+h.Name, rules, h.Weekly); err != nil {
-				return err
-			}
-			h.RuleOwners = model.StampRuleOwners(rules, owners, h.Weekly, uid)
-			return nil
+			h.RuleOwners, err = model.BookRules("host "+h.Name, cur.Weekly, cur.RuleOwners, h.Weekly, uid)
+			return err
 		}})
 	register(s, collection[model.BootServer]{kind: "boot server", path: "bootservers",
 		list: func(s *model.Site) *[]model.BootServer { return &s.BootServers },

@@ -116,3 +116,13 @@ func DuplicateRule(what string, oldRules, rules []string) error {
 	}
 	return nil
 }
+
+// BookRules is what an API write of a pool's or host's weekly rules (what: "pool lab-b")
+// means for their owners: a rule given twice is refused (DuplicateRule), the rules the
+// write adds are booked by uid, the others keep their owners (StampRuleOwners).
+func BookRules(what string, oldRules []string, oldOwners RuleOwners, rules []string, uid string) (RuleOwners, error) {
+	if err := DuplicateRule(what, oldRules, rules); err != nil {
+		return nil, err
+	}
+	return StampRuleOwners(oldRules, oldOwners, rules, uid), nil
+}
