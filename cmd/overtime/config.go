@@ -145,25 +145,17 @@ func (g *globals) resolve(prompt bool) (clientSettings, error) {
 	pwFile := pick("password-file", g.passwordFile, "OVERTIME_PASSWORD_FILE", "", "")
 	switch {
 	case pwFile != "":
-		s.password, err = readPasswordFile(pwFile)
+		s.password, err = readSecretFile(pwFile, "password")
 	case os.Getenv("OVERTIME_PASSWORD") != "":
 		s.password = os.Getenv("OVERTIME_PASSWORD")
 	case cfg.PasswordFile != "":
-		s.password, err = readPasswordFile(cfg.PasswordFile)
+		s.password, err = readSecretFile(cfg.PasswordFile, "password")
 	case cfg.Password != "":
 		s.password = cfg.Password
 	case prompt && s.user != "" && term.IsTerminal(int(os.Stdin.Fd())):
 		s.password, err = promptPassword(fmt.Sprintf("Password for %s: ", s.user))
 	}
 	return s, err
-}
-
-func readPasswordFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("password file: %w", err)
-	}
-	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
 // promptPassword reads a password from the terminal without echo; the prompt goes to

@@ -130,16 +130,22 @@ func (g *globals) client() (*client.Client, error) {
 	return &client.Client{BaseURL: s.server, User: s.user, Password: s.password}, nil
 }
 
+// readSecret is a secret from file if given, else from the environment variable env.
 func readSecret(file, env, what string) (string, error) {
 	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("%s file: %w", what, err)
-		}
-		return strings.TrimRight(string(b), "\r\n"), nil
+		return readSecretFile(file, what)
 	}
 	if v := os.Getenv(env); v != "" {
 		return v, nil
 	}
 	return "", fmt.Errorf("no %s: give a --%s-file or set $%s", what, strings.ReplaceAll(what, " ", "-"), env)
+}
+
+// readSecretFile is a secret kept in a file: its content without the trailing newline.
+func readSecretFile(path, what string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s file: %w", what, err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
 }

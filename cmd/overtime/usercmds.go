@@ -132,11 +132,10 @@ func newPassword(cmd *cobra.Command, file, uid string) (string, error) {
 		}
 		pw = line
 	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("new password file: %w", err)
+		var err error
+		if pw, err = readSecretFile(file, "new password"); err != nil {
+			return "", err
 		}
-		pw = strings.TrimRight(string(b), "\r\n")
 	case os.Getenv("OVERTIME_NEW_PASSWORD") != "":
 		pw = os.Getenv("OVERTIME_NEW_PASSWORD")
 	case term.IsTerminal(int(os.Stdin.Fd())):
