@@ -76,6 +76,20 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 			if err != nil {
 				return err
 			}
+			// Heartbeats and job reports from the directory: what this server knew before
+			// a restart, and what other replicas know.
+			if err := svc.LoadState(ctx); err != nil {
+				return fmt.Errorf("loading runtime state: %w", err)
+			}
+			// The state writer outlives ctx until the HTTP server has stopped, so that
+			// what the last requests brought is written too.
+			stateCtx, stopState := context.WithCancel(context.Background())
+			defer stopState()
+			stateDone := make(chan struct{})
+			go func() {
+				defer close(stateDone)
+				svc.SyncState(stateCtx, 5*time.Second)
+			}()
 			opt := api.Options{BootServer: bootServer, MenuTimeout: menu, Log: log,
 				ImagesDir: imagesDir, FilesDir: filesDir, SyslinuxDir: syslinuxDir}
 			for _, d := range []struct{ flag, dir string }{{"--images-dir", imagesDir}, {"--files-dir", filesDir}, {"--syslinux-dir", syslinuxDir}} {
@@ -117,7 +131,10 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 			case <-ctx.Done():
 				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				return srv.Shutdown(sctx)
+				err := srv.Shutdown(sctx)
+				stopState()
+				<-stateDone // the last heartbeats and reports are written
+				return err
 			}
 		},
 	}

@@ -331,6 +331,11 @@ func (s *Server) config(schemaDir string) string {
 	if unique {
 		w("moduleload unique")
 	}
+	// syncprov answers Content Synchronization searches (RFC 4533): the site manager
+	// follows its runtime state with one (ldapstore.WatchState), and replication uses it.
+	if hasModule("syncprov") {
+		w("moduleload syncprov")
+	}
 	w("pidfile %s", q(filepath.Join(s.Dir, "slapd.pid")))
 	w("argsfile %s", q(filepath.Join(s.Dir, "slapd.args")))
 	// slapd hashes passwords set with the Password Modify extended operation.
@@ -350,6 +355,7 @@ func (s *Server) config(schemaDir string) string {
 	// Indexes for every attribute the store and the boot path search by.
 	w("index objectClass eq")
 	w("index cn,uid,macAddress,ipHostNumber,member eq")
+	w("index entryCSN,entryUUID eq") // syncprov and replication look entries up by these
 	if !s.opts.OmitOvertimeSchema {
 		w("index otPoolName eq")
 	}
@@ -375,6 +381,10 @@ func (s *Server) config(schemaDir string) string {
 		w("overlay unique")
 		w("unique_uri %s", q("ldap:///"+hosts+"?macAddress?sub"))
 		w("unique_uri %s", q("ldap:///"+hosts+"?ipHostNumber?sub"))
+	}
+	if hasModule("syncprov") {
+		w("overlay syncprov")
+		w("syncprov-checkpoint 100 10")
 	}
 	return b.String()
 }

@@ -97,6 +97,17 @@ func New(t testing.TB, opt Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Runtime state in the directory, as `overtime serve` keeps it.
+	if err := svc.LoadState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stateCtx, stopState := context.WithCancel(ctx)
+	stateDone := make(chan struct{})
+	go func() {
+		defer close(stateDone)
+		svc.SyncState(stateCtx, 5*time.Second)
+	}()
+	t.Cleanup(func() { stopState(); <-stateDone })
 	now := opt.Now
 	aopt := opt.API
 	aopt.Now, aopt.Log = func() time.Time { return now }, log

@@ -10,9 +10,9 @@ import (
 )
 
 // Runtime state of the node agents: their last heartbeats and the job reports they post.
-// It lives in the site manager's memory, not in LDAP: it is state, not configuration, and
-// writing it to the directory every 30 s per host would cost a directory write per
-// heartbeat for nothing a restart could not rebuild within one interval.
+// Readers get it from memory; with a StateStore (state.go) it is also kept in the
+// directory, so that a restart loses nothing and every replica of the site manager gives
+// the same answers. Memory is the cache, the store the shared copy.
 //
 // Every change bumps a revision and wakes the long polls of the Slurm feed (SlurmFeed),
 // so that an owner's key press reaches Slurm in one round trip, not at the next poll.
@@ -27,6 +27,13 @@ type agentState struct {
 	rev     uint64
 	changed chan struct{} // closed and replaced at every change
 	reports map[reportKey]revReport
+
+	// Persistence (state.go); all nil without a StateStore.
+	persisted    map[string]persistMark // what the store holds of each host's heartbeat
+	dirtyBeats   map[string]bool        // hosts whose heartbeat is to be written
+	dirtyReports map[reportKey]bool     // reports to be written
+	deadReports  map[reportKey]bool     // reports evicted from memory, to be deleted
+	kick         chan struct{}          // wakes the writer (buffered, 1)
 }
 
 // hostBeat is what is kept of a host's heartbeats: the newest one (its Received is the
@@ -94,6 +101,7 @@ func (a *agentState) put(st wire.HostStatus) wire.HostStatus {
 	if a.last == nil {
 		a.last = map[string]hostBeat{}
 	}
+	defer a.markBeatLocked(st.Host)
 	prev, ok := a.last[st.Host]
 	if ok && !newer(st, prev) {
 		if st.Received.After(prev.st.Received) {
@@ -157,14 +165,22 @@ func (a *agentState) putReport(r wire.JobReport) {
 	// replaces the host's report. Another host's report of the job is kept beside it.
 	key := reportKey{r.Job, r.Host}
 	a.reports[key] = revReport{rev: a.rev, r: r}
-	if len(a.reports) > maxReports {
-		oldest := key
+	a.markReportLocked(key)
+	a.evictLocked()
+}
+
+// evictLocked drops the oldest reports beyond maxReports (from the store too).
+func (a *agentState) evictLocked() {
+	for len(a.reports) > maxReports {
+		var oldest reportKey
+		first := true
 		for k, x := range a.reports {
-			if x.rev < a.reports[oldest].rev {
-				oldest = k
+			if first || x.rev < a.reports[oldest].rev {
+				oldest, first = k, false
 			}
 		}
 		delete(a.reports, oldest)
+		a.markDeadLocked(oldest)
 	}
 }
 

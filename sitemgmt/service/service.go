@@ -3,9 +3,10 @@
 // and funnels every write through one path: clone, change, validate, compile the schedule,
 // authorise, diff, write to LDAP in a safe order, swap the snapshot.
 //
-// It also owns the site manager's runtime state, which is not configuration and never
-// reaches LDAP (agents.go): the node agents' heartbeats and job reports, the revision the
-// Slurm feed's long poll waits on, the feed itself and Slurm power saving (slurm.go). The
+// It also owns the site manager's runtime state, which is not configuration (agents.go):
+// the node agents' heartbeats and job reports, kept outside the site model in the
+// directory so that restarts and replicas agree (state.go), the revision the Slurm
+// feed's long poll waits on, the feed itself and Slurm power saving (slurm.go). The
 // HTTP layer only decodes, authenticates, authorises and encodes around these methods.
 package service
 
@@ -72,6 +73,7 @@ type Service struct {
 	writeMu sync.Mutex
 	snap    atomic.Pointer[Snapshot]
 	agents  agentState // heartbeats and job reports (agents.go)
+	state   StateStore // where they are kept beyond this process (state.go); nil: memory only
 	// directory is the outcome of the last contact with the directory (directory.go).
 	directory directoryState
 }

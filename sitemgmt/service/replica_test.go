@@ -1,0 +1,161 @@
+package service_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/service"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+)
+
+// replica starts another site manager service on env's directory, as a second
+// `overtime serve` behind a load balancer (or the same one after a restart) would be.
+func replica(t *testing.T, env *testenv.Env) *service.Service {
+	t.Helper()
+	st, err := ldapstore.Open(ldapstore.Config{URL: env.Slapd.URL, BaseDN: env.Slapd.BaseDN, BindDN: env.Slapd.ServiceDN, BindPassword: env.Slapd.ServicePW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	svc, err := service.New(ctx, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.LoadState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); svc.SyncState(sctx, 5*time.Second) }()
+	t.Cleanup(func() { stop(); <-done })
+	return svc
+}
+
+// eventually polls cond until it holds or fails the test after a deadline.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Two site manager replicas on one directory give the same answers: a heartbeat or a
+// job report posted to one is seen by the other, and wakes the other's Slurm feed long
+// poll. A third instance started afterwards (a restart) answers with everything at once
+// and does not hand the feed stored reports again as new.
+func TestReplicasShareState(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	a := env.Svc
+	b := replica(t, env)
+	ctx := context.Background()
+	host := a.Snapshot().Site.Hosts[0].Name
+	now := time.Now().UTC().Truncate(time.Second)
+
+	hb := wire.Heartbeat{Host: host, Instance: "agent-1", Seq: 1, Time: now, Mode: "desktop", OwnerState: model.StateNoUser, Action: model.ActionRun, GuestState: "running"}
+	if _, err := a.PutHeartbeat(hb, now, "10.0.0.9"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replica b sees the heartbeat posted to a", func() bool {
+		st, ok, err := b.AgentStatus(host, now)
+		return err == nil && ok && st.Instance == "agent-1" && st.OwnerState == model.StateNoUser && st.Remote == "10.0.0.9"
+	})
+
+	// b's Slurm feed long poll wakes when a receives the owner's key press.
+	feed, err := b.SlurmFeed(ctx, 0, 0, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan *wire.SlurmFeed, 1)
+	go func() {
+		f, err := b.SlurmFeed(ctx, feed.Revision, 20*time.Second, time.Now)
+		if err != nil {
+			t.Error(err)
+		}
+		woke <- f
+	}()
+	hb.Seq, hb.OwnerState, hb.Action = 2, model.StateOwnerActive, model.ActionThrottle
+	start := time.Now()
+	if _, err := a.PutHeartbeat(hb, now.Add(time.Second), "10.0.0.9"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case f := <-woke:
+		node := findNode(f, host)
+		if f.Revision <= feed.Revision || node == nil || !containsFeature(node.Features, wire.FeatureOwnerActive) {
+			t.Errorf("b's feed after a's heartbeat: revision %d (was %d), node %+v", f.Revision, feed.Revision, node)
+		}
+		t.Logf("b's long poll woke %s after a's heartbeat", time.Since(start))
+	case <-time.After(15 * time.Second):
+		t.Fatal("b's long poll did not wake after a heartbeat posted to a")
+	}
+
+	// A job report posted to b is readable on a.
+	jr := wire.JobReport{Job: "4711", Host: host, Start: now.Add(-time.Hour), End: now, Seconds: 3600, GuestCPUSeconds: 3000}
+	if _, err := b.PutJobReport(jr, now); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replica a has the report posted to b", func() bool {
+		r, ok := a.JobReport("4711", host)
+		return ok && r.GuestCPUSeconds == 3000
+	})
+	aFeed, err := a.SlurmFeed(ctx, 0, 0, time.Now)
+	if err != nil || len(aFeed.Reports) != 1 {
+		t.Fatalf("a's feed has %v reports (err %v), want the one posted to b", aFeed, err)
+	}
+
+	// A restart: everything written is there at once, and a feed client's revision from
+	// before the restart neither waits nor gets the old report again.
+	for _, s := range []*service.Service{a, b} {
+		if err := s.FlushState(ctx); err != nil || s.StatePending() != 0 {
+			t.Fatalf("flush: %v, %d pending", err, s.StatePending())
+		}
+	}
+	c := replica(t, env)
+	st, ok, err := c.AgentStatus(host, now.Add(2*time.Second))
+	if err != nil || !ok || st.Instance != "agent-1" || st.Seq != 2 || st.OwnerState != model.StateOwnerActive || st.Stale {
+		t.Errorf("restarted replica's status of %s: %+v %v %v", host, st, ok, err)
+	}
+	if r, ok := c.JobReport("4711", ""); !ok || r.Host != host {
+		t.Errorf("restarted replica lost the job report: %+v %v", r, ok)
+	}
+	since := aFeed.Revision
+	t0 := time.Now()
+	cf, err := c.SlurmFeed(ctx, since, 20*time.Second, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(t0) > 5*time.Second || cf.Revision <= since {
+		t.Errorf("restarted replica's feed for revision %d: waited %s, answered revision %d", since, time.Since(t0), cf.Revision)
+	}
+	if len(cf.Reports) != 0 {
+		t.Errorf("restarted replica handed the feed stored reports again: %+v", cf.Reports)
+	}
+	if all, _ := c.SlurmFeed(ctx, 0, 0, time.Now); len(all.Reports) != 1 {
+		t.Errorf("restarted replica's feed from revision 0 has %d reports, want 1", len(all.Reports))
+	}
+}
+
+func findNode(f *wire.SlurmFeed, name string) *wire.SlurmNode {
+	for i := range f.Nodes {
+		if f.Nodes[i].Name == name {
+			return &f.Nodes[i]
+		}
+	}
+	return nil
+}
+
+func containsFeature(list, f string) bool { return slices.Contains(strings.Split(list, ","), f) }

@@ -1,0 +1,475 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+)
+
+// Durable, shared runtime state. Heartbeats and job reports are kept in the directory
+// (ldapstore implements StateStore), next to the configuration, so that
+//   - a restarted site manager answers as before (Slurm's feed, `overtime job-report`),
+//   - several replicas behind a load balancer give the same answers: each follows the
+//     stored state (WatchState, an RFC 4533 persistent search) and merges what the others
+//     wrote into its memory, waking its Slurm feed long polls,
+//   - the state has the directory's replication and backups, without a second database.
+//
+// Why not write every heartbeat: 10,000 PCs posting every 30 s would be 333 directory
+// writes a second, each replicated, for numbers that change little. A heartbeat is
+// written when something a reader acts on changes (mode, owner state, guest action and
+// state, agent instance...: beatSig), and otherwise only to refresh its receive time once
+// it is PersistRefresh old. That bounds the steady load at hosts/PersistRefresh writes a
+// second plus real changes (TestStateWriteLoad: 10,000 hosts, 20 minutes of heartbeats)
+// while keeping every replica's view of a live host fresher than wire.StaleAfter:
+// the stored receive time lags the newest by at most PersistRefresh + one interval.
+// Job reports are written once each.
+//
+// Order across replicas follows the heartbeat's own order (newer: agent instance and
+// sequence, never the agent's clock); the receive time is merged as the maximum seen.
+
+// StateStore keeps runtime state documents (opaque JSON) by kind and key.
+// ldapstore.Store implements it; a Backend that does not keeps state in memory only.
+type StateStore interface {
+	LoadState(ctx context.Context, fn func(kind, key string, doc []byte)) error
+	PutState(ctx context.Context, kind, key string, doc []byte) error
+	DeleteState(ctx context.Context, kind, key string) error
+	WatchState(ctx context.Context, ready func(), fn func(kind, key string, doc []byte, deleted bool)) error
+}
+
+// State kinds (the same strings as ldapstore's containers).
+const (
+	stateBeats   = "heartbeats"
+	stateReports = "reports"
+)
+
+// PersistRefresh is how old the stored receive time of an unchanged heartbeat may get
+// before it is written again. Half of wire.StaleAfter: with heartbeats every
+// wire.HeartbeatInterval, another replica's view of a live host lags by at most
+// PersistRefresh + HeartbeatInterval < StaleAfter.
+const PersistRefresh = wire.StaleAfter / 2
+
+// storedBeat is a heartbeat document in the store.
+type storedBeat struct {
+	Status  wire.HostStatus `json:"status"`
+	Retired string          `json:"retired,omitempty"`
+}
+
+// storedReport is a job report document: Rev is the revision of the replica that
+// received it, kept so that a restarted replica does not hand Slurm's feed every stored
+// report again as new.
+type storedReport struct {
+	Rev    uint64         `json:"rev"`
+	Report wire.JobReport `json:"report"`
+}
+
+// persistMark is what the store holds of a host's heartbeat: its receive time and sig.
+type persistMark struct {
+	received time.Time
+	sig      string
+}
+
+// beatSig is what of a heartbeat makes a write necessary when it changes: whatever the
+// Slurm feed, the agent status or the order of later heartbeats depends on. Time, Seq,
+// pressure and CPU seconds change at every heartbeat and are refreshed with the receive
+// time.
+func beatSig(hb hostBeat) string {
+	h := hb.st.Heartbeat
+	return strings.Join([]string{h.Instance, h.Mode, h.ConfigFrom, string(h.OwnerState), string(h.Action),
+		h.GuestState, h.GuestReason, h.Backend, h.Version, itoa(h.Restarts), hb.retired}, "\x00")
+}
+
+// sameJSON compares two documents as the store keeps them.
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func reportKeyString(k reportKey) string { return k.job + "@" + k.host }
+
+func parseReportKey(s string) (reportKey, bool) {
+	job, host, ok := strings.Cut(s, "@")
+	return reportKey{job, host}, ok && job != "" && host != ""
+}
+
+// durableLocked reports whether a store keeps the state (set by LoadState).
+func (a *agentState) durableLocked() bool { return a.persisted != nil }
+
+// markBeatLocked queues host's heartbeat for writing when the store's copy is outdated.
+func (a *agentState) markBeatLocked(host string) {
+	if !a.durableLocked() {
+		return
+	}
+	hb, ok := a.last[host]
+	if !ok {
+		return
+	}
+	m, ok := a.persisted[host]
+	if ok && m.sig == beatSig(hb) && hb.st.Received.Sub(m.received) < PersistRefresh {
+		return
+	}
+	a.dirtyBeats[host] = true
+	a.wake()
+}
+
+func (a *agentState) markReportLocked(k reportKey) {
+	if !a.durableLocked() {
+		return
+	}
+	delete(a.deadReports, k)
+	a.dirtyReports[k] = true
+	a.wake()
+}
+
+func (a *agentState) markDeadLocked(k reportKey) {
+	if !a.durableLocked() {
+		return
+	}
+	delete(a.dirtyReports, k)
+	a.deadReports[k] = true
+	a.wake()
+}
+
+func (a *agentState) wake() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// noteStoredLocked records that the store holds hb (written by us or seen in the watch).
+func (a *agentState) noteStoredLocked(host string, hb hostBeat) {
+	if m, ok := a.persisted[host]; ok && m.received.After(hb.st.Received) {
+		return
+	}
+	a.persisted[host] = persistMark{received: hb.st.Received, sig: beatSig(hb)}
+}
+
+// mergeBeat takes a heartbeat document from the store (another replica's write, our
+// own write coming back, or a load). It replaces the one in memory only if newer by the
+// heartbeats' own order; the receive time becomes the latest known.
+func (a *agentState) mergeBeat(sb storedBeat) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := sb.Status
+	host := st.Host
+	in := hostBeat{st: st, retired: sb.Retired}
+	a.noteStoredLocked(host, in)
+	prev, ok := a.last[host]
+	switch {
+	case !ok:
+	case !newer(st, prev) || sameJSON(st.Heartbeat, prev.st.Heartbeat):
+		if st.Received.After(prev.st.Received) {
+			prev.st.Received = st.Received
+			a.last[host] = prev
+		}
+		return
+	default:
+		if prev.st.Received.After(in.st.Received) {
+			in.st.Received = prev.st.Received
+		}
+		if in.retired == "" && prev.st.Instance != st.Instance {
+			in.retired = prev.st.Instance
+		}
+	}
+	if a.last == nil {
+		a.last = map[string]hostBeat{}
+	}
+	a.last[host] = in
+	a.bumpLocked()
+}
+
+// mergeReport takes a job report document from the store. live: seen by the watch (new
+// to this replica: it gets this replica's next revision, so that a Slurm feed following
+// this replica sees it); else loaded at start (it keeps the stored revision).
+func (a *agentState) mergeReport(k reportKey, sr storedReport, live bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.reports == nil {
+		a.reports = map[reportKey]revReport{}
+	}
+	if x, ok := a.reports[k]; ok && sameJSON(x.r, sr.Report) {
+		return
+	}
+	if a.dirtyReports[k] {
+		return // ours is newer and on its way to the store
+	}
+	// Revisions work like a hybrid logical clock across replicas: each replica's runs
+	// ahead of every revision it has seen stored, so a feed client that read up to
+	// revision N on one replica is not given the same report again by another (or by
+	// this one after a restart).
+	rev := sr.Rev
+	if rev > a.rev {
+		a.rev = rev
+	}
+	if live {
+		a.bumpLocked()
+		rev = a.rev
+	}
+	a.reports[k] = revReport{rev: rev, r: sr.Report}
+	a.evictLocked()
+}
+
+func (a *agentState) dropReport(k reportKey) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.dirtyReports[k] {
+		delete(a.reports, k)
+	}
+}
+
+// LoadState makes the runtime state durable and shared through the backend, if it is a
+// StateStore: it reads what the store holds (heartbeats, job reports) and from then on
+// queues changes for SyncState to write. Call it once, before serving; without a
+// StateStore it does nothing. The revision continues above every stored one and above
+// the clock in microseconds, so that a Slurm feed client's last revision from before a
+// restart (or from another replica) never makes it wait for changes it has not seen.
+func (s *Service) LoadState(ctx context.Context) error {
+	st, ok := s.backend.(StateStore)
+	if !ok {
+		return nil
+	}
+	s.useState(st)
+	return st.LoadState(ctx, func(kind, key string, doc []byte) { s.mergeDoc(kind, key, doc, false, false) })
+}
+
+// useState starts keeping the runtime state in st.
+func (s *Service) useState(st StateStore) {
+	a := &s.agents
+	a.mu.Lock()
+	a.persisted = map[string]persistMark{}
+	a.dirtyBeats = map[string]bool{}
+	a.dirtyReports = map[reportKey]bool{}
+	a.deadReports = map[reportKey]bool{}
+	a.kick = make(chan struct{}, 1)
+	if now := uint64(time.Now().UnixMicro()); a.rev < now {
+		a.rev = now
+	}
+	a.mu.Unlock()
+	s.state = st
+}
+
+// mergeDoc decodes one stored document and merges it; a document that does not decode
+// (a hand edit, a newer version's field) is logged and skipped, never fatal.
+func (s *Service) mergeDoc(kind, key string, doc []byte, deleted, live bool) {
+	switch kind {
+	case stateBeats:
+		if deleted {
+			return // a host's heartbeat goes with the host; nothing to undo in memory
+		}
+		var sb storedBeat
+		if err := json.Unmarshal(doc, &sb); err != nil || sb.Status.Host != key || sb.Status.Validate() != nil {
+			s.log.Warn("state: skipping a heartbeat document that does not decode", "host", key, "err", err)
+			return
+		}
+		s.agents.mergeBeat(sb)
+	case stateReports:
+		k, ok := parseReportKey(key)
+		if !ok {
+			return
+		}
+		if deleted {
+			s.agents.dropReport(k)
+			return
+		}
+		var sr storedReport
+		if err := json.Unmarshal(doc, &sr); err != nil || sr.Report.Job != k.job || sr.Report.Host != k.host || sr.Report.Validate() != nil {
+			s.log.Warn("state: skipping a job report document that does not decode", "key", key, "err", err)
+			return
+		}
+		s.agents.mergeReport(k, sr, live)
+	}
+}
+
+// StateWriteWorkers is how many state writes are in flight at once.
+const StateWriteWorkers = 4
+
+// SyncState runs until ctx ends: it writes queued state to the store and follows the
+// store's changes (other replicas' writes), reconnecting after failures. At the end it
+// makes a last attempt, bounded by finalFlush, to write what is still queued (a graceful
+// shutdown loses nothing). Without LoadState having found a StateStore it returns at once.
+func (s *Service) SyncState(ctx context.Context, finalFlush time.Duration) {
+	if s.state == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watchState(ctx)
+	}()
+	backoff := time.Duration(0)
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), finalFlush)
+			if err := s.FlushState(fctx); err != nil {
+				s.log.Warn("state: not everything was written before shutdown", "err", err)
+			}
+			cancel()
+			wg.Wait()
+			return
+		case <-s.agents.kick:
+		case <-retry.C:
+		}
+		if err := s.FlushState(ctx); err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
+			s.log.Warn("state: writing to the directory failed; kept in memory, retrying", "err", err, "retryIn", backoff)
+			retry.Reset(backoff)
+		} else {
+			backoff = 0
+		}
+	}
+}
+
+func (s *Service) watchState(ctx context.Context) {
+	backoff := 250 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := s.state.WatchState(ctx, nil, func(kind, key string, doc []byte, deleted bool) {
+			s.mergeDoc(kind, key, doc, deleted, true)
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > time.Minute {
+			backoff = 250 * time.Millisecond
+		}
+		s.log.Warn("state: following the directory's state failed; reconnecting", "err", err, "in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// stateWrite is one queued write: a document to put, or (doc nil) a key to delete.
+type stateWrite struct {
+	kind, key string
+	doc       []byte
+	beat      *hostBeat // for a heartbeat: what was written (persisted mark)
+	report    *reportKey
+}
+
+// FlushState writes every queued heartbeat and report now. Anything it could not write
+// stays queued, and the first error is returned.
+func (s *Service) FlushState(ctx context.Context) error {
+	if s.state == nil {
+		return nil
+	}
+	a := &s.agents
+	a.mu.Lock()
+	var todo []stateWrite
+	for host := range a.dirtyBeats {
+		hb := a.last[host]
+		doc, err := json.Marshal(storedBeat{Status: hb.st, Retired: hb.retired})
+		if err == nil {
+			todo = append(todo, stateWrite{kind: stateBeats, key: host, doc: doc, beat: &hb})
+		}
+	}
+	for k := range a.dirtyReports {
+		x, ok := a.reports[k]
+		if !ok {
+			continue
+		}
+		doc, err := json.Marshal(storedReport{Rev: x.rev, Report: x.r})
+		if err == nil {
+			kk := k
+			todo = append(todo, stateWrite{kind: stateReports, key: reportKeyString(k), doc: doc, report: &kk})
+		}
+	}
+	for k := range a.deadReports {
+		kk := k
+		todo = append(todo, stateWrite{kind: stateReports, key: reportKeyString(k), report: &kk})
+	}
+	clear(a.dirtyBeats)
+	clear(a.dirtyReports)
+	clear(a.deadReports)
+	a.mu.Unlock()
+	if len(todo) == 0 {
+		return nil
+	}
+
+	var (
+		mu       sync.Mutex
+		firstErr error
+		failed   []stateWrite
+		wg       sync.WaitGroup
+		next     = make(chan stateWrite)
+	)
+	for range min(StateWriteWorkers, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range next {
+				var err error
+				if w.doc == nil {
+					err = s.state.DeleteState(ctx, w.kind, w.key)
+				} else {
+					err = s.state.PutState(ctx, w.kind, w.key, w.doc)
+				}
+				mu.Lock()
+				if err != nil {
+					failed = append(failed, w)
+					if firstErr == nil {
+						firstErr = err
+					}
+				} else if w.beat != nil {
+					a.mu.Lock()
+					a.noteStoredLocked(w.key, *w.beat)
+					a.mu.Unlock()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, w := range todo {
+		next <- w
+	}
+	close(next)
+	wg.Wait()
+	if len(failed) == 0 {
+		return nil
+	}
+	// Queue again what failed, unless something newer was queued meanwhile (it is).
+	a.mu.Lock()
+	for _, w := range failed {
+		switch {
+		case w.beat != nil:
+			a.dirtyBeats[w.key] = true
+		case w.doc != nil && !a.deadReports[*w.report]:
+			a.dirtyReports[*w.report] = true
+		case w.doc == nil && !a.dirtyReports[*w.report]:
+			a.deadReports[*w.report] = true
+		}
+	}
+	a.mu.Unlock()
+	if firstErr == nil {
+		firstErr = errors.New("state write failed")
+	}
+	return firstErr
+}
+
+// StatePending counts the writes queued for the store (tests, metrics).
+func (s *Service) StatePending() int {
+	a := &s.agents
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.dirtyBeats) + len(a.dirtyReports) + len(a.deadReports)
+}

@@ -1,0 +1,157 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+)
+
+// countingStore is a StateStore that keeps documents in memory and counts writes: the
+// write-load test needs a count over many simulated minutes, which a real directory would take
+// as long to give. The directory itself is tested with real slapd (ldapstore, and the
+// replica tests in this package's external tests).
+type countingStore struct {
+	mu     sync.Mutex
+	docs   map[string][]byte
+	puts   int
+	fail   bool
+	failed int
+}
+
+func (c *countingStore) LoadState(_ context.Context, fn func(kind, key string, doc []byte)) error {
+	return nil
+}
+
+func (c *countingStore) PutState(_ context.Context, kind, key string, doc []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail {
+		c.failed++
+		return fmt.Errorf("directory unavailable")
+	}
+	if c.docs == nil {
+		c.docs = map[string][]byte{}
+	}
+	c.docs[kind+"/"+key] = doc
+	c.puts++
+	return nil
+}
+
+func (c *countingStore) DeleteState(_ context.Context, kind, key string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.docs, kind+"/"+key)
+	return nil
+}
+
+func (c *countingStore) WatchState(ctx context.Context, ready func(), fn func(kind, key string, doc []byte, deleted bool)) error {
+	<-ctx.Done()
+	return nil
+}
+
+// The steady write load of heartbeats is bounded: 10,000 hosts posting every 30 s for
+// 20 simulated minutes, 2% of posts changing the owner state, flushed after every single post
+// (the worst case: no coalescing between posts). Each host's stored receive time must
+// stay fresher than PersistRefresh + one interval (other replicas judge staleness by it),
+// and the writes must stay within one per host per PersistRefresh plus the changes.
+func TestStateWriteLoad(t *testing.T) {
+	const hosts = 10000
+	const hour = 20 * time.Minute // long enough for every refresh cycle to repeat many times
+	svc := memService(t)
+	cs := &countingStore{}
+	svc.useState(cs)
+	ctx := context.Background()
+	changes := 0
+	owner := make([]model.OwnerState, hosts)
+	for i := range owner {
+		owner[i] = model.StateNoUser
+	}
+	maxLag := time.Duration(0)
+	posts := 0
+	for tick := time.Duration(0); tick < hour; tick += wire.HeartbeatInterval {
+		for i := 0; i < hosts; i++ {
+			at := t0.Add(tick + time.Duration(i)*wire.HeartbeatInterval/hosts)
+			if (i*7919+int(tick/time.Second))%50 == 0 { // 2% of posts: the owner came or went
+				if owner[i] == model.StateNoUser {
+					owner[i] = model.StateOwnerActive
+				} else {
+					owner[i] = model.StateNoUser
+				}
+				changes++
+			}
+			name := fmt.Sprintf("pc%05d", i)
+			svc.agents.put(wire.HostStatus{Heartbeat: wire.Heartbeat{Host: name, Instance: "i", Seq: uint64(tick / time.Second),
+				Time: at, OwnerState: owner[i], Action: model.ActionRun, Mode: "desktop"}, Received: at})
+			posts++
+			if err := svc.FlushState(ctx); err != nil {
+				t.Fatal(err)
+			}
+			svc.agents.mu.Lock()
+			if lag := at.Sub(svc.agents.persisted[name].received); lag > maxLag {
+				maxLag = lag
+			}
+			svc.agents.mu.Unlock()
+		}
+	}
+	bound := hosts*int(hour/PersistRefresh) + changes + hosts
+	t.Logf("%d posts, %d owner changes, %d writes (%.0f/s; bound %d), largest stored-receive lag %s",
+		posts, changes, cs.puts, float64(cs.puts)/hour.Seconds(), bound, maxLag)
+	if cs.puts > bound {
+		t.Errorf("%d writes for %d hosts in 20 minutes, more than %d", cs.puts, hosts, bound)
+	}
+	if cs.puts >= posts {
+		t.Errorf("every post was written (%d writes, %d posts): nothing coalesced", cs.puts, posts)
+	}
+	if maxLag >= PersistRefresh {
+		t.Errorf("stored receive time lagged %s, want < %s", maxLag, PersistRefresh)
+	}
+	if maxLag+wire.HeartbeatInterval >= wire.StaleAfter {
+		t.Errorf("a replica reading the store could see a live host stale (lag %s + interval %s >= %s)", maxLag, wire.HeartbeatInterval, wire.StaleAfter)
+	}
+}
+
+// A directory outage loses nothing: heartbeats and reports stay queued (one entry per
+// host: bounded by the site) and are written when the directory is back.
+func TestStateQueuedDuringOutage(t *testing.T) {
+	svc := memService(t)
+	cs := &countingStore{fail: true}
+	svc.useState(cs)
+	ctx := context.Background()
+	for i := 0; i < 10; i++ {
+		at := t0.Add(time.Duration(i) * wire.HeartbeatInterval)
+		state := model.StateNoUser
+		if i%2 == 1 {
+			state = model.StateOwnerActive
+		}
+		if _, err := svc.PutHeartbeat(wire.Heartbeat{Host: "pc1", Instance: "i", Seq: uint64(i + 1), Time: at, OwnerState: state}, at, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.FlushState(ctx); err == nil {
+			t.Fatal("flush during an outage reported success")
+		}
+	}
+	if _, err := svc.PutJobReport(wire.JobReport{Job: "42", Host: "pc1", Start: t0, End: t0.Add(time.Minute), Seconds: 60}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if n := svc.StatePending(); n != 2 {
+		t.Errorf("%d writes queued during the outage, want 2 (one heartbeat, one report)", n)
+	}
+	cs.mu.Lock()
+	cs.fail = false
+	cs.mu.Unlock()
+	if err := svc.FlushState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if svc.StatePending() != 0 || cs.puts != 2 {
+		t.Errorf("after the outage: %d pending, %d written", svc.StatePending(), cs.puts)
+	}
+	if doc := string(cs.docs["heartbeats/pc1"]); doc == "" || !strings.Contains(doc, `"seq":10`) {
+		t.Errorf("stored heartbeat is not the last one: %s", doc)
+	}
+}
