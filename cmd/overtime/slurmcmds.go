@@ -29,7 +29,9 @@ func newJobReportCmd(g *globals) *cobra.Command {
 its guest was throttled or frozen because the desk's owner was working, the share of the
 job's time the owner was active, the CPU the guest got, the time it waited for the CPU
 (steal), and an estimate of how much it slowed the desktop. Any directory user may read
-reports. Without JOBID, lists the recent reports (needs a role; --host narrows).`,
+reports. A job requeued onto another host has a report from each: the latest is shown,
+--host picks one host's. Without JOBID, lists the recent reports (needs a role; --host
+narrows).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
@@ -40,7 +42,7 @@ reports. Without JOBID, lists the recent reports (needs a role; --host narrows).
 			var list []wire.JobReport
 			var v any
 			if len(args) == 1 {
-				r, err := c.JobReport(cmd.Context(), args[0])
+				r, err := c.JobReport(cmd.Context(), args[0], host)
 				if err != nil {
 					return err
 				}
@@ -65,7 +67,7 @@ reports. Without JOBID, lists the recent reports (needs a role; --host narrows).
 			})
 		},
 	}
-	cmd.Flags().StringVar(&host, "host", "", "list only reports of this host")
+	cmd.Flags().StringVar(&host, "host", "", "the report of this host (with JOBID), or only this host's reports (list)")
 	return cmd
 }
 

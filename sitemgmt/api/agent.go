@@ -323,7 +323,7 @@ func (s *Server) agentStatusOne(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		writeError(w, http.StatusNotFound, "no heartbeat from host "+host+" since the site manager started")
+		writeError(w, http.StatusNotFound, "no heartbeat from host "+host+" yet")
 		return
 	}
 	writeJSON(w, http.StatusOK, st)

@@ -637,9 +637,11 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	// Any role reads every report; a directory user without one (eve: an HPC user)
 	// reads one job's report by its id; a host credential reads none.
 	byHost := func(c *client.Client, host string) (wire.JobReport, error) {
-		var jr wire.JobReport
-		_, err := c.Get("/api/v1/jobs/42", url.Values{"host": {host}}, &jr)
-		return jr, err
+		jr, err := c.JobReport(ctx, "42", host) // GET /api/v1/jobs/42?host=...
+		if err != nil {
+			return wire.JobReport{}, err
+		}
+		return *jr, nil
 	}
 	for _, who := range []struct {
 		name string
@@ -651,7 +653,7 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 		{"viewer", env.Client("dave", "dave-secret")},
 		{"user without a role", env.Client("eve", "eve-secret")},
 	} {
-		if r, err := who.c.JobReport(ctx, "42"); err != nil || r.Host != "pc-b02" || r.ThrottledSeconds != 12 {
+		if r, err := who.c.JobReport(ctx, "42", ""); err != nil || r.Host != "pc-b02" || r.ThrottledSeconds != 12 {
 			t.Fatalf("%s reads the latest report: %+v %v", who.name, r, err)
 		}
 		if r, err := byHost(who.c, "pc-b01"); err != nil || r.Host != "pc-b01" || r.FrozenSeconds != 5 {
@@ -667,10 +669,10 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	if _, err := other.JobReports(ctx, ""); status(err) != 403 {
 		t.Fatalf("a host credential listed the reports: %v", err)
 	}
-	if _, err := admin.JobReport(ctx, "42;rm"); err == nil {
+	if _, err := admin.JobReport(ctx, "42;rm", ""); err == nil {
 		t.Fatal("an invalid job id was accepted")
 	}
-	if _, err := host.JobReport(ctx, "42"); err == nil {
+	if _, err := host.JobReport(ctx, "42", ""); err == nil {
 		t.Fatal("a host credential read a job report")
 	}
 	if list, err := admin.JobReports(ctx, "pc-b02"); err != nil || len(list) != 1 || list[0].Job != "42" || list[0].ThrottledSeconds != 12 {

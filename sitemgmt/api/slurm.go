@@ -142,7 +142,7 @@ func (s *Server) getJobReport(w http.ResponseWriter, r *http.Request) {
 		if host != "" {
 			on = host
 		}
-		writeError(w, http.StatusNotFound, "no interference report for job "+id+" (it has not ended on "+on+" since the site manager started)")
+		writeError(w, http.StatusNotFound, "no interference report for job "+id+" (none has arrived from "+on+", or it was among the oldest dropped)")
 		return
 	}
 	writeJSON(w, http.StatusOK, jr)

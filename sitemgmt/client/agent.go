@@ -105,7 +105,7 @@ func (c *Client) AgentStatus(ctx context.Context, pool string) ([]wire.AgentStat
 }
 
 // AgentStatusOf is one host's last heartbeat (an APIError with Status 404 when it has
-// sent none since the site manager started).
+// sent none yet).
 func (c *Client) AgentStatusOf(ctx context.Context, host string) (*wire.AgentStatus, error) {
 	var st wire.AgentStatus
 	if err := c.getCtx(ctx, "/api/v1/agent/status/"+url.PathEscape(host), nil, &st); err != nil {
@@ -145,10 +145,14 @@ func (c *Client) PostJobReport(ctx context.Context, r wire.JobReport) (*wire.Job
 	return &out, nil
 }
 
-// JobReport fetches one job's interference report.
-func (c *Client) JobReport(ctx context.Context, job string) (*wire.JobReport, error) {
+// JobReport fetches one job's interference report: the latest of any host, or host's.
+func (c *Client) JobReport(ctx context.Context, job, host string) (*wire.JobReport, error) {
+	var q url.Values
+	if host != "" {
+		q = url.Values{"host": {host}}
+	}
 	var out wire.JobReport
-	if err := c.getCtx(ctx, "/api/v1/jobs/"+url.PathEscape(job), nil, &out); err != nil {
+	if err := c.getCtx(ctx, "/api/v1/jobs/"+url.PathEscape(job), q, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

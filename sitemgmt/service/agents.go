@@ -43,6 +43,10 @@ type hostBeat struct {
 	// retired is the instance whose heartbeats st's instance took over from: a post of
 	// the old agent process still in flight when the new one started must not win.
 	retired string
+	// rev is the revision at which a replica accepted st: across replicas the later
+	// acceptance wins (state.go), so an old document coming back from the store never
+	// replaces one accepted after it.
+	rev uint64
 }
 
 // reportKey is a job report's key: each host keeps its own report of a job, so that no
@@ -114,8 +118,9 @@ func (a *agentState) put(st wire.HostStatus) wire.HostStatus {
 	if ok && prev.st.Instance != st.Instance {
 		next.retired = prev.st.Instance
 	}
-	a.last[st.Host] = next
 	a.bumpLocked()
+	next.rev = a.rev
+	a.last[st.Host] = next
 	return st
 }
 
@@ -241,7 +246,7 @@ func (s *Service) PutHeartbeat(hb wire.Heartbeat, received time.Time, remote str
 }
 
 // AgentStatus is host's last heartbeat as of now; ok is false when the host has posted
-// none since the site manager started. A host the site does not have is a
+// none (kept across restarts and replicas with a StateStore). A host the site does not have is a
 // *resolve.UnknownHostError.
 func (s *Service) AgentStatus(host string, now time.Time) (st wire.AgentStatus, ok bool, err error) {
 	if s.Snapshot().Site.Host(host) == nil {
@@ -255,7 +260,7 @@ func (s *Service) AgentStatus(host string, now time.Time) (st wire.AgentStatus, 
 }
 
 // AgentStatuses lists the last heartbeat of every host of the current site that has
-// posted one since the site manager started (pool != "": of that pool's hosts only), by
+// posted one (pool != "": of that pool's hosts only), by
 // host name.
 func (s *Service) AgentStatuses(pool string, now time.Time) []wire.AgentStatus {
 	site := s.Snapshot().Site

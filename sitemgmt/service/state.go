@@ -29,8 +29,11 @@ import (
 // the stored receive time lags the newest by at most PersistRefresh + one interval.
 // Job reports are written once each.
 //
-// Order across replicas follows the heartbeat's own order (newer: agent instance and
-// sequence, never the agent's clock); the receive time is merged as the maximum seen.
+// Order: each replica accepts heartbeats by their own order (newer: agent instance and
+// sequence, never the agent's clock); between replicas the later acceptance wins, by a
+// revision clock each replica keeps ahead of every revision it has seen stored (a hybrid
+// logical clock, seeded with the wall clock in microseconds). The receive time is merged
+// as the latest seen.
 
 // StateStore keeps runtime state documents (opaque JSON) by kind and key.
 // ldapstore.Store implements it; a Backend that does not keeps state in memory only.
@@ -55,6 +58,7 @@ const PersistRefresh = wire.StaleAfter / 2
 
 // storedBeat is a heartbeat document in the store.
 type storedBeat struct {
+	Rev     uint64          `json:"rev"` // when it was accepted (hostBeat.rev)
 	Status  wire.HostStatus `json:"status"`
 	Retired string          `json:"retired,omitempty"`
 }
@@ -153,31 +157,30 @@ func (a *agentState) noteStoredLocked(host string, hb hostBeat) {
 }
 
 // mergeBeat takes a heartbeat document from the store (another replica's write, our
-// own write coming back, or a load). It replaces the one in memory only if newer by the
-// heartbeats' own order; the receive time becomes the latest known.
+// own write coming back, or a load). Each replica already chose, by the heartbeats' own
+// order (newer), what it accepted; between replicas the later acceptance wins, by the
+// revision clock that every replica keeps ahead of every revision it has seen (a hybrid
+// logical clock). The receive time becomes the latest known either way.
 func (a *agentState) mergeBeat(sb storedBeat) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := sb.Status
 	host := st.Host
-	in := hostBeat{st: st, retired: sb.Retired}
+	in := hostBeat{st: st, retired: sb.Retired, rev: sb.Rev}
 	a.noteStoredLocked(host, in)
+	if sb.Rev > a.rev {
+		a.rev = sb.Rev
+	}
 	prev, ok := a.last[host]
-	switch {
-	case !ok:
-	case !newer(st, prev) || sameJSON(st.Heartbeat, prev.st.Heartbeat):
+	if ok && sb.Rev <= prev.rev {
 		if st.Received.After(prev.st.Received) {
 			prev.st.Received = st.Received
 			a.last[host] = prev
 		}
 		return
-	default:
-		if prev.st.Received.After(in.st.Received) {
-			in.st.Received = prev.st.Received
-		}
-		if in.retired == "" && prev.st.Instance != st.Instance {
-			in.retired = prev.st.Instance
-		}
+	}
+	if ok && prev.st.Received.After(in.st.Received) {
+		in.st.Received = prev.st.Received
 	}
 	if a.last == nil {
 		a.last = map[string]hostBeat{}
@@ -378,7 +381,7 @@ func (s *Service) FlushState(ctx context.Context) error {
 	var todo []stateWrite
 	for host := range a.dirtyBeats {
 		hb := a.last[host]
-		doc, err := json.Marshal(storedBeat{Status: hb.st, Retired: hb.retired})
+		doc, err := json.Marshal(storedBeat{Rev: hb.rev, Status: hb.st, Retired: hb.retired})
 		if err == nil {
 			todo = append(todo, stateWrite{kind: stateBeats, key: host, doc: doc, beat: &hb})
 		}

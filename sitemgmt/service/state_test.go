@@ -155,3 +155,37 @@ func TestStateQueuedDuringOutage(t *testing.T) {
 		t.Errorf("stored heartbeat is not the last one: %s", doc)
 	}
 }
+
+// Documents coming back from the store (our own writes echoed late, another replica's)
+// never replace a heartbeat accepted after them, whatever their instance: the later
+// acceptance wins. The case that needed this: an agent without an instance id, then one
+// with, and the first document's echo arriving last.
+func TestMergeBeatLaterAcceptanceWins(t *testing.T) {
+	svc := memService(t)
+	cs := &countingStore{}
+	svc.useState(cs)
+	ctx := context.Background()
+	old := wire.Heartbeat{Host: "pc1", Time: t0, Action: model.ActionRun}
+	if _, err := svc.PutHeartbeat(old, t0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.FlushState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	echo := cs.docs["heartbeats/pc1"]
+	cur := wire.Heartbeat{Host: "pc1", Instance: "new", Seq: 1, Time: t0.Add(time.Second), Action: model.ActionFreeze}
+	if _, err := svc.PutHeartbeat(cur, t0.Add(time.Second), ""); err != nil {
+		t.Fatal(err)
+	}
+	svc.mergeDoc(stateBeats, "pc1", echo, false, true)
+	if st, _, _ := svc.AgentStatus("pc1", t0); st.Action != model.ActionFreeze {
+		t.Fatalf("the echo of an older write replaced the newer heartbeat: %+v", st)
+	}
+	// Another replica's later acceptance does replace it.
+	later := fmt.Appendf(nil, `{"rev":%d,"status":{"host":"pc1","instance":"new","seq":2,"time":%q,"action":"throttle","received":%q}}`,
+		svc.agents.rev+5, t0.Add(2*time.Second).Format(time.RFC3339), t0.Add(2*time.Second).Format(time.RFC3339))
+	svc.mergeDoc(stateBeats, "pc1", later, false, true)
+	if st, _, _ := svc.AgentStatus("pc1", t0); st.Action != model.ActionThrottle || st.Seq != 2 {
+		t.Fatalf("another replica's later heartbeat was not taken: %+v", st)
+	}
+}
