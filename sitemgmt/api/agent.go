@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -48,6 +49,19 @@ func (s *Server) agent(h http.HandlerFunc) http.HandlerFunc {
 		if !ok {
 			return
 		}
+		// Bodies here are small documents: at most maxAgentBody each, and a host (or
+		// user) may have only perHostBodies in flight, however many connections it opens.
+		release, err := s.bodies.admitUpTo(p.UID, r, maxAgentBody, perHostBodies)
+		if err != nil {
+			if errors.As(err, new(tooLarge)) {
+				s.httpError(w, err)
+			} else {
+				w.Header().Set("Retry-After", "1")
+				writeError(w, http.StatusTooManyRequests, err.Error())
+			}
+			return
+		}
+		defer release()
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
 	}
 }
@@ -271,9 +285,6 @@ func (s *Server) AgentConfigFor(snap *service.Snapshot, host string, now time.Ti
 
 // ---- heartbeats and status ----
 
-// maxHeartbeat bounds a heartbeat body; a real one is a few hundred bytes.
-const maxHeartbeat = 16 << 10
-
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
 	if !p.IsHost() {
@@ -283,7 +294,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var hb wire.Heartbeat
-	r.Body = http.MaxBytesReader(w, r.Body, maxHeartbeat)
+	r.Body = http.MaxBytesReader(w, r.Body, maxAgentBody)
 	if err := decodeJSON(r, &hb); err != nil {
 		s.httpError(w, err)
 		return

@@ -1,7 +1,12 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"reflect"
@@ -762,5 +767,104 @@ func runPowerSaveSuite(t *testing.T, env *testenv.Env) {
 	}
 	if _, err := admin.Get("/api/v1/exceptions/"+powersave.ExceptionName("pc-b03"), nil, nil); err == nil {
 		t.Fatal("the power-save exception survived suspend")
+	}
+}
+
+// A host credential's bodies are bounded like a user's: each agent body is small
+// (413 before reading a larger declared one), and bodies held open on many connections
+// at once stop being admitted (429) before the server holds more than a few of them.
+func TestAgentBodyBudget(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	tok := issue(t, env.Admin(), "pc-a01")
+	post := func(body io.Reader, length int64) (*http.Response, error) {
+		req, err := http.NewRequest("POST", env.HTTP.URL+"/api/v1/agent/heartbeat", body)
+		if err != nil {
+			return nil, err
+		}
+		req.ContentLength = length
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		return http.DefaultClient.Do(req)
+	}
+	big, bigW := io.Pipe() // declared 1 MiB, never sent: refused unread
+	resp, err := post(big, 1<<20)
+	bigW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a 1 MiB heartbeat: %s, want 413", resp.Status)
+	}
+	// Hold four bodies open on raw connections: each request declares 16 KiB and sends
+	// half. A fifth, complete request is then refused with 429 (net/http answers a
+	// refusal only after reading what remains of a body, so it must be complete).
+	u, _ := url.Parse(env.HTTP.URL)
+	const size = 16 << 10
+	request := func(conn net.Conn, body string) {
+		fmt.Fprintf(conn, "POST /api/v1/agent/heartbeat HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			u.Host, tok, size, body)
+	}
+	status := func(conn net.Conn) int {
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	held := make(chan int, 4)
+	var conns []net.Conn
+	for range 4 {
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conns = append(conns, conn)
+		request(conn, strings.Repeat(" ", size/2))
+		go func() { held <- status(conn) }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		request(conn, strings.Repeat(" ", size))
+		code := status(conn)
+		conn.Close()
+		if code == http.StatusTooManyRequests {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a fifth heartbeat body while four are held: %d, want 429", code)
+		}
+		time.Sleep(10 * time.Millisecond) // the held requests are still being admitted
+	}
+	select {
+	case c := <-held:
+		t.Fatalf("a held request finished (%d) before its body was sent", c)
+	default:
+	}
+	// The held ones were admitted: sent in full, they are decoded (and refused: blanks
+	// are no JSON), and the budget is free again.
+	for _, conn := range conns {
+		fmt.Fprint(conn, strings.Repeat(" ", size/2))
+	}
+	for range 4 {
+		if c := <-held; c != http.StatusBadRequest {
+			t.Fatalf("a held request completed with %d, want 400", c)
+		}
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	request(conn, strings.Repeat(" ", size))
+	if c := status(conn); c != http.StatusBadRequest {
+		t.Fatalf("after the held bodies were released: %d, want 400 (admitted)", c)
 	}
 }

@@ -100,9 +100,6 @@ func (s *Server) slurmPower(resume bool) http.HandlerFunc {
 	}
 }
 
-// maxJobReport bounds a report body; a real one is under a kilobyte.
-const maxJobReport = 16 << 10
-
 func (s *Server) postJobReport(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
 	if !p.IsHost() {
@@ -110,7 +107,7 @@ func (s *Server) postJobReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var jr wire.JobReport
-	r.Body = http.MaxBytesReader(w, r.Body, maxJobReport)
+	r.Body = http.MaxBytesReader(w, r.Body, maxAgentBody)
 	if err := decodeJSON(r, &jr); err != nil {
 		s.httpError(w, err)
 		return
