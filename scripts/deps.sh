@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 #   initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools
 #                          the test image: real mkinitramfs with boot/initramfs, busybox root
 #   socat curl             the demo's VM console and API calls
+#   haproxy                the load balancer in front of site manager replicas (replica failover test)
 #   shellcheck netbase binutils   initramfs script checks; /etc/protocols for the initrd; the KVM probe firmware
 #   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils
 #                          the node agent's QEMU/KVM guests (libvirtd, virsh, qemu-img overlays)
@@ -27,7 +28,7 @@ cd "$(dirname "$0")/.."
 #                          (spank.h, libcurl, json-c); lua5.1 runs job_submit.lua's unit test
 PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
-	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl
+	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
 	shellcheck netbase binutils
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils libxml2-utils passt
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make)
