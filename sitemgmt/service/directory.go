@@ -144,6 +144,7 @@ func answered(err error, answer bool) error {
 	}
 	return err
 }
+
 // HostCredential reads a host's stored token hash ("" = none) and records whether the
 // directory answered: a missing host (IsNotFound) is an answer, any other error means it
 // could not be asked.
