@@ -18,7 +18,7 @@ import (
 // kept in memberOf by the overlay).
 type uniEnv struct {
 	*testenv.Env
-	uni                *unidir.Dir
+	uni               *unidir.Dir
 	labA, labB, lectB string
 }
 
