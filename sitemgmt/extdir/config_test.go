@@ -24,7 +24,6 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return p
 }
 
-
 // The documented examples load and pass every check once their files exist.
 func TestExampleConfigs(t *testing.T) {
 	for _, ex := range []string{"docs/examples/identity-ad.yaml", "docs/examples/identity-openldap.yaml"} {
