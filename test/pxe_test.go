@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,13 @@ images:
     versions:
       - {version: v1, sha256: %s, size: %d, path: gone/v1, created: "2026-11-20T09:00:00Z"}
 modes:
-  - {name: desktop, kind: desktop, image: testimg, kernelArgs: "console=ttyS0 panic=5"}
+  - name: desktop
+    kind: desktop
+    image: testimg
+    kernelArgs: "console=ttyS0 panic=5"
+    # Hostile display text (issue 13): what iPXE would run if it reached the menu's item
+    # line as commands. The boot below must show none of it run.
+    description: %s
   - {name: cluster, kind: cluster, image: testimg, kernelArgs: "console=ttyS0 panic=5 overtime.verify=sha256"}
   - {name: broken, kind: desktop, image: gone, kernelArgs: "console=ttyS0"}
   - {name: local-disk, kind: local-disk}
@@ -79,8 +86,14 @@ hosts:
     pool: lab
     weekly:
       - daily 00:00-24:00 broken
-`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, sum, size, sum, size)
+`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, sum, size, sum, size, strconv.Quote(hostileDescription))
 }
+
+// hostileDescription tries every way display text could become iPXE commands: command
+// separators (;, &&, ||), a comment (#) and settings expansion (${...}). Each injected
+// command would stop the boot (poweroff, the iPXE shell), so a PC that lands in its mode
+// proves none of them ran. (The words themselves are shown in the menu: that is fine.)
+const hostileDescription = `Lab desktop ; poweroff && shell || poweroff ; set x ${net0/mac} # poweroff`
 
 type pxeVM struct {
 	*vmtest.VM
@@ -209,6 +222,8 @@ func TestPXEBoot(t *testing.T) {
 			v.t = t
 			v.landed(c.mode)
 			v.checkStateless()
+			// landed: the menu was built from a description made to run commands
+			// (hostileDescription), and iPXE ran none of them.
 		})
 	}
 	if t.Failed() {

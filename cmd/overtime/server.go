@@ -16,6 +16,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
+	"github.com/overtime-hpc/overtime/sitemgmt/extdir"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 )
@@ -49,6 +50,7 @@ func newServeCmd() *cobra.Command {
 		tlsCert, tlsKey     string
 		imagesDir, filesDir string
 		syslinuxDir         string
+		identityConfig      string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -75,6 +77,11 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 			svc, err := service.New(ctx, store, log)
 			if err != nil {
 				return err
+			}
+			if identityConfig != "" {
+				if err := useExternalDirectory(ctx, svc, identityConfig, log); err != nil {
+					return err
+				}
 			}
 			// Heartbeats and job reports from the directory: what this server knew before
 			// a restart, and what other replicas know.
@@ -149,6 +156,7 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 	f.StringVar(&tlsKey, "tls-key", "", "key for --tls-cert")
 	f.StringVar(&imagesDir, "images-dir", "", "serve published images' kernels and initrds from this tree (the NFS export root)")
 	f.StringVar(&filesDir, "files-dir", "", "serve kernels and initrds that modes name themselves from this directory")
+	f.StringVar(&identityConfig, "identity-config", "", "also authenticate users against the university's directory described in this YAML file (docs/identity.md)")
 	f.StringVar(&syslinuxDir, "syslinux-dir", "", "serve lpxelinux's modules from this directory (e.g. /usr/lib/syslinux/modules/bios)")
 	return cmd
 }
@@ -224,4 +232,33 @@ func newDevCmd() *cobra.Command {
 	_ = slapd.MarkFlagRequired("root-password")
 	dev.AddCommand(slapd, newDevForwardCmd())
 	return dev
+}
+
+// useExternalDirectory configures the external directory from its file. A configuration
+// that does not hold stops the server (a typo must not silently lock the university's
+// users out); a directory that cannot be reached now does not (local users and boot
+// service go on; /healthz says degraded and its users get 503 until it answers).
+func useExternalDirectory(ctx context.Context, svc *service.Service, path string, log *slog.Logger) error {
+	cfg, err := extdir.LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	d, err := extdir.New(cfg)
+	if err != nil {
+		return fmt.Errorf("--identity-config %s: %w", path, err)
+	}
+	if d.Plaintext() {
+		log.Warn("external directory without TLS (tls mode plain): passwords cross the network readable", "urls", d.URLs())
+	}
+	svc.SetExternal(d)
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err = d.Check(cctx)
+	svc.NoteExternal(err)
+	if err != nil {
+		log.Error("external directory unavailable at start; its users get 503 until it answers", "err", err)
+	} else {
+		log.Info("external directory answers", "urls", d.URLs())
+	}
+	return nil
 }

@@ -53,6 +53,21 @@ type Options struct {
 	// check how the store reacts to a directory without the Overtime schema.
 	OmitOvertimeSchema bool
 
+	// The following let a test start a directory that is not Overtime's, e.g. a
+	// university's OpenLDAP or a stand-in for Active Directory (sitemgmt/extdir).
+
+	// ExtraSchema are schema files included after the standard ones.
+	ExtraSchema []string
+	// Modules are loaded from ModuleDir (e.g. "memberof").
+	Modules []string
+	// DatabaseConfig are lines appended to the database section (overlays, indexes).
+	DatabaseConfig []string
+	// TLS, when set, gives slapd a certificate: it then offers StartTLS on URL and also
+	// listens for ldaps on LDAPSURL.
+	TLS *TLSOptions
+	// LDAPSPort is the ldaps port with TLS set; 0 picks a free one.
+	LDAPSPort int
+
 	// LogLevel is slapd's -d level, written to slapd.log in the directory; default
 	// "stats" (one line per connection and operation). "0" logs only errors.
 	LogLevel string
@@ -64,10 +79,18 @@ type Options struct {
 	Attached bool
 }
 
+// TLSOptions are PEM files slapd reads (TLSCertificateFile, TLSCertificateKeyFile,
+// TLSCACertificateFile).
+type TLSOptions struct {
+	CertFile, KeyFile, CAFile string
+}
+
 // Server is a running slapd.
 type Server struct {
 	URL       string // ldap://127.0.0.1:PORT
 	Port      int
+	LDAPSURL  string // ldaps://127.0.0.1:LDAPSPORT, with Options.TLS only
+	LDAPSPort int
 	BaseDN    string
 	RootDN    string // cn=admin,BASE: the database's rootdn, bypasses all ACLs
 	RootPW    string
@@ -137,6 +160,15 @@ func Start(dir string, opts Options) (*Server, error) {
 			}
 		}
 		s.URL = fmt.Sprintf("ldap://127.0.0.1:%d", s.Port)
+		if opts.TLS != nil {
+			s.LDAPSPort = opts.LDAPSPort
+			if s.LDAPSPort == 0 {
+				if s.LDAPSPort, err = freePort(); err != nil {
+					return nil, err
+				}
+			}
+			s.LDAPSURL = fmt.Sprintf("ldaps://127.0.0.1:%d", s.LDAPSPort)
+		}
 		conf := s.config(schemaDir)
 		if err := os.WriteFile(filepath.Join(dir, "slapd.conf"), []byte(conf), 0o600); err != nil {
 			return nil, fmt.Errorf("slapdenv: %w", err)
@@ -163,7 +195,7 @@ func (s *Server) Restart() error {
 		return err
 	}
 	o := s.opts
-	o.Port = s.Port
+	o.Port, o.LDAPSPort = s.Port, s.LDAPSPort
 	n, err := Start(s.Dir, o)
 	if err != nil {
 		return err
@@ -188,7 +220,11 @@ func (s *Server) launch(args []string) error {
 	pidfile := filepath.Join(s.Dir, "slapd.pid")
 	_ = os.Remove(pidfile) // a stale one would be mistaken for the new server's
 	fmt.Fprintf(logf, "--- slapdenv: starting slapd on %s at %s\n", s.URL, time.Now().Format(time.RFC3339))
-	cmd := exec.Command(SlapdPath, append([]string{"-d", s.opts.LogLevel, "-h", s.URL + "/"}, args...)...)
+	listen := s.URL + "/"
+	if s.LDAPSURL != "" {
+		listen += " " + s.LDAPSURL + "/"
+	}
+	cmd := exec.Command(SlapdPath, append([]string{"-d", s.opts.LogLevel, "-h", listen}, args...)...)
 	cmd.Dir = s.Dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
@@ -323,7 +359,20 @@ func (s *Server) config(schemaDir string) string {
 	if !s.opts.OmitOvertimeSchema {
 		w("include %s", q(filepath.Join(schemaDir, "overtime.schema")))
 	}
+	for _, f := range s.opts.ExtraSchema {
+		w("include %s", q(f))
+	}
 	w("modulepath %s", q(ModuleDir))
+	for _, m := range s.opts.Modules {
+		w("moduleload %s", m)
+	}
+	if t := s.opts.TLS; t != nil {
+		w("TLSCertificateFile %s", q(t.CertFile))
+		w("TLSCertificateKeyFile %s", q(t.KeyFile))
+		if t.CAFile != "" {
+			w("TLSCACertificateFile %s", q(t.CAFile))
+		}
+	}
 	if hasModule("back_mdb") {
 		w("moduleload back_mdb")
 	}
@@ -385,6 +434,9 @@ func (s *Server) config(schemaDir string) string {
 	if hasModule("syncprov") {
 		w("overlay syncprov")
 		w("syncprov-checkpoint 100 10")
+	}
+	for _, l := range s.opts.DatabaseConfig {
+		w("%s", l)
 	}
 	return b.String()
 }

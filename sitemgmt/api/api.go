@@ -156,15 +156,26 @@ func (s *Server) health() (int, map[string]any) {
 		"status": "ok", "site": snap.Site.Name, "hosts": len(snap.Site.Hosts),
 		"loaded": snap.Loaded.UTC().Format(time.RFC3339),
 	}
-	dir := s.svc.Directory()
-	if dir.Reachable {
-		return http.StatusOK, body
+	code := http.StatusOK
+	var reasons []string
+	if dir := s.svc.Directory(); !dir.Reachable {
+		code = http.StatusServiceUnavailable
+		reasons = append(reasons, "directory unavailable: "+dir.Err)
+		body["directory_down_since"] = dir.DownSince.UTC().Format(time.RFC3339)
+		body["snapshot_age_seconds"] = int64(time.Since(snap.Loaded).Seconds())
 	}
-	body["status"] = "degraded"
-	body["reason"] = "directory unavailable: " + dir.Err
-	body["directory_down_since"] = dir.DownSince.UTC().Format(time.RFC3339)
-	body["snapshot_age_seconds"] = int64(time.Since(snap.Loaded).Seconds())
-	return http.StatusServiceUnavailable, body
+	// The external directory's outage degrades the server (its users get 503) but does
+	// not make it unready: boot scripts, agents and local users are served as before,
+	// and pulling every replica out of a load balancer would stop all of that too.
+	if ext, ok := s.svc.External(); ok && !ext.Reachable {
+		reasons = append(reasons, "external directory unavailable: "+ext.Err)
+		body["external_directory_down_since"] = ext.DownSince.UTC().Format(time.RFC3339)
+	}
+	if len(reasons) > 0 {
+		body["status"] = "degraded"
+		body["reason"] = strings.Join(reasons, "; ")
+	}
+	return code, body
 }
 
 // ---- errors and JSON ----
@@ -292,6 +303,7 @@ type authCache struct {
 type authEntry struct {
 	sum     [32]byte
 	expires time.Time
+	login   service.Login // who it was: local, or external with its mapped roles
 }
 
 func (c *authCache) init(ttl time.Duration) {
@@ -311,25 +323,27 @@ func (c *authCache) sum(uid, pw string) [32]byte {
 	return out
 }
 
-func (c *authCache) hit(uid, pw string, now time.Time) bool {
+func (c *authCache) hit(uid, pw string, now time.Time) (service.Login, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.ok[uid]
 	if !ok || now.After(e.expires) {
-		return false
+		return service.Login{}, false
 	}
 	s := c.sum(uid, pw)
-	return subtle.ConstantTimeCompare(s[:], e.sum[:]) == 1
+	return e.login, subtle.ConstantTimeCompare(s[:], e.sum[:]) == 1
 }
 
-func (c *authCache) store(uid, pw string, now time.Time) {
+func (c *authCache) store(uid, pw string, login service.Login, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ok[uid] = authEntry{sum: c.sum(uid, pw), expires: now.Add(c.ttl)}
+	c.ok[uid] = authEntry{sum: c.sum(uid, pw), expires: now.Add(c.ttl), login: login}
 }
 
-// authenticate checks HTTP Basic credentials by an LDAP bind as the user, or a node
-// agent's bearer token (authenticateHost).
+// authenticate checks HTTP Basic credentials by an LDAP bind as the user (Overtime's own
+// directory first, then the external one: service.Service.Login), or a node agent's
+// bearer token (authenticateHost). Roles: the site's grants for the uid and, for an
+// external user, those its groups map to.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Principal, bool) {
 	if tok, ok := bearerToken(r); ok {
 		return s.authenticateHost(w, r, tok)
@@ -341,7 +355,8 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		return authz.Principal{}, false
 	}
 	now := time.Now()
-	if !s.auth.hit(uid, pw, now) {
+	login, ok := s.auth.hit(uid, pw, now)
+	if !ok {
 		if err := model.ValidUID(uid); err != nil {
 			w.Header().Set("WWW-Authenticate", `Basic realm="overtime"`)
 			writeError(w, http.StatusUnauthorized, "invalid credentials")
@@ -349,10 +364,11 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
-		err := s.svc.Authenticate(ctx, uid, pw)
+		var err error
+		login, err = s.svc.Login(ctx, uid, pw)
 		if err != nil && !service.IsInvalidCredentials(err) {
-			// The directory could not be asked: a 401 would tell the user their
-			// password is wrong.
+			// A directory (ours or the external one) could not be asked: a 401 would
+			// tell the user their password is wrong.
 			s.opt.Log.Error("authenticating a user failed", "uid", uid, "err", err)
 			writeError(w, http.StatusServiceUnavailable, "directory unavailable; try again")
 			return authz.Principal{}, false
@@ -362,9 +378,11 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 			writeError(w, http.StatusUnauthorized, "invalid credentials")
 			return authz.Principal{}, false
 		}
-		s.auth.store(uid, pw, now)
+		s.auth.store(uid, pw, login, now)
 	}
-	return authz.For(s.svc.Snapshot().Site, uid), true
+	p := authz.For(s.svc.Snapshot().Site, uid, login.Grants...)
+	p.External = login.External
+	return p, true
 }
 
 // hostOnlyAgent is the refusal for a host credential outside the agent's endpoints.

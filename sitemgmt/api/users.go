@@ -75,6 +75,10 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "user "+p.UID+" may only change their own password")
 		return
 	}
+	if p.External && uid == p.UID {
+		writeError(w, http.StatusConflict, "user "+uid+" is a user of the external directory: change the password there")
+		return
+	}
 	var in PasswordRequest
 	if err := decodeJSON(r, &in); err != nil {
 		s.httpError(w, err)

@@ -45,6 +45,9 @@ type Principal struct {
 	Viewer    bool
 	PoolAdmin map[string]bool
 	Lecturer  map[string]bool
+	// External is set for a user of the external directory (sitemgmt/extdir), whose
+	// password and account are managed there, not in Overtime.
+	External bool
 	// Host is set for a node agent authenticated by its host credential; UID is then
 	// "host:" + Host (for messages and logs) and the principal holds no role.
 	Host string
@@ -103,20 +106,18 @@ func (p Principal) adminsHost(h *model.Host) bool {
 	return p.SiteAdmin || (!p.IsHost() && p.PoolAdmin[h.Pool])
 }
 
-// For derives a principal's roles from the site's role grants.
-func For(site *model.Site, uid string) Principal {
+// For derives a principal's roles from the site's role grants that name uid, plus the
+// grants in extra, which the caller has established are uid's own (the roles an external
+// directory's groups map to): their Members are not looked at. The result is the union.
+func For(site *model.Site, uid string, extra ...model.RoleGrant) Principal {
 	p := Principal{UID: uid, PoolAdmin: map[string]bool{}, Lecturer: map[string]bool{}}
+	var mine []model.RoleGrant
 	for _, g := range site.Roles {
-		member := false
-		for _, m := range g.Members {
-			if m == uid {
-				member = true
-				break
-			}
+		if slices.Contains(g.Members, uid) {
+			mine = append(mine, g)
 		}
-		if !member {
-			continue
-		}
+	}
+	for _, g := range append(mine, extra...) {
 		switch g.Role {
 		case model.RoleSiteAdmin:
 			p.SiteAdmin = true

@@ -350,3 +350,19 @@ func TestRefusalNamesTheField(t *testing.T) {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
 }
+
+// Extra grants (an external user's mapped groups) add to the site's grants for the uid;
+// their Members are not looked at, and they give nothing to other uids.
+func TestForExtraGrants(t *testing.T) {
+	site := &model.Site{Roles: []model.RoleGrant{
+		{Name: "viewers", Role: model.RoleViewer, Members: []string{"ada"}},
+		{Name: "lab-b-admins", Role: model.RolePoolAdmin, Pool: "lab-b", Members: []string{"bob"}},
+	}}
+	p := For(site, "ada", model.RoleGrant{Role: model.RolePoolAdmin, Pool: "lab-a"}, model.RoleGrant{Role: model.RoleLecturer, Pool: "lab-c", Members: []string{"someone-else"}})
+	if got, want := strings.Join(p.Roles(), " "), "lecturer:lab-c pool-admin:lab-a viewer"; got != want {
+		t.Fatalf("roles = %q, want %q", got, want)
+	}
+	if got := For(site, "ada").Roles(); len(got) != 1 || got[0] != "viewer" {
+		t.Fatalf("without extra grants: %v", got)
+	}
+}

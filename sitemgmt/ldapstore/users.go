@@ -30,8 +30,13 @@ func (s *Store) Authenticate(ctx context.Context, uid, password string) error {
 		return ErrInvalidCredentials
 	}
 	dn, err := s.findUser(ctx, uid)
-	if errors.Is(err, errNoUser) {
+	if errors.Is(err, errAmbiguousUser) {
 		return ErrInvalidCredentials
+	}
+	if errors.Is(err, errNoUser) {
+		// Still "invalid credentials" to every caller; the service also sees NotFound
+		// and may ask the external directory (service.Service.Login).
+		return ErrUnknownLogin
 	}
 	if err != nil {
 		return unavailable(err)
@@ -53,7 +58,23 @@ func (s *Store) Authenticate(ctx context.Context, uid, password string) error {
 	return nil
 }
 
-var errNoUser = errors.New("no such user")
+var (
+	errNoUser        = errors.New("no such user")
+	errAmbiguousUser = fmt.Errorf("%w: the uid is not unique", errNoUser)
+)
+
+// ErrUnknownLogin is what Authenticate says when ou=people has no user of that uid: an
+// ErrInvalidCredentials (errors.Is, same message) that also has NotFound() true, so that
+// the service can fall through to the external directory (docs/identity.md) for uids that
+// are not Overtime's own, and only for those.
+var ErrUnknownLogin error = unknownLoginError{}
+
+type unknownLoginError struct{}
+
+func (unknownLoginError) Error() string            { return ErrInvalidCredentials.Error() }
+func (unknownLoginError) InvalidCredentials() bool { return true }
+func (unknownLoginError) NotFound() bool           { return true }
+func (unknownLoginError) Is(target error) bool     { return target == ErrInvalidCredentials }
 
 // unavailable wraps err in an *UnavailableError when it means the directory could not be
 // asked.
@@ -79,10 +100,12 @@ func (s *Store) findUser(ctx context.Context, uid string) (string, error) {
 	case ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject):
 		return "", errNoUser // no ou=people: not initialised, but say no more than that
 	case ldap.IsErrorWithCode(err, ldap.LDAPResultSizeLimitExceeded):
-		return "", errNoUser
+		return "", errAmbiguousUser
 	case err != nil:
 		return "", fmt.Errorf("ldapstore: find user: %w", err)
-	case len(res.Entries) != 1:
+	case len(res.Entries) > 1:
+		return "", errAmbiguousUser
+	case len(res.Entries) == 0:
 		return "", errNoUser
 	}
 	return res.Entries[0].DN, nil

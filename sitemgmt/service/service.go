@@ -76,6 +76,10 @@ type Service struct {
 	state   StateStore // where they are kept beyond this process (state.go); nil: memory only
 	// directory is the outcome of the last contact with the directory (directory.go).
 	directory directoryState
+	// ext is the external directory, if any, and extState the outcome of the last
+	// contact with it (directory.go).
+	ext      atomic.Pointer[ExternalDirectory]
+	extState directoryState
 }
 
 // New loads the site and compiles it. A directory whose content does not validate is
@@ -258,31 +262,48 @@ func (s *Service) checkSiteAdmins(ctx context.Context, cur, next *model.Site, ch
 	if err != nil {
 		return fmt.Errorf("listing directory users to check the site-admin grants: %w", err)
 	}
-	known := map[string]bool{}
+	local := map[string]bool{}
 	for _, u := range users {
-		known[u.UID] = true
+		local[u.UID] = true
 	}
 	// Only members the change adds must exist: a site admin whose account was deleted
-	// since does not block every later edit of the grant.
+	// since does not block every later edit of the grant. Users of the external
+	// directory exist too (looked up there, only for uids not in ou=people).
 	before := siteAdmins(cur)
 	var unknown []string
 	for _, uid := range slices.Sorted(maps.Keys(siteAdmins(next))) {
-		if !before[uid] && !known[uid] {
+		if before[uid] {
+			continue
+		}
+		ok, err := s.userExists(ctx, uid, local)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			unknown = append(unknown, uid)
 		}
 	}
 	if len(unknown) > 0 {
 		return model.Invalid("the site-admin role cannot be given to %s: not a directory user; create the user first (overtime user add UID)", strings.Join(unknown, ", "))
 	}
-	loginAdmin := func(site *model.Site) bool {
-		for uid := range siteAdmins(site) {
-			if known[uid] {
-				return true
+	loginAdmin := func(site *model.Site) (bool, error) {
+		for _, uid := range slices.Sorted(maps.Keys(siteAdmins(site))) {
+			ok, err := s.userExists(ctx, uid, local)
+			if ok || err != nil {
+				return ok, err
 			}
 		}
-		return false
+		return false, nil
 	}
-	if loginAdmin(cur) && !loginAdmin(next) {
+	// next is asked first: it usually keeps a local admin, and then the external
+	// directory is not asked at all.
+	if ok, err := loginAdmin(next); ok || err != nil {
+		return err
+	}
+	if ok, err := loginAdmin(cur); ok || err != nil {
+		if err != nil {
+			return err
+		}
 		return model.Invalid("this change would leave the site without a site admin who is a directory user; keep a site-admin role with at least one existing user")
 	}
 	return nil
