@@ -98,7 +98,7 @@ type Server struct {
 	ReplicatorPW string
 	ServerID     int    // 0 for a single server
 	Dir          string // the caller's directory: slapd.conf, slapd.pid, slapd.log, db/
-	PID       int
+	PID          int
 
 	opts     Options
 	proc     *os.Process

@@ -132,12 +132,12 @@ type Store struct {
 	urls []string
 	dn   layout
 
-	mu       sync.Mutex
-	conn     *ldap.Conn
-	connIdx  int         // which of urls conn talks to
-	downAt   []time.Time // per server: when it last failed; zero when not known to be down
-	probeAt  time.Time   // when the probe for the earlier servers may next run
-	probing  bool
+	mu      sync.Mutex
+	conn    *ldap.Conn
+	connIdx int         // which of urls conn talks to
+	downAt  []time.Time // per server: when it last failed; zero when not known to be down
+	probeAt time.Time   // when the probe for the earlier servers may next run
+	probing bool
 
 	// switching is held shared by each Apply for its writes and exclusively by the
 	// probe while it moves the connection back, so that one Apply's writes stay on one
