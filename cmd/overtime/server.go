@@ -27,7 +27,8 @@ type ldapFlags struct {
 
 func (l *ldapFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&l.url, "ldap-url", envOr("OVERTIME_LDAP_URL", "ldap://127.0.0.1:389"), "directory URL ($OVERTIME_LDAP_URL)")
+	f.StringVar(&l.url, "ldap-url", envOr("OVERTIME_LDAP_URL", "ldap://127.0.0.1:389"),
+		"directory URL, or several separated by spaces or commas (multi-provider replicas, tried in order; $OVERTIME_LDAP_URL)")
 	f.StringVar(&l.baseDN, "base-dn", envOr("OVERTIME_LDAP_BASE", "dc=example,dc=org"), "directory base DN ($OVERTIME_LDAP_BASE)")
 	f.StringVar(&l.bindDN, "bind-dn", envOr("OVERTIME_LDAP_BIND_DN", "cn=admin,dc=example,dc=org"), "service account DN ($OVERTIME_LDAP_BIND_DN)")
 	f.StringVar(&l.passwordFile, "bind-password-file", os.Getenv("OVERTIME_LDAP_PASSWORD_FILE"), "file with the service account password (else $OVERTIME_LDAP_PASSWORD)")

@@ -5,7 +5,11 @@
 //
 // Start writes a private slapd.conf into a directory, starts /usr/sbin/slapd listening on
 // 127.0.0.1 only, waits (polling with a deadline) until the server answers an anonymous
-// search of the root DSE, and then makes sure the base entry and a service account exist.
+// search of the root DSE, and then makes sure the base entry, a service account and a
+// replicator account exist. StartReplicated starts N such servers as multi-provider
+// (N-way multi-master) replicas of one another. Every database carries the syncprov
+// overlay, also a single server's: LDAP Content Synchronization (RFC 4533) searches are
+// how replicas and state watchers follow changes.
 // Nothing here is meant for production: the database runs without fsync (dbnosync).
 package slapdenv
 
@@ -72,6 +76,20 @@ type Options struct {
 	// "stats" (one line per connection and operation). "0" logs only errors.
 	LogLevel string
 
+	// Replication (set by StartReplicated; a single server leaves them zero). ServerID
+	// is this provider's serverID (1..4095), Peers the URLs of the other providers it
+	// replicates from, as ReplicatorDN with ReplicatorPW. SyncRetry is slapd's syncrepl
+	// retry= value; default "1 +" (every second, forever: a test's outage is short).
+	ServerID     int
+	Peers        []string
+	ReplicatorPW string // password of ReplicatorDN; default: random (StartReplicated shares one)
+	SyncRetry    string
+
+	// replica: the data comes from the peers by replication, so bootstrap writes
+	// nothing (two providers adding the same base entry independently would give two
+	// entries of one DN with different entryUUIDs, a replication conflict).
+	replica bool
+
 	// Attached ties slapd's life to the calling process (Linux parent-death signal), so
 	// that a test binary killed by a timeout leaves no slapd behind. slapdtest.StartT (internal/testenv/slapdtest) sets it.
 	// Without it slapd runs in a session of its own and outlives the caller, as
@@ -96,8 +114,14 @@ type Server struct {
 	RootPW    string
 	ServiceDN string // cn=overtime-service,BASE: the account the store binds as (write access, no password read)
 	ServicePW string
-	Dir       string // the caller's directory: slapd.conf, slapd.pid, slapd.log, db/
-	PID       int
+	// ReplicatorDN is cn=overtime-replicator,BASE: the account providers bind as to
+	// replicate from each other; it reads everything (including userPassword, or
+	// passwords would not replicate) and writes nothing.
+	ReplicatorDN string
+	ReplicatorPW string
+	ServerID     int    // 0 for a single server
+	Dir          string // the caller's directory: slapd.conf, slapd.pid, slapd.log, db/
+	PID          int
 
 	opts     Options
 	proc     *os.Process
@@ -120,6 +144,15 @@ func Start(dir string, opts Options) (*Server, error) {
 	}
 	if opts.ServicePW == "" {
 		opts.ServicePW = randomPassword()
+	}
+	if opts.ReplicatorPW == "" {
+		opts.ReplicatorPW = randomPassword()
+	}
+	if opts.SyncRetry == "" {
+		opts.SyncRetry = "1 +"
+	}
+	if opts.ServerID < 0 || opts.ServerID > 4095 || (opts.ServerID == 0) != (len(opts.Peers) == 0) {
+		return nil, fmt.Errorf("slapdenv: serverID %d with %d peers: a replicated server needs both, a single one neither", opts.ServerID, len(opts.Peers))
 	}
 	if opts.LogLevel == "" {
 		opts.LogLevel = "stats"
@@ -145,6 +178,10 @@ func Start(dir string, opts Options) (*Server, error) {
 		ServicePW: opts.ServicePW,
 		Dir:       dir,
 		opts:      opts,
+
+		ReplicatorDN: "cn=overtime-replicator," + opts.BaseDN,
+		ReplicatorPW: opts.ReplicatorPW,
+		ServerID:     opts.ServerID,
 	}
 	// With port 0 we pick a free port and hand it to slapd. Another process can take it
 	// in between; then slapd fails to listen and exits, and we try another port.
@@ -181,6 +218,9 @@ func Start(dir string, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	if opts.replica {
+		return s, nil
+	}
 	if err := s.bootstrap(); err != nil {
 		s.Stop()
 		return nil, err
@@ -196,6 +236,10 @@ func (s *Server) Restart() error {
 	}
 	o := s.opts
 	o.Port, o.LDAPSPort = s.Port, s.LDAPSPort
+	// A restarted provider has its data and catches up with its peers by replication;
+	// re-running bootstrap on it would write (the service password) from a directory
+	// that may be behind.
+	o.replica = o.ServerID != 0
 	n, err := Start(s.Dir, o)
 	if err != nil {
 		return err
@@ -322,6 +366,20 @@ func (s *Server) bootstrap() error {
 	if err != nil {
 		return fmt.Errorf("slapdenv: service account %s: %w", s.ServiceDN, err)
 	}
+	repl := ldap.NewAddRequest(s.ReplicatorDN, nil)
+	repl.Attribute("objectClass", []string{"applicationProcess", "simpleSecurityObject"})
+	repl.Attribute("cn", []string{"overtime-replicator"})
+	repl.Attribute("description", []string{"Overtime directory replication (read-only)"})
+	repl.Attribute("userPassword", []string{SSHA(s.ReplicatorPW)})
+	err = c.Add(repl)
+	if ldap.IsErrorWithCode(err, ldap.LDAPResultEntryAlreadyExists) {
+		mod := ldap.NewModifyRequest(s.ReplicatorDN, nil)
+		mod.Replace("userPassword", []string{SSHA(s.ReplicatorPW)})
+		err = c.Modify(mod)
+	}
+	if err != nil {
+		return fmt.Errorf("slapdenv: replicator account %s: %w", s.ReplicatorDN, err)
+	}
 	return nil
 }
 
@@ -385,6 +443,11 @@ func (s *Server) config(schemaDir string) string {
 	if hasModule("syncprov") {
 		w("moduleload syncprov")
 	}
+	if s.opts.ServerID != 0 {
+		// Global: the ID goes into every CSN this server stamps, which is how providers
+		// tell their own changes from their peers'.
+		w("serverID %d", s.opts.ServerID)
+	}
 	w("pidfile %s", q(filepath.Join(s.Dir, "slapd.pid")))
 	w("argsfile %s", q(filepath.Join(s.Dir, "slapd.args")))
 	// slapd hashes passwords set with the Password Modify extended operation.
@@ -404,25 +467,57 @@ func (s *Server) config(schemaDir string) string {
 	// Indexes for every attribute the store and the boot path search by.
 	w("index objectClass eq")
 	w("index cn,uid,macAddress,ipHostNumber,member eq")
-	w("index entryCSN,entryUUID eq") // syncprov and replication look entries up by these
+	// syncprov and syncrepl look entries up by these on every change.
+	w("index entryCSN,entryUUID eq")
 	if !s.opts.OmitOvertimeSchema {
 		w("index otPoolName eq")
 	}
 	// The service loads the whole site (10k+ entries) in one paged search; the default
 	// size limit of 500 would cut it.
 	w("limits dn.exact=%s size=unlimited time=unlimited", q(s.ServiceDN))
+	w("limits dn.exact=%s size=unlimited time=unlimited", q(s.ReplicatorDN))
 	// ACLs. Users (inetOrgPerson under ou=people) may only authenticate against their own
 	// password; nobody reads userPassword except the rootdn (which bypasses ACLs). The
 	// service account may set passwords (Password Modify, "=w": write without read) and
 	// writes everything else. The rootdn also works as service account (`make demo`).
+	// The replicator reads everything, passwords included (else they would not
+	// replicate), and writes nothing: the peers apply what it reads as their rootdn.
 	w("access to attrs=userPassword")
 	w("\tby dn.exact=%s =w", q(s.ServiceDN))
+	w("\tby dn.exact=%s read", q(s.ReplicatorDN))
 	w("\tby anonymous auth")
 	w("\tby * none")
 	w("access to dn.subtree=%s", q(s.BaseDN))
 	w("\tby dn.exact=%s write", q(s.ServiceDN))
+	w("\tby dn.exact=%s read", q(s.ReplicatorDN))
 	w("\tby self read")
 	w("\tby * none")
+	// Multi-provider: pull every peer's changes (refreshAndPersist: the peer pushes each
+	// change as it happens), as the replicator, for the whole suffix. rid is the peer's
+	// position, unique within this server. timeout/network-timeout keep a dead peer
+	// from holding a replication thread long; retry says how soon a lost peer is tried
+	// again, and so how soon a restarted provider catches up.
+	for i, peer := range s.opts.Peers {
+		w("syncrepl rid=%03d provider=%s bindmethod=simple binddn=%s credentials=%s searchbase=%s type=refreshAndPersist retry=%s timeout=1 network-timeout=1",
+			i+1, peer, q(s.ReplicatorDN), s.ReplicatorPW, q(s.BaseDN), q(s.opts.SyncRetry))
+	}
+	if len(s.opts.Peers) > 0 {
+		// Accept writes although syncrepl consumers run here (a plain consumer is
+		// read-only and refers writes to its provider).
+		w("multiprovider on")
+	}
+	// syncprov on every database, single servers included: it answers the peers'
+	// syncrepl and any client's RFC 4533 sync search (the state watcher). Overlays run
+	// in the reverse order of their configuration: configured first, syncprov runs
+	// last, next to the database, so unique below refuses a duplicate before syncprov
+	// would see it; the checkpoint writes contextCSN to the database every 100 writes
+	// or 1 minute, the session log lets a briefly disconnected peer catch up by changes
+	// instead of a full refresh.
+	if hasModule("syncprov") {
+		w("overlay syncprov")
+		w("syncprov-checkpoint 100 1")
+		w("syncprov-sessionlog 1000")
+	}
 	// Defence in depth: the store validates MAC/IP uniqueness in Go before writing; the
 	// unique overlay also rejects a duplicate written behind its back (ldapmodify).
 	if unique && !s.opts.OmitOvertimeSchema {
@@ -431,15 +526,14 @@ func (s *Server) config(schemaDir string) string {
 		w("unique_uri %s", q("ldap:///"+hosts+"?macAddress?sub"))
 		w("unique_uri %s", q("ldap:///"+hosts+"?ipHostNumber?sub"))
 	}
-	if hasModule("syncprov") {
-		w("overlay syncprov")
-		w("syncprov-checkpoint 100 10")
-	}
 	for _, l := range s.opts.DatabaseConfig {
 		w("%s", l)
 	}
 	return b.String()
 }
+
+// SyncprovOverlay reports whether Start configures the syncprov overlay (the module exists).
+func SyncprovOverlay() bool { return hasModule("syncprov") }
 
 // UniqueOverlay reports whether Start configures the unique overlay (the module exists).
 func UniqueOverlay() bool { return hasModule("unique") }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-ldap/ldap/v3"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
@@ -300,4 +301,155 @@ func sessionOf(pid int) (int, error) {
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return strconv.Atoi(f[3]) // state ppid pgrp session
+}
+
+// startReplicatedT is slapdtest.StartReplicatedT, which this package cannot import.
+func startReplicatedT(t *testing.T, n int) []*Server {
+	t.Helper()
+	needs.Servers(t, "slapd")
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	servers, err := StartReplicated(dirs, Options{Attached: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			if t.Failed() {
+				t.Logf("slapd.log of serverID %d (end):\n%s", s.ServerID, s.LogTail(30))
+			}
+			s.Stop()
+		}
+	})
+	return servers
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// exists reports whether dn is visible to the service account on s (reads as the
+// service, not as rootdn, so the replicated ACL-relevant entries count too).
+func exists(t *testing.T, s *Server, dn string) bool {
+	c, err := ldap.DialURL(s.URL)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	if c.Bind(s.ServiceDN, s.ServicePW) != nil {
+		return false
+	}
+	res, err := search(c, dn, ldap.ScopeBaseObject, "(objectClass=*)", "ou")
+	return err == nil && len(res.Entries) == 1
+}
+
+// Two providers replicate both ways: an entry the service writes on one appears on the
+// other, in either direction; the service account (and its password) came to the second
+// server by replication only; a user's password replicates, so a bind works on either;
+// a provider that was down catches up with what was written meanwhile; and the unique
+// overlay still refuses a duplicate MAC on a replicated server.
+func TestReplicatedPair(t *testing.T) {
+	if !SyncprovOverlay() {
+		t.Fatal("syncprov overlay module missing from " + ModuleDir)
+	}
+	s := startReplicatedT(t, 2)
+	a, b := s[0], s[1]
+	if a.ServerID != 1 || b.ServerID != 2 || a.URL == b.URL {
+		t.Fatalf("servers %+v %+v", a, b)
+	}
+	ou := func(srv *Server, name string) {
+		t.Helper()
+		c := dial(t, srv.URL, srv.ServiceDN, srv.ServicePW)
+		if err := c.Add(addReq("ou="+name+","+srv.BaseDN, "objectClass", "organizationalUnit", "ou", name)); err != nil {
+			t.Fatalf("add ou=%s on serverID %d: %v", name, srv.ServerID, err)
+		}
+	}
+	ou(a, "from-a")
+	eventually(t, "ou=from-a on server 2", 10*time.Second, func() bool { return exists(t, b, "ou=from-a,"+b.BaseDN) })
+	ou(b, "from-b")
+	eventually(t, "ou=from-b on server 1", 10*time.Second, func() bool { return exists(t, a, "ou=from-b,"+a.BaseDN) })
+
+	// A user with a password written on 1 authenticates on 2.
+	c := dial(t, a.URL, a.RootDN, a.RootPW)
+	user := addReq("uid=u1,"+a.BaseDN, "objectClass", "inetOrgPerson", "uid", "u1", "cn", "u1", "sn", "u1", "userPassword", SSHA("u1-secret"))
+	if err := c.Add(user); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "u1 binds on server 2", 10*time.Second, func() bool {
+		c, err := ldap.DialURL(b.URL)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		return c.Bind("uid=u1,"+b.BaseDN, "u1-secret") == nil
+	})
+
+	// Server 2 down; written on 1 meanwhile; 2 catches up after its restart.
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	ou(a, "during-outage")
+	if err := b.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "server 2 catches up", 15*time.Second, func() bool { return exists(t, b, "ou=during-outage,"+b.BaseDN) })
+	if err := CheckReplication(s, 15*time.Second); err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+
+	// unique still refuses a duplicate MAC written on the other provider after the first
+	// host has replicated there.
+	rc := dial(t, a.URL, a.RootDN, a.RootPW)
+	for _, dn := range []string{"ou=overtime,", "ou=hosts,ou=overtime,"} {
+		name := strings.TrimPrefix(strings.SplitN(dn, ",", 2)[0], "ou=")
+		if err := rc.Add(addReq(dn+a.BaseDN, "objectClass", "organizationalUnit", "ou", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host := func(c *ldap.Conn, name string) error {
+		return c.Add(addReq("cn="+name+",ou=hosts,ou=overtime,"+a.BaseDN, "objectClass", "device", "objectClass", "ieee802Device",
+			"objectClass", "otHost", "cn", name, "macAddress", "52:54:00:00:00:01", "otPoolName", "p"))
+	}
+	if err := host(rc, "pc1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pc1 on server 2", 10*time.Second, func() bool { return exists(t, b, "cn=pc1,ou=hosts,ou=overtime,"+b.BaseDN) })
+	if err := host(dial(t, b.URL, b.RootDN, b.RootPW), "pc2"); !ldap.IsErrorWithCode(err, ldap.LDAPResultConstraintViolation) {
+		t.Fatalf("duplicate MAC on server 2: got %v, want constraint violation", err)
+	}
+}
+
+// A single server carries the syncprov overlay too: an RFC 4533 sync search (what a
+// state watcher runs) is answered, not refused as unsupported.
+func TestSingleServerSyncprov(t *testing.T) {
+	s := startT(t)
+	c := dial(t, s.URL, s.ServiceDN, s.ServicePW)
+	req := ldap.NewSearchRequest(s.BaseDN, ldap.ScopeWholeSubtree, ldap.NeverDerefAliases, 0, 0, false,
+		"(objectClass=*)", []string{"dn"}, []ldap.Control{ldap.NewControlSyncRequest(ldap.SyncRequestModeRefreshOnly, nil, false)})
+	res, err := c.Search(req)
+	if err != nil {
+		t.Fatalf("sync search on a single server: %v", err)
+	}
+	if ldap.FindControl(res.Controls, ldap.ControlTypeSyncDone) == nil {
+		t.Fatalf("no sync done control in the answer: the syncprov overlay is not there (controls %v)", res.Controls)
+	}
+	conf, err := os.ReadFile(filepath.Join(s.Dir, "slapd.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Overlays run in reverse order of configuration: unique must come after syncprov
+	// so that it refuses a duplicate before syncprov sees the write.
+	if i, j := strings.Index(string(conf), "overlay syncprov"), strings.Index(string(conf), "overlay unique"); i < 0 || j < i {
+		t.Errorf("slapd.conf: overlay syncprov at %d, unique at %d; want syncprov configured first", i, j)
+	}
 }

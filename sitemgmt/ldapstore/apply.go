@@ -63,8 +63,16 @@ func (s *Store) Apply(ctx context.Context, cur, next *model.Site) ([]model.Chang
 	return s.run(ctx, changes, ops)
 }
 
-// run sends the writes in order and stops at the first failure.
+// run sends the writes in order and stops at the first failure. While it runs, the
+// store does not move its connection back to an earlier server (probe): with several
+// providers, a write sent to one that has not yet received the previous write of the
+// sequence by replication could fail (a modify of an entry added a moment ago
+// elsewhere) or trip the unique overlay (a host renamed keeping its MAC: the delete of
+// the old entry has not arrived yet). A failover (the server failed) still moves the
+// rest of the writes to the next server.
 func (s *Store) run(ctx context.Context, changes []model.Change, ops []op) ([]model.Change, error) {
+	s.switching.RLock()
+	defer s.switching.RUnlock()
 	done := make([]model.Change, 0, len(changes))
 	for i, o := range ops {
 		if err := ctx.Err(); err != nil {
@@ -83,10 +91,12 @@ func (s *Store) run(ctx context.Context, changes []model.Change, ops []op) ([]mo
 	return done, nil
 }
 
-// write sends one write. When the connection broke under it, do repeats it on a new one;
-// the first attempt may have reached the server, so on the repeat "already exists" after
-// an add and "no such object" after a delete mean it did (a modify replaces values and
-// can simply be repeated).
+// write sends one write. When the server failed under it, do repeats it on a new
+// connection, to the same server or (failover) the next one; the first attempt may have
+// reached a server, and with multi-provider replication its effect may already have
+// arrived at the next one, so on the repeat "already exists" after an add and "no such
+// object" after a delete mean it did (a modify replaces values and can simply be
+// repeated).
 func (s *Store) write(ctx context.Context, o op) error {
 	repeat := false
 	return s.do(ctx, func(c *ldap.Conn) error {

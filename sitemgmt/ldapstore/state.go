@@ -255,17 +255,23 @@ func refreshDone(info *ldap.ControlSyncInfo) bool {
 }
 
 // dialBound opens a new connection bound as the service account (for the state watch,
-// which holds its connection for a persistent search).
+// which holds its connection for a persistent search), to the first server that answers
+// in the store's failover order. With multi-provider replication every provider has the
+// whole state, so the watch may follow any of them.
 func (s *Store) dialBound() (*ldap.Conn, error) {
-	c, err := s.dial()
-	if err != nil {
-		return nil, err
-	}
-	if s.cfg.BindDN != "" {
-		if err := c.Bind(s.cfg.BindDN, s.cfg.BindPassword); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("ldapstore: bind as %s: %w", s.cfg.BindDN, err)
+	s.mu.Lock()
+	order := s.order(s.connIdx)
+	s.mu.Unlock()
+	var errs []error
+	for _, i := range order {
+		c, err := s.dialBind(s.urls[i])
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+		if !serverFailed(err) {
+			break
 		}
 	}
-	return c, nil
+	return nil, errors.Join(errs...)
 }

@@ -108,7 +108,7 @@ func TestInitCreatesBaseEntry(t *testing.T) {
 	if err := root.Bind(srv.RootDN, srv.RootPW); err != nil {
 		t.Fatal(err)
 	}
-	for _, dn := range []string{srv.ServiceDN, srv.BaseDN} {
+	for _, dn := range []string{srv.ServiceDN, srv.ReplicatorDN, srv.BaseDN} {
 		if err := root.Del(ldap.NewDelRequest(dn, nil)); err != nil {
 			t.Fatal(err)
 		}

@@ -44,18 +44,45 @@ func (s *Store) Authenticate(ctx context.Context, uid, password string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c, err := s.dial()
-	if err != nil {
-		return unavailable(err)
+	return s.userBind(dn, password)
+}
+
+// userBind binds as the user on a connection of its own: first to the server the
+// service connection uses (where the user was just found), then to the others when a
+// server cannot be reached. Only an answer counts: a wrong password on one server is
+// ErrInvalidCredentials, and "unavailable" means every server failed.
+func (s *Store) userBind(dn, password string) error {
+	s.mu.Lock()
+	prefer := -1
+	if s.conn != nil {
+		prefer = s.connIdx
 	}
-	defer c.Close()
-	if err := c.Bind(dn, password); err != nil {
-		if isUnavailable(err) {
-			return unavailable(err)
+	order := s.order(prefer)
+	s.mu.Unlock()
+	var errs []error
+	for _, i := range order {
+		c, err := s.dial(s.urls[i])
+		if err == nil {
+			err = c.Bind(dn, password)
+			c.Close()
+			if err == nil {
+				return nil
+			}
+			var answer *ldap.Error
+			if !serverFailed(err) && errors.As(err, &answer) {
+				// The server said no: invalid credentials, no password set,
+				// inappropriate auth... Only an LDAP result counts as an answer: a
+				// broken connection once came back as "invalid credentials".
+				return ErrInvalidCredentials
+			}
+			err = fmt.Errorf("ldapstore: bind on %s: %w", s.urls[i], err)
 		}
-		return ErrInvalidCredentials // invalid credentials, no password set, inappropriate auth...
+		s.mu.Lock()
+		s.markDown(i)
+		s.mu.Unlock()
+		errs = append(errs, err)
 	}
-	return nil
+	return unavailable(errors.Join(errs...))
 }
 
 var (

@@ -37,3 +37,31 @@ func StartTWith(t testing.TB, opts slapdenv.Options) *slapdenv.Server {
 	})
 	return s
 }
+
+// StartReplicatedT starts n attached slapd servers as multi-provider replicas of one
+// another (slapdenv.StartReplicated), each in its own t.TempDir(), stopped when the test
+// ends; on failure the end of each one's slapd.log is logged.
+func StartReplicatedT(t testing.TB, n int, opts slapdenv.Options) []*slapdenv.Server {
+	t.Helper()
+	needs.Servers(t, "slapd")
+	opts.Attached = true
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	servers, err := slapdenv.StartReplicated(dirs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			if t.Failed() {
+				t.Logf("slapd.log of serverID %d, %s (end):\n%s", s.ServerID, s.URL, s.LogTail(30))
+			}
+			if err := s.Stop(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return servers
+}
