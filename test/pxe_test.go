@@ -90,10 +90,11 @@ hosts:
 }
 
 // hostileDescription tries every way display text could become iPXE commands: command
-// separators (;, &&, ||), a comment (#) and settings expansion (${...}). Each injected
+// separators (;, &&, ||) and a comment (#); validation already refuses quotes,
+// backslashes and '$' (settings expansion). Each injected
 // command would stop the boot (poweroff, the iPXE shell), so a PC that lands in its mode
 // proves none of them ran. (The words themselves are shown in the menu: that is fine.)
-const hostileDescription = `Lab desktop ; poweroff && shell || poweroff ; set x ${net0/mac} # poweroff`
+const hostileDescription = `Lab desktop ; poweroff && shell || poweroff ; shell # poweroff`
 
 type pxeVM struct {
 	*vmtest.VM
