@@ -107,7 +107,7 @@ func testLifecycle(t *testing.T, sqfs bool) {
 			t.Errorf("guest %s: %q, want %s...", mp, mounts[mp], want)
 		}
 	}
-	if ls := strings.Fields(mustExecIn(t, pid, "ls", "/dev")); !slices.Equal(ls, []string{"fd", "full", "mqueue", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "tty", "urandom", "zero"}) {
+	if ls := strings.Fields(mustExecIn(t, pid, "ls", "/dev")); !slices.Equal(ls, []string{"core", "fd", "full", "mqueue", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "tty", "urandom", "zero"}) {
 		t.Errorf("guest /dev: %v", ls)
 	}
 	if out, err := execIn(t, pid, "sh", "-c", "echo x > /sys/kernel/uevent_helper"); err == nil {
