@@ -522,13 +522,7 @@ func (b *Backend) start(ctx context.Context, l *launch) error {
 		l.cfg.Cgroup = append(l.cfg.Cgroup, filepath.Join(g.Dir(k), "cgroup.procs"))
 	}
 	slices.Sort(l.cfg.Cgroup)
-	// The guest's boot clock starts at one second (the kernel refuses an offset that
-	// would make it negative, and the clock runs on until crun start).
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		return fmt.Errorf("container %s: boot clock: %w", s.Name, err)
-	}
-	spec := ociSpec(l.cfg, l.argv, l.env, guestRoot, -(ts.Sec - 1))
+	spec := ociSpec(l.cfg, l.argv, l.env, guestRoot)
 	if err := writeJSON(filepath.Join(l.cfg.Bundle, "config.json"), spec); err != nil {
 		return fmt.Errorf("container %s: bundle: %w", s.Name, err)
 	}
@@ -612,10 +606,40 @@ func (b *Backend) start(ctx context.Context, l *launch) error {
 			return fmt.Errorf("container %s: network: %w", s.Name, err)
 		}
 	}
-	if err := run(ctx, append(b.crunArgs(), "start", s.Name)); err != nil {
+	crunExe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)) // init waits in crun until started
+	if err := monitorStart(parentEnd); err != nil {
 		return fmt.Errorf("container %s: %w%s", s.Name, err, consoleTail(s.StateDir))
 	}
-	return nil
+	// crun start returns once it has released init, which then execs the guest's init:
+	// Start returns when that has happened (or init is gone), as callers expect.
+	for {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if err != nil || exe != crunExe {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("container %s: init did not exec the guest's init: %w", s.Name, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// monitorStart has the monitor run crun start and reads its answer.
+func monitorStart(conn *os.File) error {
+	if _, err := conn.Write([]byte("start\n")); err != nil {
+		return fmt.Errorf("telling the guest's monitor to start: %w", err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	switch line = strings.TrimSpace(line); {
+	case line == "started":
+		return nil
+	case strings.HasPrefix(line, "error "):
+		return errors.New(strings.TrimPrefix(line, "error "))
+	case line != "":
+		return fmt.Errorf("the guest's monitor said %q", line)
+	}
+	return fmt.Errorf("waiting for the guest's monitor to start it: %v", err)
 }
 
 // crunArgs is crun with its global options: the state below RunDir (a restarted agent

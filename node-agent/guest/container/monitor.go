@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,6 +51,15 @@ type monitorConfig struct {
 	RunDir    string   `json:"runDir"`
 }
 
+// The monitor's time namespace is made by its main thread: /proc/self/timens_offsets
+// belongs to the thread group's leader. Locking in an init function runs main, and so
+// MaybeInit, on that thread.
+func init() {
+	if os.Getenv(monitorEnv) == "1" {
+		runtime.LockOSThread()
+	}
+}
+
 // MaybeInit must be the first thing the agent's main (and a test binary's TestMain)
 // calls. In the agent it returns at once. In the re-execs the container backend starts
 // (the guest's monitor, the holder of a user namespace) it does their work and never
@@ -69,6 +79,9 @@ func MaybeInit() {
 // for init as its subreaper, to record how it ended. The guest's mounts exist only in this
 // namespace and the guest's own; they go away with the last of the two processes.
 func monitorMain() {
+	// The time namespace made for crun (freshBootTime) is this thread's, for the
+	// processes it starts: the monitor stays on it for good.
+	runtime.LockOSThread()
 	sync := os.NewFile(syncFD, "sync")
 	unix.CloseOnExec(syncFD)
 	c, pid, start, err := monitorCreate(sync)
@@ -78,6 +91,15 @@ func monitorMain() {
 		os.Exit(1)
 	}
 	fmt.Fprintf(sync, "created %d\n", pid)
+	// crun start runs from here, in the time namespace crun create ran in: crun compares
+	// init's start time in /proc (which a time namespace shifts) with what it recorded.
+	if line, err := bufio.NewReader(sync).ReadString('\n'); err == nil && line == "start\n" {
+		if err := crunStart(c); err != nil {
+			fmt.Fprintf(sync, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		} else {
+			fmt.Fprintf(sync, "started\n")
+		}
+	}
 	sync.Close()
 	monitorWait(c, pid, start)
 	os.Exit(0)
@@ -155,6 +177,7 @@ func crunCreate(c monitorConfig) (int, error) {
 			return 0, fmt.Errorf("entering the guest's cgroup %s: %w", f.Name(), err)
 		}
 	}
+	freshBootTime()
 	pidFile := filepath.Join(c.Bundle, "init.pid")
 	_ = os.Remove(pidFile)
 	args := append(append([]string{}, c.Crun[1:]...), "create", "--bundle", c.Bundle, "--pid-file", pidFile, c.Name)
@@ -421,4 +444,37 @@ func closeAll(fs []*os.File) {
 	for _, f := range fs {
 		f.Close()
 	}
+}
+
+// freshBootTime makes the processes this thread starts from now on (crun, and so the
+// guest) live in a new time namespace whose boot clock starts at (about) zero, so that the
+// guest, like a VM, reports having booted when it started. Slurm relies on it: a node
+// woken by power saving counts as resumed only when its slurmd reports a boot after the
+// resume request, and a container sharing the desktop's boot time would never be. The
+// namespace belongs to the initial user namespace: the guest cannot change its offsets.
+// Without time namespaces (kernels before 5.6) the guest keeps the desktop's uptime,
+// which is said on its console.
+func freshBootTime() {
+	var ts unix.Timespec
+	err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	if err == nil {
+		err = unix.Unshare(unix.CLONE_NEWTIME)
+	}
+	if err == nil {
+		// Keep one second of uptime: the kernel refuses an offset that makes the clock
+		// negative, and the clock moves on while this runs.
+		err = os.WriteFile("/proc/self/timens_offsets", []byte(fmt.Sprintf("boottime %d 0\n", -(ts.Sec-1))), 0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "overtime container monitor: warning: guest shares the desktop's boot time (no time namespace: %v)\n", err)
+	}
+}
+
+func crunStart(c monitorConfig) error {
+	args := append(append([]string{}, c.Crun[1:]...), "start", c.Name)
+	out, err := exec.Command(c.Crun[0], args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("crun start: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

@@ -19,8 +19,7 @@ const DefaultUIDBase = 0x6FFF0000
 
 // ociSpec is the runtime-spec configuration of a guest: crun runs it from the bundle
 // StateDir/bundle with the root file system the monitor prepared at rootPath.
-// bootOffset is the boot clock's offset in seconds (negative: the guest boots at ~0).
-func ociSpec(c monitorConfig, argv, env []string, rootPath string, bootOffset int64) *specs.Spec {
+func ociSpec(c monitorConfig, argv, env []string, rootPath string) *specs.Spec {
 	caps := capNames()
 	s := &specs.Spec{
 		Version:  "1.1.0",
@@ -52,14 +51,11 @@ func ociSpec(c monitorConfig, argv, env []string, rootPath string, bootOffset in
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.UserNamespace}, {Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace},
 				{Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace},
-				{Type: specs.CgroupNamespace}, {Type: specs.TimeNamespace},
+				{Type: specs.CgroupNamespace},
 			},
-			// The guest "boots" when it starts, like a VM: Slurm counts a node woken by
-			// power saving as resumed only when slurmd reports a boot after the resume
-			// request (TestFreshBootTime).
-			TimeOffsets: map[string]specs.LinuxTimeOffset{
-				"boottime": {Secs: bootOffset},
-			},
+			// No time namespace here: crun 1.8 ignores timeOffsets. The monitor runs crun
+			// in a time namespace of its own (monitor.go, freshBootTime), which the guest
+			// inherits.
 			// No devices beyond the runtime's defaults: null zero full random urandom tty
 			// (and /dev/pts, /dev/ptmx). Nothing of the desktop's disks, input, GPU or KVM.
 			Devices:           nil,
