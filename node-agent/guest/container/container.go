@@ -1,59 +1,73 @@
 // Package container is the OS-level container backend of the node agent
 // (model.BackendContainer): the compute guest runs on the desktop's own kernel in its own
-// namespaces and cgroup, the Linux-VServer idea with mainline kernel features.
+// namespaces and cgroup, started by crun, a well-kept OCI runtime.
 //
-// # Why a launcher of our own
+// # Why crun
 //
-// libvirt-lxc was tried first and fails on hybrid cgroup layouts (v1 controllers with a
-// controller-less cgroup2 next to them, as on the development machines): it places and
-// limits its containers through its own idea of the layout. systemd-nspawn needs systemd
-// as PID 1 (and its own cgroup delegation), which not every host has. runc/LXC would add
-// a runtime, its configuration format and its state to every desktop for a small need:
-// one read-only image, a throwaway writable layer, a handful of namespaces and limits in
-// a cgroup the agent already manages for the VM backends. So this package launches the
-// container directly, the way runc does it at its core, and works on cgroup v1 (legacy
-// and hybrid) and v2, with or without systemd.
+// The guest must not read the desktop user's data nor escape to the host, so it needs a
+// user namespace, a seccomp filter and dropped capabilities, done the way the maintained
+// runtimes do them rather than by a launcher of our own. crun (Debian 12: 1.8.1) rather
+// than runc (1.1.5): crun is a small C binary without a Go runtime (fast create, no
+// threads in the way of namespace set-up), supports idmapped mounts and time namespaces
+// in newer releases, and has --cgroup-manager=disabled, which lets the agent keep placing
+// and limiting guests in its own groups on cgroup v1, v2 and under systemd (runc always
+// manages the container's cgroup itself). systemd-nspawn needs systemd as PID 1 and
+// libvirt-lxc failed on hybrid cgroup layouts.
 //
 // # What a guest gets
 //
 //   - The base image read-only: a squashfs file on a loop device (read-only, autoclear)
-//     or a directory bound read-only. An overlayfs on top whose upper layer is a tmpfs
-//     mounted in StateDir/rt: everything the guest writes lives in its memory cgroup and
-//     disappears with it.
-//   - New mount, PID, UTS, IPC, network and cgroup namespaces; pivot_root into the
-//     overlay and the old root detached, so the desktop's /home, /run/user, /tmp and
-//     the agent's own files are not reachable at all. A fresh /proc (kernel tunables
-//     read-only, kcore and friends masked as Docker does), /sys read-only, a tmpfs /dev
-//     with null zero full random urandom tty, a private devpts, /dev/shm and /dev/mqueue.
-//   - Capabilities cut to a conservative bounding set (Docker's default without
-//     CAP_MKNOD, with CAP_NET_ADMIN for its own DHCP client; see keptCaps) and
-//     no_new_privs. No seccomp filter and no user namespace: the guest's root is root
-//     with those capabilities, as in a default Docker container without seccomp.
+//     or a directory, mounted idmapped (image uid 0 = host uid Options.UIDBase = the
+//     guest's root) as the lower layer of an overlayfs whose upper layer is a tmpfs:
+//     everything the guest writes lives in its memory cgroup and disappears with it.
+//     Idmapping needs the base's file system to support it: squashfs from Linux 6.2
+//     (Debian 12's stock 6.1 kernel cannot; its backports kernels can), ext4/xfs/btrfs
+//     directories from 5.12–5.15, never NFS; Start fails with that reason otherwise.
+//   - A user namespace (uids and gids 0..65535 = UIDBase..; DefaultUIDBase is far from
+//     any desktop user), new mount, PID, UTS, IPC, network, cgroup and time namespaces
+//     (the boot clock starts at zero, as Slurm's power saving needs). crun pivots into
+//     the overlay: the desktop's /home, /run/user, /tmp and the agent's credential are
+//     not reachable at all. /proc with Docker's masked and read-only paths, /sys
+//     read-only, a tmpfs /dev with only null zero full random urandom tty (+ pts, shm,
+//     mqueue).
+//   - Capabilities cut to keptCaps (Docker's default set without CAP_MKNOD, with
+//     CAP_NET_ADMIN for its own DHCP client), all of them only over the guest's own
+//     namespaces; no_new_privs; a seccomp deny-list (seccompProfile: namespaces, mounts,
+//     kernel keys, modules, bpf, io_uring, perf, userfaultfd, ... fail with EPERM).
 //   - Its init is the image's /sbin/init, or Spec.Cmdline split into argv like a shell
 //     would ("/bin/sh -c 'echo hi'"), run with nice 19 and SCHED_IDLE (inherited by
 //     every process it starts) when Spec.CPUIdle.
-//   - Limits in its cgroup: idle class (Spec.CPUIdle), memory.max = Spec.MemoryMB and no
-//     swap (the overlay's tmpfs is charged to it too), cpu.max = Spec.CPULimit, a low I/O
-//     weight (Options.IOWeight). Spec.VCPUs is not enforced (the guest sees every CPU;
-//     CPULimit caps its bandwidth); Kernel and Initrd do not apply (the host's kernel).
+//   - Limits in its cgroup, set by the agent: idle class (Spec.CPUIdle), memory.max =
+//     Spec.MemoryMB and no swap (the overlay's tmpfs is charged to it too), cpu.max =
+//     Spec.CPULimit, a low I/O weight (Options.IOWeight). Spec.VCPUs is not enforced
+//     (CPULimit caps its bandwidth); Kernel and Initrd do not apply (the host's kernel).
 //   - Networking: NetNone (only lo) or NetBridged (a veth pair, the host end enslaved to
 //     Spec.Bridge, the guest end eth0 with Spec.MAC, brought up by the guest's own DHCP
 //     client). NetNAT is not supported yet: it needs nftables or iptables on the host.
 //
 // # Process model and adoption
 //
-// Start re-executes the agent binary (/proc/self/exe) in the new namespaces; that
-// process is the container's PID 1 until it has built the root, and then execs the
-// guest's init (MaybeInit, which the agent's main calls first, is its entry point). It
-// is started in a session of its own without a parent-death signal: the guest survives
-// the agent. The cgroup is the source of truth: each guest's group has a fixed path
-// (direct placement: OPTIONS-PARENT/guest-NAME; on systemd hosts the delegated scope
-// overtime.slice/overtime-guest-NAME.scope, group "guest" below it), and a small record
-// in RunDir (NAME.json: init's PID and start time, StateDir, veth) says the rest. A new
-// Backend (a restarted agent) finds the running guest through Status, refuses to start a
-// second one, and Stop kills the cgroup's processes (the mount namespace, overlay, tmpfs
-// and loop device go with the last of them), removes the veth, the cgroup, StateDir and
-// the record. Nothing is ever mounted in the host's mount namespace.
+// Start writes the OCI bundle (StateDir/bundle/config.json, runtime-spec types) and
+// re-executes the agent binary (/proc/self/exe) as the guest's monitor (MaybeInit, which
+// the agent's main calls first, is its entry point), in a session and mount namespace of
+// its own, the role conmon plays for Podman. The monitor builds the root file system in
+// its mount namespace (nothing is ever mounted in the desktop's), enters a fresh time
+// namespace, runs `crun create` from inside the guest's cgroup (so the guest's cgroup
+// namespace is rooted there; crun runs with --cgroup-manager=disabled) and reports init's
+// PID; the agent sets the scheduling class and the veth while init waits, then the
+// monitor runs `crun start`. The monitor is init's subreaper: it records how init ended
+// (RunDir/NAME.exit) and exits with it. Neither has a parent-death signal: the guest
+// survives the agent. crun's state is in RunDir/crun.
+//
+// The cgroup is the source of truth: each guest's group has a fixed path (direct
+// placement: OPTIONS-PARENT/guest-NAME; on systemd hosts the delegated scope
+// overtime.slice/overtime-guest-NAME.scope, group "guest" below it, the monitor in
+// "monitor" next to it), and a small record in RunDir (NAME.json: init's PID and start
+// time, StateDir, veth) says the rest. A new Backend (a restarted agent) finds the
+// running guest through Status, refuses to start a second one, re-asserts limits through
+// the agent, and Stop kills the cgroup's processes (the mount namespaces, overlay, tmpfs
+// and loop device go with the last of them), deletes crun's state, removes the veth, the
+// cgroup, StateDir and the record.
 package container
 
 import (
