@@ -23,6 +23,7 @@ cd "$(dirname "$0")/.."
 #                          the node agent's QEMU/KVM guests (libvirtd, virsh, qemu-img overlays)
 #   libxml2-utils          virt-xml-validate checks generated domain XML against libvirt's schema
 #   passt                  NAT guests (libvirt user networking with port forwards)
+#   crun                   the OCI runtime of the node agent's container guests (user namespace, seccomp)
 #   libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
 #                          scheduler-plugin: the sync daemon (libslurm) and the SPANK plugin
 #                          (spank.h, libcurl, json-c); lua5.1 runs job_submit.lua's unit test
@@ -30,7 +31,7 @@ PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
 	shellcheck netbase binutils
-	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils libxml2-utils passt
+	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils libxml2-utils passt crun
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make)
 
 missing=()

@@ -1,59 +1,73 @@
 // Package container is the OS-level container backend of the node agent
 // (model.BackendContainer): the compute guest runs on the desktop's own kernel in its own
-// namespaces and cgroup, the Linux-VServer idea with mainline kernel features.
+// namespaces and cgroup, started by crun, a well-kept OCI runtime.
 //
-// # Why a launcher of our own
+// # Why crun
 //
-// libvirt-lxc was tried first and fails on hybrid cgroup layouts (v1 controllers with a
-// controller-less cgroup2 next to them, as on the development machines): it places and
-// limits its containers through its own idea of the layout. systemd-nspawn needs systemd
-// as PID 1 (and its own cgroup delegation), which not every host has. runc/LXC would add
-// a runtime, its configuration format and its state to every desktop for a small need:
-// one read-only image, a throwaway writable layer, a handful of namespaces and limits in
-// a cgroup the agent already manages for the VM backends. So this package launches the
-// container directly, the way runc does it at its core, and works on cgroup v1 (legacy
-// and hybrid) and v2, with or without systemd.
+// The guest must not read the desktop user's data nor escape to the host, so it needs a
+// user namespace, a seccomp filter and dropped capabilities, done the way the maintained
+// runtimes do them rather than by a launcher of our own. crun (Debian 12: 1.8.1) rather
+// than runc (1.1.5): crun is a small C binary without a Go runtime (fast create, no
+// threads in the way of namespace set-up), supports idmapped mounts and time namespaces
+// in newer releases, and has --cgroup-manager=disabled, which lets the agent keep placing
+// and limiting guests in its own groups on cgroup v1, v2 and under systemd (runc always
+// manages the container's cgroup itself). systemd-nspawn needs systemd as PID 1 and
+// libvirt-lxc failed on hybrid cgroup layouts.
 //
 // # What a guest gets
 //
 //   - The base image read-only: a squashfs file on a loop device (read-only, autoclear)
-//     or a directory bound read-only. An overlayfs on top whose upper layer is a tmpfs
-//     mounted in StateDir/rt: everything the guest writes lives in its memory cgroup and
-//     disappears with it.
-//   - New mount, PID, UTS, IPC, network and cgroup namespaces; pivot_root into the
-//     overlay and the old root detached, so the desktop's /home, /run/user, /tmp and
-//     the agent's own files are not reachable at all. A fresh /proc (kernel tunables
-//     read-only, kcore and friends masked as Docker does), /sys read-only, a tmpfs /dev
-//     with null zero full random urandom tty, a private devpts, /dev/shm and /dev/mqueue.
-//   - Capabilities cut to a conservative bounding set (Docker's default without
-//     CAP_MKNOD, with CAP_NET_ADMIN for its own DHCP client; see keptCaps) and
-//     no_new_privs. No seccomp filter and no user namespace: the guest's root is root
-//     with those capabilities, as in a default Docker container without seccomp.
+//     or a directory, mounted idmapped (image uid 0 = host uid Options.UIDBase = the
+//     guest's root) as the lower layer of an overlayfs whose upper layer is a tmpfs:
+//     everything the guest writes lives in its memory cgroup and disappears with it.
+//     Idmapping needs the base's file system to support it: squashfs from Linux 6.2
+//     (Debian 12's stock 6.1 kernel cannot; its backports kernels can), ext4/xfs/btrfs
+//     directories from 5.12–5.15, never NFS; Start fails with that reason otherwise.
+//   - A user namespace (uids and gids 0..65535 = UIDBase..; DefaultUIDBase is far from
+//     any desktop user), new mount, PID, UTS, IPC, network, cgroup and time namespaces
+//     (the boot clock starts at zero, as Slurm's power saving needs). crun pivots into
+//     the overlay: the desktop's /home, /run/user, /tmp and the agent's credential are
+//     not reachable at all. /proc with Docker's masked and read-only paths, /sys
+//     read-only, a tmpfs /dev with only null zero full random urandom tty (+ pts, shm,
+//     mqueue).
+//   - Capabilities cut to keptCaps (Docker's default set without CAP_MKNOD, with
+//     CAP_NET_ADMIN for its own DHCP client), all of them only over the guest's own
+//     namespaces; no_new_privs; a seccomp deny-list (seccompProfile: namespaces, mounts,
+//     kernel keys, modules, bpf, io_uring, perf, userfaultfd, ... fail with EPERM).
 //   - Its init is the image's /sbin/init, or Spec.Cmdline split into argv like a shell
 //     would ("/bin/sh -c 'echo hi'"), run with nice 19 and SCHED_IDLE (inherited by
 //     every process it starts) when Spec.CPUIdle.
-//   - Limits in its cgroup: idle class (Spec.CPUIdle), memory.max = Spec.MemoryMB and no
-//     swap (the overlay's tmpfs is charged to it too), cpu.max = Spec.CPULimit, a low I/O
-//     weight (Options.IOWeight). Spec.VCPUs is not enforced (the guest sees every CPU;
-//     CPULimit caps its bandwidth); Kernel and Initrd do not apply (the host's kernel).
+//   - Limits in its cgroup, set by the agent: idle class (Spec.CPUIdle), memory.max =
+//     Spec.MemoryMB and no swap (the overlay's tmpfs is charged to it too), cpu.max =
+//     Spec.CPULimit, a low I/O weight (Options.IOWeight). Spec.VCPUs is not enforced
+//     (CPULimit caps its bandwidth); Kernel and Initrd do not apply (the host's kernel).
 //   - Networking: NetNone (only lo) or NetBridged (a veth pair, the host end enslaved to
 //     Spec.Bridge, the guest end eth0 with Spec.MAC, brought up by the guest's own DHCP
 //     client). NetNAT is not supported yet: it needs nftables or iptables on the host.
 //
 // # Process model and adoption
 //
-// Start re-executes the agent binary (/proc/self/exe) in the new namespaces; that
-// process is the container's PID 1 until it has built the root, and then execs the
-// guest's init (MaybeInit, which the agent's main calls first, is its entry point). It
-// is started in a session of its own without a parent-death signal: the guest survives
-// the agent. The cgroup is the source of truth: each guest's group has a fixed path
-// (direct placement: OPTIONS-PARENT/guest-NAME; on systemd hosts the delegated scope
-// overtime.slice/overtime-guest-NAME.scope, group "guest" below it), and a small record
-// in RunDir (NAME.json: init's PID and start time, StateDir, veth) says the rest. A new
-// Backend (a restarted agent) finds the running guest through Status, refuses to start a
-// second one, and Stop kills the cgroup's processes (the mount namespace, overlay, tmpfs
-// and loop device go with the last of them), removes the veth, the cgroup, StateDir and
-// the record. Nothing is ever mounted in the host's mount namespace.
+// Start writes the OCI bundle (StateDir/bundle/config.json, runtime-spec types) and
+// re-executes the agent binary (/proc/self/exe) as the guest's monitor (MaybeInit, which
+// the agent's main calls first, is its entry point), in a session and mount namespace of
+// its own, the role conmon plays for Podman. The monitor builds the root file system in
+// its mount namespace (nothing is ever mounted in the desktop's), enters a fresh time
+// namespace, runs `crun create` from inside the guest's cgroup (so the guest's cgroup
+// namespace is rooted there; crun runs with --cgroup-manager=disabled) and reports init's
+// PID; the agent sets the scheduling class and the veth while init waits, then the
+// monitor runs `crun start`. The monitor is init's subreaper: it records how init ended
+// (RunDir/NAME.exit) and exits with it. Neither has a parent-death signal: the guest
+// survives the agent. crun's state is in RunDir/crun.
+//
+// The cgroup is the source of truth: each guest's group has a fixed path (direct
+// placement: OPTIONS-PARENT/guest-NAME; on systemd hosts the delegated scope
+// overtime.slice/overtime-guest-NAME.scope, group "guest" below it, the monitor in
+// "monitor" next to it), and a small record in RunDir (NAME.json: init's PID and start
+// time, StateDir, veth) says the rest. A new Backend (a restarted agent) finds the
+// running guest through Status, refuses to start a second one, re-asserts limits through
+// the agent, and Stop kills the cgroup's processes (the mount namespaces, overlay, tmpfs
+// and loop device go with the last of them), deletes crun's state, removes the veth, the
+// cgroup, StateDir and the record.
 package container
 
 import (
@@ -113,9 +127,14 @@ type Options struct {
 	HostNetNS string
 	// IOWeight is the guests' I/O weight on the io.weight scale (default 10: low).
 	IOWeight int
-	// Exe is the binary re-executed as the container's first process; it must call
-	// MaybeInit first thing (default /proc/self/exe).
+	// Exe is the binary re-executed as the guest's monitor; it must call MaybeInit first
+	// thing (default /proc/self/exe).
 	Exe string
+	// Crun is the OCI runtime binary (default: crun in PATH).
+	Crun string
+	// UIDBase is the first host uid and gid of the guest's user namespace (default
+	// DefaultUIDBase): the guest's uids 0..65535 are UIDBase..UIDBase+65535 on the host.
+	UIDBase uint32
 	// Logf receives notes (I/O weight not applicable, cleanup details); nil: dropped.
 	Logf func(format string, a ...any)
 }
@@ -136,11 +155,11 @@ type Backend struct {
 	children map[int]*child // inits this Backend started and waits for
 }
 
-// child is an init this Backend started: done closes when it has been reaped.
+// child is a guest this Backend started: done closes when its monitor has ended, which
+// is after init has ended and its exit has been recorded.
 type child struct {
 	start uint64
 	done  chan struct{}
-	exit  exitRecord
 }
 
 var _ guest.Backend = (*Backend)(nil)
@@ -159,6 +178,15 @@ func New(o Options) *Backend {
 	}
 	if b.o.Exe == "" {
 		b.o.Exe = "/proc/self/exe"
+	}
+	if b.o.Crun == "" {
+		b.o.Crun = "crun"
+		if p, err := exec.LookPath("crun"); err == nil {
+			b.o.Crun = p
+		}
+	}
+	if b.o.UIDBase == 0 {
+		b.o.UIDBase = DefaultUIDBase
 	}
 	if b.h == nil {
 		b.h, b.err = cgroup.Detect()
@@ -209,7 +237,7 @@ func (b *Backend) Available(ctx context.Context) error {
 			return un("cgroup controller %s not available (%s)", c, b.h)
 		}
 	}
-	for _, ns := range []string{"mnt", "pid", "uts", "ipc", "net", "cgroup"} {
+	for _, ns := range []string{"mnt", "pid", "uts", "ipc", "net", "cgroup", "user", "time"} {
 		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
 			return un("kernel without %s namespaces", ns)
 		}
@@ -224,6 +252,9 @@ func (b *Backend) Available(ctx context.Context) error {
 	}
 	if _, err := os.Stat(b.o.Exe); err != nil {
 		return un("agent binary: %v", err)
+	}
+	if _, err := exec.LookPath(b.o.Crun); err != nil {
+		return un("OCI runtime: %v (Debian package crun)", err)
 	}
 	return nil
 }
@@ -260,6 +291,7 @@ type record struct {
 	HostVeth  string             `json:"hostVeth,omitempty"`
 	HostNetNS string             `json:"hostNetNS,omitempty"`
 	Unit      string             `json:"unit,omitempty"`
+	Monitor   int                `json:"monitor,omitempty"` // the monitor's PID (informational)
 	Started   time.Time          `json:"started"`
 }
 
@@ -330,7 +362,9 @@ func (b *Backend) lock(ctx context.Context, name string) (func(), error) {
 // launch is a validated Spec.
 type launch struct {
 	spec guest.Spec
-	cfg  initConfig
+	cfg  monitorConfig
+	argv []string
+	env  []string
 }
 
 func (b *Backend) validate(s guest.Spec) (*launch, error) {
@@ -389,22 +423,27 @@ func (b *Backend) validate(s guest.Spec) (*launch, error) {
 			return nil, fmt.Errorf("container %s: %w", s.Name, err)
 		}
 	}
-	return &launch{spec: s, cfg: initConfig{
+	const path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	return &launch{spec: s, argv: argv, env: []string{
+		"PATH=" + path,
+		"HOME=/root",
+		"TERM=linux",
+		"container=overtime",
+		"OVERTIME_HOST=" + s.Host,
+		"OVERTIME_AGENT_URL=" + s.AgentURL,
+	}, cfg: monitorConfig{
+		Name:      s.Name,
 		Hostname:  s.Name,
+		Crun:      b.crunArgs(),
+		Bundle:    filepath.Join(s.StateDir, "bundle"),
 		Base:      filepath.Clean(s.BaseImage),
 		Format:    format,
 		Runtime:   filepath.Join(s.StateDir, "rt"),
 		TmpfsSize: int64(s.MemoryMB) << 20,
-		Argv:      argv,
-		Env: []string{
-			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			"HOME=/root",
-			"TERM=linux",
-			"container=overtime",
-			"OVERTIME_HOST=" + s.Host,
-			"OVERTIME_AGENT_URL=" + s.AgentURL,
-		},
-		Idle: s.CPUIdle,
+		UIDBase:   b.o.UIDBase,
+		Argv0:     argv[0],
+		Path:      path,
+		RunDir:    b.o.RunDir,
 	}}, nil
 }
 
@@ -456,8 +495,8 @@ func (b *Backend) start(ctx context.Context, l *launch) error {
 	// Stop removes the state directory: it must be ours (new, or what a run left).
 	if ents, err := os.ReadDir(s.StateDir); err == nil {
 		for _, e := range ents {
-			if e.Name() != "console.log" && e.Name() != "rt" {
-				return fmt.Errorf("container %s: state directory %s holds %s, which is not the guest's: refusing to use (and later remove) it", s.Name, s.StateDir, e.Name())
+			if n := e.Name(); n != "console.log" && n != "rt" && n != "bundle" {
+				return fmt.Errorf("container %s: state directory %s holds %s, which is not the guest's: refusing to use (and later remove) it", s.Name, s.StateDir, n)
 			}
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -477,7 +516,7 @@ func (b *Backend) start(ctx context.Context, l *launch) error {
 	if err := writeJSON(b.recordPath(s.Name), rec); err != nil {
 		return fmt.Errorf("container %s: %w", s.Name, err)
 	}
-	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
+	if err := os.MkdirAll(l.cfg.Bundle, 0o700); err != nil {
 		return fmt.Errorf("container %s: %w", s.Name, err)
 	}
 	console, err := os.OpenFile(filepath.Join(s.StateDir, "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -492,6 +531,14 @@ func (b *Backend) start(ctx context.Context, l *launch) error {
 		if err := b.applyLimits(g, s); err != nil {
 			return fmt.Errorf("container %s: %w", s.Name, err)
 		}
+	}
+	for k := range g.Paths() {
+		l.cfg.Cgroup = append(l.cfg.Cgroup, filepath.Join(g.Dir(k), "cgroup.procs"))
+	}
+	slices.Sort(l.cfg.Cgroup)
+	spec := ociSpec(l.cfg, l.argv, l.env, guestRoot)
+	if err := writeJSON(filepath.Join(l.cfg.Bundle, "config.json"), spec); err != nil {
+		return fmt.Errorf("container %s: bundle: %w", s.Name, err)
 	}
 
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -508,24 +555,24 @@ func (b *Backend) start(ctx context.Context, l *launch) error {
 	defer parentEnd.Close()
 	cmd := &exec.Cmd{
 		Path:       b.o.Exe,
-		Args:       []string{initArg0, s.Name},
-		Env:        []string{initEnv + "=1"},
+		Args:       []string{monitorArg0, s.Name},
+		Env:        []string{monitorEnv + "=1", "PATH=" + os.Getenv("PATH")},
 		Stdout:     console,
 		Stderr:     console,
 		ExtraFiles: []*os.File{childEnd},
 		SysProcAttr: &syscall.SysProcAttr{
-			// No Pdeathsig: the guest outlives the agent. Its own session: no signal
-			// for the agent's process group or terminal reaches it.
+			// No Pdeathsig: the guest and its monitor outlive the agent. Its own session:
+			// no signal for the agent's process group or terminal reaches it. Its own
+			// mount namespace: the guest's mounts never appear in the desktop's.
 			Setsid:     true,
-			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWNET,
+			Cloneflags: unix.CLONE_NEWNS,
 		},
 	}
 	err = cmd.Start()
 	childEnd.Close()
 	if err != nil {
-		return fmt.Errorf("container %s: starting %s: %w", s.Name, b.o.Exe, err)
+		return fmt.Errorf("container %s: starting the monitor %s: %w", s.Name, b.o.Exe, err)
 	}
-	pid := cmd.Process.Pid
 	ok := false
 	defer func() {
 		if !ok {
@@ -533,8 +580,15 @@ func (b *Backend) start(ctx context.Context, l *launch) error {
 			_ = cmd.Wait()
 		}
 	}()
-	if err := b.place(ctx, g, s, pid); err != nil {
-		return fmt.Errorf("container %s: %w", s.Name, err)
+	rec.Monitor = cmd.Process.Pid
+	if b.systemd {
+		if err := b.place(ctx, g, s, cmd.Process.Pid); err != nil {
+			return fmt.Errorf("container %s: %w", s.Name, err)
+		}
+	}
+	pid, err := monitorHandshake(ctx, parentEnd, l.cfg)
+	if err != nil {
+		return fmt.Errorf("container %s: %w%s", s.Name, err, consoleTail(s.StateDir))
 	}
 	rec.PID = pid
 	rec.PIDStart, err = procStart(pid)
@@ -544,29 +598,92 @@ func (b *Backend) start(ctx context.Context, l *launch) error {
 	if err := writeJSON(b.recordPath(s.Name), rec); err != nil {
 		return fmt.Errorf("container %s: %w", s.Name, err)
 	}
+	c := &child{start: rec.PIDStart, done: make(chan struct{})}
+	b.mu.Lock()
+	b.children[pid] = c
+	b.mu.Unlock()
+	go b.reap(cmd, pid, c)
+	ok = true
+	// crun's init waits for `crun start` before it execs the guest's init: the class,
+	// the network and the start happen while nothing of the guest runs yet. The class is
+	// inherited by everything the guest starts; without CAP_SYS_NICE it cannot leave it.
+	if s.CPUIdle {
+		if err := unix.Setpriority(unix.PRIO_PROCESS, pid, 19); err != nil {
+			return fmt.Errorf("container %s: nice 19: %w", s.Name, err)
+		}
+		if err := unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
+			return fmt.Errorf("container %s: SCHED_IDLE: %w", s.Name, err)
+		}
+	}
 	if s.Network == model.NetBridged {
 		if err := setupBridged(ctx, b.o.HostNetNS, rec.HostVeth, s.Bridge, s.MAC, pid); err != nil {
 			return fmt.Errorf("container %s: network: %w", s.Name, err)
 		}
 	}
-	if err := handshake(ctx, parentEnd, l.cfg); err != nil {
+	crunExe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)) // init waits in crun until started
+	if err := monitorStart(parentEnd); err != nil {
 		return fmt.Errorf("container %s: %w%s", s.Name, err, consoleTail(s.StateDir))
 	}
-	ok = true
-	c := &child{start: rec.PIDStart, done: make(chan struct{})}
-	b.mu.Lock()
-	b.children[pid] = c
-	b.mu.Unlock()
-	go b.reap(cmd, s.Name, pid, c)
-	return nil
+	// crun start returns once it has released init, which then execs the guest's init:
+	// Start returns when that has happened (or init is gone), as callers expect.
+	for {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if err != nil || exe != crunExe {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("container %s: init did not exec the guest's init: %w", s.Name, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
-// place puts pid into the guest's group: directly, or into a new delegated systemd scope
-// and its "guest" sub-group.
-func (b *Backend) place(ctx context.Context, g *cgroup.Group, s guest.Spec, pid int) error {
-	if !b.systemd {
-		return g.AddProc(pid)
+// monitorStart has the monitor run crun start and reads its answer.
+func monitorStart(conn *os.File) error {
+	if _, err := conn.Write([]byte("start\n")); err != nil {
+		return fmt.Errorf("telling the guest's monitor to start: %w", err)
 	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	switch line = strings.TrimSpace(line); {
+	case line == "started":
+		return nil
+	case strings.HasPrefix(line, "error "):
+		return errors.New(strings.TrimPrefix(line, "error "))
+	case line != "":
+		return fmt.Errorf("the guest's monitor said %q", line)
+	}
+	return fmt.Errorf("waiting for the guest's monitor to start it: %v", err)
+}
+
+// crunArgs is crun with its global options: the state below RunDir (a restarted agent
+// finds it), and no cgroup handling of its own (the agent's groups and limits are the
+// truth on cgroup v1, v2, with or without systemd; crun would place the guest by its own
+// idea of the layout).
+func (b *Backend) crunArgs() []string {
+	return []string{b.o.Crun, "--root", filepath.Join(b.o.RunDir, "crun"), "--cgroup-manager", "disabled"}
+}
+
+// crunDelete removes crun's state of the guest, killing its init if it still runs.
+func (b *Backend) crunDelete(ctx context.Context, name string) error {
+	if gone(filepath.Join(b.o.RunDir, "crun", name)) {
+		return nil
+	}
+	return run(ctx, append(b.crunArgs(), "delete", "--force", name))
+}
+
+func gone(p string) bool {
+	_, err := os.Lstat(p)
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// monitorGroup is the systemd scope's group for the guest's monitor (next to "guest": a
+// v2 group with processes cannot pass controllers to its children).
+func monitorGroup(g *cgroup.Group) *cgroup.Group { return g.Parent().Child("monitor") }
+
+// place puts the monitor (pid) into a new delegated systemd scope's "monitor" sub-group,
+// and makes the guest's group "guest" next to it with its limits.
+func (b *Backend) place(ctx context.Context, g *cgroup.Group, s guest.Spec, pid int) error {
 	unit := scopeUnit(s.Name)
 	if err := run(ctx, startScopeCommand(unit, b.o.Slice, s.Name, pid)); err != nil {
 		return fmt.Errorf("systemd scope: %w", err)
@@ -582,12 +699,13 @@ func (b *Backend) place(ctx context.Context, g *cgroup.Group, s guest.Spec, pid 
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	// The scope holds the process: make the sub-group, move it down, then let the scope
-	// pass its controllers on (v2 allows that only in a group without processes).
-	if err := g.Mkdir(); err != nil {
+	// The scope holds the process: move it down, then let the scope pass its controllers
+	// on (v2 allows that only in a group without processes).
+	m := monitorGroup(g)
+	if err := m.Mkdir(); err != nil {
 		return err
 	}
-	if err := g.AddProc(pid); err != nil {
+	if err := m.AddProc(pid); err != nil {
 		return err
 	}
 	if err := g.Create(); err != nil {
@@ -622,43 +740,35 @@ func (b *Backend) applyLimits(g *cgroup.Group, s guest.Spec) error {
 	return nil
 }
 
-// handshake sends the configuration to the waiting re-exec and reads its reports until
-// the socket closes: "exec" then EOF means the guest's init runs; "error MSG" is a
-// failure.
-func handshake(ctx context.Context, conn *os.File, cfg initConfig) error {
+// monitorHandshake sends the configuration to the waiting monitor and reads its report:
+// "created PID" (crun's init waits for crun start) or "error MSG".
+func monitorHandshake(ctx context.Context, conn *os.File, cfg monitorConfig) (int, error) {
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
 	data, err := json.Marshal(cfg)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := conn.Write(append(data, '\n')); err != nil {
-		return fmt.Errorf("sending the configuration to the container's init: %w", err)
+		return 0, fmt.Errorf("sending the configuration to the guest's monitor: %w", err)
 	}
-	r := bufio.NewReader(conn)
-	execd := false
-	for {
-		line, err := r.ReadString('\n')
-		line = strings.TrimSpace(line)
-		switch {
-		case line == "exec":
-			execd = true
-		case strings.HasPrefix(line, "error "):
-			return errors.New(strings.TrimPrefix(line, "error "))
-		case line != "":
-			return fmt.Errorf("container init said %q", line)
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	line = strings.TrimSpace(line)
+	switch {
+	case strings.HasPrefix(line, "created "):
+		pid, perr := strconv.Atoi(strings.TrimPrefix(line, "created "))
+		if perr != nil || pid <= 0 {
+			return 0, fmt.Errorf("the guest's monitor said %q", line)
 		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("waiting for the container's init: %w", err)
-		}
+		return pid, nil
+	case strings.HasPrefix(line, "error "):
+		return 0, errors.New(strings.TrimPrefix(line, "error "))
+	case line != "":
+		return 0, fmt.Errorf("the guest's monitor said %q", line)
+	case err == io.EOF:
+		return 0, errors.New("the guest's monitor ended without a report")
 	}
-	if !execd {
-		return errors.New("the container's init ended before starting the guest's init")
-	}
-	return nil
+	return 0, fmt.Errorf("waiting for the guest's monitor: %w", err)
 }
 
 func consoleTail(stateDir string) string {
@@ -672,36 +782,16 @@ func consoleTail(stateDir string) string {
 	return "; console: " + strings.TrimSpace(string(b))
 }
 
-// reap waits for the init this agent started and records how it ended (unless the guest
-// was stopped or replaced meanwhile): at once in memory for this Backend's Status, then
-// in RunDir for any other.
-func (b *Backend) reap(cmd *exec.Cmd, name string, pid int, c *child) {
+// reap waits for the monitor of a guest this agent started; the monitor has recorded
+// init's end (RunDir/NAME.exit) before it exits.
+func (b *Backend) reap(cmd *exec.Cmd, pid int, c *child) {
 	_ = cmd.Wait()
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	c.exit = exitRecord{PID: pid, PIDStart: c.start, Code: ws.ExitStatus()}
-	if ws.Signaled() {
-		c.exit.Signal = ws.Signal().String()
-	}
 	close(c.done)
-	defer func() {
-		b.mu.Lock()
-		if b.children[pid] == c {
-			delete(b.children, pid)
-		}
-		b.mu.Unlock()
-	}()
-	unlock, err := b.lock(context.Background(), name)
-	if err != nil {
-		return
+	b.mu.Lock()
+	if b.children[pid] == c {
+		delete(b.children, pid)
 	}
-	defer unlock()
-	rec, err := b.readRecord(name)
-	if err != nil || rec == nil || rec.PID != pid || rec.PIDStart != c.start {
-		return
-	}
-	if err := writeJSON(b.exitPath(name), c.exit); err != nil {
-		b.logf("container %s: recording the exit of init: %v", name, err)
-	}
+	b.mu.Unlock()
 }
 
 // procStart is field 22 of /proc/PID/stat (start time in clock ticks since boot).
@@ -829,24 +919,21 @@ func (b *Backend) ended(name string, rec *record) (guest.State, string) {
 	if rec.PID == 0 {
 		return guest.StateCrashed, "start did not complete"
 	}
-	var ex exitRecord
 	b.mu.Lock()
 	c := b.children[rec.PID]
 	b.mu.Unlock()
-	known := false
 	if c != nil && c.start == rec.PIDStart {
-		// Ours: its group is empty, so it has exited; Wait returns at once.
+		// Ours: init has exited (its group is empty), and its monitor is recording that
+		// and ending.
 		select {
 		case <-c.done:
-			ex, known = c.exit, true
 		case <-time.After(2 * time.Second):
 		}
 	}
-	if !known {
-		data, err := os.ReadFile(b.exitPath(name))
-		if err != nil || json.Unmarshal(data, &ex) != nil || ex.PID != rec.PID || ex.PIDStart != rec.PIDStart {
-			return guest.StateCrashed, "container init ended (exit status unknown: no agent was watching)"
-		}
+	var ex exitRecord
+	data, err := os.ReadFile(b.exitPath(name))
+	if err != nil || json.Unmarshal(data, &ex) != nil || ex.PID != rec.PID || ex.PIDStart != rec.PIDStart {
+		return guest.StateCrashed, "container init ended (exit status unknown: its monitor did not record it)"
 	}
 	switch {
 	case ex.Signal != "":
@@ -945,12 +1032,22 @@ func (b *Backend) stop(ctx context.Context, name string) error {
 	if rerr != nil {
 		errs = append(errs, rerr)
 	}
-	if g.Exists() {
-		if err := g.Kill(ctx); err != nil {
-			errs = append(errs, err)
-		} else if err := g.Remove(); err != nil {
-			errs = append(errs, err)
+	groups := []*cgroup.Group{g}
+	if b.systemd {
+		groups = append(groups, monitorGroup(g))
+	}
+	for _, g := range groups {
+		if g.Exists() {
+			if err := g.Kill(ctx); err != nil {
+				errs = append(errs, err)
+			} else if err := g.Remove(); err != nil {
+				errs = append(errs, err)
+			}
 		}
+	}
+	// With its processes gone, crun's state is all that is left of the container.
+	if err := b.crunDelete(ctx, name); err != nil {
+		errs = append(errs, err)
 	}
 	if rec != nil && rec.HostVeth != "" {
 		if err := removeVeth(ctx, rec.HostNetNS, rec.HostVeth); err != nil {

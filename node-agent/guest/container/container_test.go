@@ -107,7 +107,7 @@ func testLifecycle(t *testing.T, sqfs bool) {
 			t.Errorf("guest %s: %q, want %s...", mp, mounts[mp], want)
 		}
 	}
-	if ls := strings.Fields(mustExecIn(t, pid, "ls", "/dev")); !slices.Equal(ls, []string{"fd", "full", "mqueue", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "tty", "urandom", "zero"}) {
+	if ls := strings.Fields(mustExecIn(t, pid, "ls", "/dev")); !slices.Equal(ls, []string{"core", "fd", "full", "mqueue", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "tty", "urandom", "zero"}) {
 		t.Errorf("guest /dev: %v", ls)
 	}
 	if out, err := execIn(t, pid, "sh", "-c", "echo x > /sys/kernel/uevent_helper"); err == nil {
@@ -460,9 +460,18 @@ func TestAdoption(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	killed = true
-	eventually(t, "the orphaned init reparented to the test", 10*time.Second, func() bool {
-		return procStatus(t, pid, "PPid") == strconv.Itoa(os.Getpid())
+	// The guest's monitor (init's parent and subreaper) survives the agent and comes to us.
+	rec0, _ := b.readRecord(name)
+	if rec0 == nil || rec0.Monitor == 0 {
+		t.Fatalf("record %+v: no monitor", rec0)
+	}
+	monitor := rec0.Monitor
+	eventually(t, "the orphaned monitor reparented to the test", 10*time.Second, func() bool {
+		return procStatus(t, monitor, "PPid") == strconv.Itoa(os.Getpid())
 	})
+	if pp := procStatus(t, pid, "PPid"); pp != strconv.Itoa(monitor) {
+		t.Fatalf("init's parent %s, want the monitor %d", pp, monitor)
+	}
 
 	ctx := context.Background()
 	st, err := b.Status(ctx, name)
@@ -505,11 +514,14 @@ func TestAdoption(t *testing.T) {
 	if rec == nil || rec.StateDir != s.StateDir {
 		t.Fatalf("record %+v", rec)
 	}
-	eventually(t, "the adopted init reaped", 10*time.Second, func() bool {
+	eventually(t, "the adopted guest's monitor ended and reaped", 10*time.Second, func() bool {
 		var ws unix.WaitStatus
-		got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-		return got == pid || errors.Is(err, unix.ECHILD)
+		got, err := unix.Wait4(monitor, &ws, unix.WNOHANG, nil)
+		return got == monitor || errors.Is(err, unix.ECHILD)
 	})
+	if !gone(fmt.Sprintf("/proc/%d", pid)) {
+		t.Fatalf("init %d still there", pid)
+	}
 }
 
 func mustProcs(t *testing.T, g *cgroup.Group) []int {

@@ -371,11 +371,6 @@ func readTrim(t *testing.T, p string) string {
 	return strings.TrimSpace(string(b))
 }
 
-func gone(p string) bool {
-	_, err := os.Lstat(p)
-	return os.IsNotExist(err)
-}
-
 // checkGone verifies that nothing of guest name is left: no record, state directory,
 // cgroup directory (in any controller) or mount.
 func checkGone(t *testing.T, b *Backend, s guest.Spec) {

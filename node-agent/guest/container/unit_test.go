@@ -139,7 +139,7 @@ func TestValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.cfg.Format != "dir" || !reflect.DeepEqual(l.cfg.Argv, []string{"/sbin/init"}) || l.spec.Network != model.NetNone || l.cfg.TmpfsSize != 64<<20 {
+	if l.cfg.Format != "dir" || !reflect.DeepEqual(l.argv, []string{"/sbin/init"}) || l.cfg.Argv0 != "/sbin/init" || l.spec.Network != model.NetNone || l.cfg.TmpfsSize != 64<<20 {
 		t.Fatalf("defaults: %+v", l.cfg)
 	}
 	s := ok
