@@ -27,15 +27,8 @@ func StartReplicated(dirs []string, opts Options) ([]*Server, error) {
 	if len(dirs) < 2 {
 		return nil, fmt.Errorf("slapdenv: a replicated set needs at least two servers, got %d", len(dirs))
 	}
-	if opts.RootPW == "" {
-		opts.RootPW = randomPassword()
-	}
-	if opts.ServicePW == "" {
-		opts.ServicePW = randomPassword()
-	}
-	if opts.ReplicatorPW == "" {
-		opts.ReplicatorPW = randomPassword()
-	}
+	// One set of passwords for every server of the set.
+	opts.fillPasswords()
 	// Every peer's URL must be in the others' configurations before any starts, so the
 	// ports are chosen first, all held open together so that they differ.
 	ports, err := freePorts(len(dirs))

@@ -130,6 +130,15 @@ type Server struct {
 	stopErr  error
 }
 
+// fillPasswords picks random passwords for the accounts the caller left without one.
+func (o *Options) fillPasswords() {
+	for _, pw := range []*string{&o.RootPW, &o.ServicePW, &o.ReplicatorPW} {
+		if *pw == "" {
+			*pw = randomPassword()
+		}
+	}
+}
+
 // Start runs slapd in dir (created if missing). An existing database in dir/db is reused,
 // so Stop followed by Start on the same directory is a restart with the data kept.
 func Start(dir string, opts Options) (*Server, error) {
@@ -139,15 +148,7 @@ func Start(dir string, opts Options) (*Server, error) {
 	if _, err := ldap.ParseDN(opts.BaseDN); err != nil {
 		return nil, fmt.Errorf("slapdenv: base DN %q: %w", opts.BaseDN, err)
 	}
-	if opts.RootPW == "" {
-		opts.RootPW = randomPassword()
-	}
-	if opts.ServicePW == "" {
-		opts.ServicePW = randomPassword()
-	}
-	if opts.ReplicatorPW == "" {
-		opts.ReplicatorPW = randomPassword()
-	}
+	opts.fillPasswords()
 	if opts.SyncRetry == "" {
 		opts.SyncRetry = "1 +"
 	}

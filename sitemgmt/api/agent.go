@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -51,14 +50,8 @@ func (s *Server) agent(h http.HandlerFunc) http.HandlerFunc {
 		}
 		// Bodies here are small documents: at most maxAgentBody each, and a host (or
 		// user) may have only perHostBodies in flight, however many connections it opens.
-		release, err := s.bodies.admitUpTo(p.UID, r, maxAgentBody, perHostBodies)
-		if err != nil {
-			if errors.As(err, new(tooLarge)) {
-				s.httpError(w, err)
-			} else {
-				w.Header().Set("Retry-After", "1")
-				writeError(w, http.StatusTooManyRequests, err.Error())
-			}
+		release, ok := s.admitBody(w, r, p.UID, maxAgentBody, perHostBodies)
+		if !ok {
 			return
 		}
 		defer release()

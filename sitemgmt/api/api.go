@@ -440,19 +440,30 @@ func (s *Server) user(allow func(authz.Principal) string, h http.HandlerFunc) ht
 				return
 			}
 		}
-		release, err := s.bodies.admit(p.UID, r)
-		if err != nil {
-			if errors.As(err, new(tooLarge)) {
-				s.httpError(w, err)
-			} else {
-				w.Header().Set("Retry-After", "1")
-				writeError(w, http.StatusTooManyRequests, err.Error())
-			}
+		release, ok := s.admitBody(w, r, p.UID, maxBody, s.bodies.limit)
+		if !ok {
 			return
 		}
 		defer release()
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
 	}
+}
+
+// admitBody reserves r's body against uid's budget (bodyBudget.admitUpTo); when it is
+// refused, it answers (413 for a body over maxOne, 429 with Retry-After beyond the
+// budget) and ok is false.
+func (s *Server) admitBody(w http.ResponseWriter, r *http.Request, uid string, maxOne, budget int64) (release func(), ok bool) {
+	release, err := s.bodies.admitUpTo(uid, r, maxOne, budget)
+	if err == nil {
+		return release, true
+	}
+	if errors.As(err, new(tooLarge)) {
+		s.httpError(w, err)
+	} else {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, err.Error())
+	}
+	return nil, false
 }
 
 // update runs a change through the service with the request's principal as authoriser
