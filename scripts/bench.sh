@@ -20,3 +20,6 @@ go test -count=1 -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -ar
 # Owner activity -> Slurm node features/weight: real slurmctld, agent, container guest
 # with slurmd -Z and overtime-slurm-sync; 100 changes each way. About 5 minutes.
 go test -count=1 -timeout 30m -run '^$' -bench SlurmPropagation -benchtime 1x ./test/bench/slurmsync -args -out "$PWD/docs/benchmarks"
+# Runtime state in the directory: heartbeat writes/s into a single slapd and a
+# multi-provider pair side by side, and replica-to-replica propagation. About a minute.
+go test -count=1 -timeout 20m -run '^$' -bench State -benchtime 1x ./test/bench/statebench -args -out "$PWD/docs/benchmarks"

@@ -384,6 +384,11 @@ func (s *Service) FlushState(ctx context.Context) error {
 		doc, err := json.Marshal(storedBeat{Rev: hb.rev, Status: hb.st, Retired: hb.retired})
 		if err == nil {
 			todo = append(todo, stateWrite{kind: stateBeats, key: host, doc: doc, beat: &hb})
+			// What the store will hold once this write lands. Noted now, not after it
+			// returns: a heartbeat put while the write is in flight is compared with it
+			// (markBeatLocked), else one equal to the previous stored document would be
+			// skipped and never written. A failed write queues the host again.
+			a.noteStoredLocked(host, hb)
 		}
 	}
 	for k := range a.dirtyReports {
@@ -433,10 +438,6 @@ func (s *Service) FlushState(ctx context.Context) error {
 					if firstErr == nil {
 						firstErr = err
 					}
-				} else if w.beat != nil {
-					a.mu.Lock()
-					a.noteStoredLocked(w.key, *w.beat)
-					a.mu.Unlock()
 				}
 				mu.Unlock()
 			}
