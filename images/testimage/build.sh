@@ -27,7 +27,7 @@ die() {
 
 [ $# -eq 1 ] || die "usage: $0 OUTDIR | --key"
 
-for tool in apt-cache apt-get dpkg-deb dpkg-query depmod modprobe mkinitramfs lsinitramfs mksquashfs unshare flock sha256sum; do
+for tool in apt-cache apt-get dpkg-deb dpkg-query depmod modprobe mkinitramfs lsinitramfs mksquashfs unshare flock sha256sum ldd; do
 	command -v "${tool}" >/dev/null 2>&1 ||
 		die "${tool} not found (Debian packages: apt, dpkg, kmod, initramfs-tools-core, squashfs-tools, util-linux, coreutils)"
 done
@@ -49,7 +49,7 @@ ROOT_MODULES="evdev overlay"
 inputs() {
 	echo "kernel ${kver}"
 	echo "root modules ${ROOT_MODULES}"
-	dpkg-query -W -f '${Package} ${Version}\n' initramfs-tools-core klibc-utils busybox-static nfs-common udev kmod squashfs-tools 2>/dev/null || true
+	dpkg-query -W -f '${Package} ${Version}\n' initramfs-tools-core klibc-utils busybox-static nfs-common udev kmod squashfs-tools crun 2>/dev/null || true
 	for f in "${here}/build.sh" "${here}/init"; do
 		echo "file ${f#"${repo}"/} $(stat -c %a "${f}") $(sha256sum <"${f}" | cut -d' ' -f1)"
 	done
@@ -140,6 +140,14 @@ cp "${here}/init" "${r}/sbin/init"
 chmod 0755 "${r}/bin/busybox" "${r}/sbin/init"
 for applet in $(/bin/busybox --list-full); do
 	[ -e "${r}/${applet}" ] || ln -s /bin/busybox "${r}/${applet}"
+done
+# crun, the OCI runtime the node agent's container backend runs guests with, and the
+# shared libraries it needs (the root has no C library of its own otherwise).
+[ -x /usr/bin/crun ] || die "/usr/bin/crun not found (Debian package crun)"
+cp /usr/bin/crun "${r}/usr/bin/crun"
+ldd /usr/bin/crun | awk '/=> \// { print $3 } /^\t\// { print $1 }' | while read -r lib; do
+	mkdir -p "${r}$(dirname "${lib}")"
+	cp -L "${lib}" "${r}${lib}"
 done
 echo "root:x:0:0:root:/root:/bin/sh" >"${r}/etc/passwd"
 echo "root:x:0:" >"${r}/etc/group"

@@ -20,9 +20,12 @@
 //     or a directory, mounted idmapped (image uid 0 = host uid Options.UIDBase = the
 //     guest's root) as the lower layer of an overlayfs whose upper layer is a tmpfs:
 //     everything the guest writes lives in its memory cgroup and disappears with it.
-//     Idmapping needs the base's file system to support it: squashfs from Linux 6.2
-//     (Debian 12's stock 6.1 kernel cannot; its backports kernels can), ext4/xfs/btrfs
-//     directories from 5.12–5.15, never NFS; Start fails with that reason otherwise.
+//     Idmapping needs the base's file system to support it: squashfs from Linux 6.2,
+//     ext4/xfs/btrfs directories from 5.12–5.15, never NFS. Where the kernel cannot
+//     (Debian 12's stock 6.1 and squashfs), the overlay is mounted with metacopy and
+//     every file's owner is shifted into the guest's range through it
+//     (shiftOwnership): a metadata-only copy-up, an inode per file in the tmpfs, no
+//     data copied; set-id bits survive, file capabilities do not.
 //   - A user namespace (uids and gids 0..65535 = UIDBase..; DefaultUIDBase is far from
 //     any desktop user), new mount, PID, UTS, IPC, network, cgroup and time namespaces
 //     (the boot clock starts at zero, as Slurm's power saving needs). crun pivots into
@@ -135,6 +138,9 @@ type Options struct {
 	// UIDBase is the first host uid and gid of the guest's user namespace (default
 	// DefaultUIDBase): the guest's uids 0..65535 are UIDBase..UIDBase+65535 on the host.
 	UIDBase uint32
+	// NoIdmap takes the path of kernels that cannot idmap the base image (ownership
+	// shifted in the overlay, see shiftOwnership) even where the kernel can: for tests.
+	NoIdmap bool
 	// Logf receives notes (I/O weight not applicable, cleanup details); nil: dropped.
 	Logf func(format string, a ...any)
 }
@@ -441,6 +447,7 @@ func (b *Backend) validate(s guest.Spec) (*launch, error) {
 		Runtime:   filepath.Join(s.StateDir, "rt"),
 		TmpfsSize: int64(s.MemoryMB) << 20,
 		UIDBase:   b.o.UIDBase,
+		NoIdmap:   b.o.NoIdmap,
 		Argv0:     argv[0],
 		Path:      path,
 		RunDir:    b.o.RunDir,

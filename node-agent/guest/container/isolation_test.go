@@ -1,6 +1,7 @@
 package container
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +32,8 @@ echo "UIDMAP $(cat /proc/self/uid_map)"
 echo "UNSHARE $(unshare -U true 2>&1 && echo allowed)"
 echo "MOUNT $(mount -t tmpfs none /mnt 2>&1 && echo allowed)"
 echo "NSENTER $(nsenter -t 1 -U true 2>&1 && echo allowed)"
+echo "ETCOWNER $(stat -c %u:%g /etc)"
+echo "WRITE $(echo x > /etc/written-by-guest && cat /etc/written-by-guest)"
 echo CHECKS-DONE
 while :; do sleep 1; done`
 
@@ -38,10 +41,22 @@ while :; do sleep 1; done`
 // credential and the host's devices are out of reach; seccomp is on and refuses
 // namespace and mount calls; the guest's root is an unprivileged host uid with the
 // reduced capability set.
+//
+// Both ways of showing the read-only base to the guest's root are checked: an idmapped
+// mount (Linux 6.2+ for squashfs) and, for older kernels, ownership shifted in the
+// overlay (shiftOwnership).
 func TestIsolation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		noIdmap bool
+	}{{"idmapped", false}, {"shifted", true}} {
+		t.Run(tc.name, func(t *testing.T) { testIsolation(t, tc.noIdmap) })
+	}
+}
+
+func testIsolation(t *testing.T, noIdmap bool) {
 	e := newEnv(t)
 	root, image := buildBase(t, t.TempDir(), true)
-	_ = root
 
 	// Markers: a real directory in the host's /home, one in a temporary directory, the
 	// credential at a temporary path and at its real default path (if no agent uses it).
@@ -69,7 +84,7 @@ func TestIsolation(t *testing.T) {
 	}
 	markers = append(markers, paths.AgentToken, home, "/run/overtime")
 
-	b := e.backend(Options{})
+	b := e.backend(Options{NoIdmap: noIdmap})
 	name := randName("ot-iso")
 	s := e.spec(name, image, "MARKERS=\""+strings.Join(markers, " ")+"\"; "+guestChecks)
 	st := start(t, b, s)
@@ -118,5 +133,16 @@ func TestIsolation(t *testing.T) {
 	}
 	if got["NoNewPrivs"] != "1" {
 		t.Errorf("NoNewPrivs inside: %q", got["NoNewPrivs"])
+	}
+	// The image's root-owned tree is the guest root's own, and writable (into the
+	// overlay, never the base).
+	if got["ETCOWNER"] != "0:0" || got["WRITE"] != "x" {
+		t.Errorf("inside the guest: /etc owned by %q, writing to it gave %q; want 0:0 and x", got["ETCOWNER"], got["WRITE"])
+	}
+	if err := b.Stop(context.Background(), name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc", "written-by-guest")); err == nil {
+		t.Error("the guest's write reached the base image's tree")
 	}
 }

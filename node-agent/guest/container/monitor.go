@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,10 +46,14 @@ type monitorConfig struct {
 	Runtime   string   `json:"runtime"`
 	TmpfsSize int64    `json:"tmpfsSize"` // bytes; the overlay's upper layer
 	UIDBase   uint32   `json:"uidBase"`
-	Argv0     string   `json:"argv0"`
-	Path      string   `json:"path"`   // the guest's PATH, to find Argv0
-	Cgroup    []string `json:"cgroup"` // cgroup.procs files of the guest's group
-	RunDir    string   `json:"runDir"`
+	// NoIdmap skips the idmapped mount and shifts ownership in the overlay instead
+	// (shiftOwnership), as on kernels that cannot idmap the base's file system. Tests set
+	// it to run that path on a kernel that can.
+	NoIdmap bool     `json:"noIdmap,omitempty"`
+	Argv0   string   `json:"argv0"`
+	Path    string   `json:"path"`   // the guest's PATH, to find Argv0
+	Cgroup  []string `json:"cgroup"` // cgroup.procs files of the guest's group
+	RunDir  string   `json:"runDir"`
 }
 
 // The monitor's time namespace is made by its main thread: /proc/self/timens_offsets
@@ -276,8 +281,26 @@ func buildRoot(c monitorConfig) (string, error) {
 	default:
 		return "", fmt.Errorf("base format %q", c.Format)
 	}
-	if err := idmapMount(base, lower, c.UIDBase); err != nil {
-		return "", fmt.Errorf("idmapped mount of the base image %s (%s): %w", c.Base, c.Format, err)
+	shift := c.NoIdmap
+	if !shift {
+		err := idmapMount(base, lower, c.UIDBase)
+		switch {
+		case errors.Is(err, unix.EINVAL):
+			// This kernel cannot idmap the base's file system (Debian 12's 6.1 and
+			// squashfs): the overlay shifts ownership instead (shiftOwnership).
+			fmt.Fprintf(os.Stderr, "overtime container monitor: %v; shifting ownership in the overlay instead (metadata-only copy-up)\n", err)
+			shift = true
+		case err != nil:
+			return "", fmt.Errorf("idmapped mount of the base image %s (%s): %w", c.Base, c.Format, err)
+		}
+	}
+	if shift {
+		if err := unix.Mount(base, lower, "", unix.MS_BIND, ""); err != nil {
+			return "", fmt.Errorf("bind %s on %s: %w", base, lower, err)
+		}
+		if err := unix.Mount("", lower, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			return "", fmt.Errorf("read-only %s: %w", lower, err)
+		}
 	}
 	if err := unix.Unmount(base, unix.MNT_DETACH); err != nil {
 		return "", fmt.Errorf("unmount %s: %w", base, err)
@@ -307,10 +330,52 @@ func buildRoot(c monitorConfig) (string, error) {
 		return "", err
 	}
 	ov := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
-	if err := unix.Mount("overlay", root, "overlay", unix.MS_NODEV, ov); err != nil {
+	flags := uintptr(unix.MS_NODEV)
+	if shift {
+		// metacopy: a chown copies up the inode only, not the file's data.
+		ov += ",metacopy=on,redirect_dir=on"
+		flags |= unix.MS_NOSUID
+	}
+	if err := unix.Mount("overlay", root, "overlay", flags, ov); err != nil {
 		return "", fmt.Errorf("mount overlay (%s) on %s: %w", ov, root, err)
 	}
+	if shift {
+		if err := shiftOwnership(root, c.UIDBase); err != nil {
+			return "", fmt.Errorf("shifting the ownership of the base image %s into the guest's id range: %w", c.Base, err)
+		}
+	}
 	return root, nil
+}
+
+// shiftOwnership gives every file of the overlay at root the owner the guest's user
+// namespace sees as the image's: ids 0..65535 become uidBase.. on the host. Through an
+// overlay mounted with metacopy, each chown copies up only the inode (an entry in the
+// tmpfs upper layer, the data stays in the read-only base), so this costs an inode per
+// file and a few seconds for a full Debian tree instead of a copy of the image. It is
+// the fallback for kernels that cannot idmap the base (squashfs before Linux 6.2): the
+// guest still runs in its user namespace and sees its files owned by its own root.
+// chown drops set-id bits and file capabilities; set-id bits are put back (the overlay
+// is nosuid anyway, as the idmapped base is), capabilities are not.
+func shiftOwnership(root string, uidBase uint32) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil {
+			return err
+		}
+		if st.Uid >= idRange || st.Gid >= idRange {
+			return nil // outside the mapping: stays unmapped (nobody) in the guest
+		}
+		if err := unix.Lchown(path, int(uidBase+st.Uid), int(uidBase+st.Gid)); err != nil {
+			return err
+		}
+		if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 && st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			return unix.Chmod(path, st.Mode&0o7777)
+		}
+		return nil
+	})
 }
 
 // rootParent is covered by a tmpfs in the monitor's mount namespace (the desktop's /mnt
