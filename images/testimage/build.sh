@@ -133,7 +133,7 @@ done
 # 3. The root: busybox-static, the test init, a marker file.
 r=${tmp}/rootfs
 mkdir -p "${r}/bin" "${r}/sbin" "${r}/usr/bin" "${r}/usr/sbin" "${r}/etc" "${r}/proc" \
-	"${r}/sys" "${r}/dev" "${r}/run" "${r}/tmp" "${r}/root" "${r}/var"
+	"${r}/sys" "${r}/dev" "${r}/run" "${r}/tmp" "${r}/root" "${r}/var" "${r}/mnt"
 chmod 1777 "${r}/tmp"
 cp /bin/busybox "${r}/bin/busybox"
 cp "${here}/init" "${r}/sbin/init"

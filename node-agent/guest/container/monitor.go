@@ -322,6 +322,11 @@ func buildRoot(c monitorConfig) (string, error) {
 	// crun sets the root up from inside the user namespace, as the guest's root, which
 	// may not pass through the state directory's parents (0700, root's). In this mount
 	// namespace only, a fresh tmpfs on rootParent gives the root a path it can reach.
+	// A root without /mnt (a minimal image) gets an empty one: the only trace left
+	// outside this mount namespace.
+	if err := os.MkdirAll(rootParent, 0o755); err != nil {
+		return "", err
+	}
 	if err := unix.Mount("tmpfs", rootParent, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return "", fmt.Errorf("mount tmpfs on %s: %w", rootParent, err)
 	}
