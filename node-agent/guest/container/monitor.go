@@ -12,8 +12,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -31,6 +33,10 @@ const monitorArg0 = "overtime-container-monitor"
 // usernsEnv marks a re-exec that only holds a user namespace with the guest's id mapping
 // open until its stdin closes: the idmapped mount of the base image is made from it.
 const usernsEnv = "_OVERTIME_CONTAINER_USERNS"
+
+// timensEnv marks the re-exec that runs crun in the guest's time namespace: it holds
+// the boot clock offset (seconds). See inTimeNamespace.
+const timensEnv = "_OVERTIME_CONTAINER_TIMENS"
 
 // syncFD is the agent's end of the socket pair in the monitor (ExtraFiles[0]).
 const syncFD = 3
@@ -60,7 +66,7 @@ type monitorConfig struct {
 // belongs to the thread group's leader. Locking in an init function runs main, and so
 // MaybeInit, on that thread.
 func init() {
-	if os.Getenv(monitorEnv) == "1" {
+	if os.Getenv(monitorEnv) == "1" || os.Getenv(timensEnv) != "" {
 		runtime.LockOSThread()
 	}
 }
@@ -74,6 +80,8 @@ func MaybeInit() {
 	case os.Getenv(usernsEnv) == "1":
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
+	case os.Getenv(timensEnv) != "":
+		timensMain()
 	case os.Getenv(monitorEnv) == "1":
 		monitorMain()
 	}
@@ -84,8 +92,6 @@ func MaybeInit() {
 // for init as its subreaper, to record how it ended. The guest's mounts exist only in this
 // namespace and the guest's own; they go away with the last of the two processes.
 func monitorMain() {
-	// The time namespace made for crun (freshBootTime) is this thread's, for the
-	// processes it starts: the monitor stays on it for good.
 	runtime.LockOSThread()
 	sync := os.NewFile(syncFD, "sync")
 	unix.CloseOnExec(syncFD)
@@ -182,11 +188,10 @@ func crunCreate(c monitorConfig) (int, error) {
 			return 0, fmt.Errorf("entering the guest's cgroup %s: %w", f.Name(), err)
 		}
 	}
-	freshBootTime()
 	pidFile := filepath.Join(c.Bundle, "init.pid")
 	_ = os.Remove(pidFile)
 	args := append(append([]string{}, c.Crun[1:]...), "create", "--bundle", c.Bundle, "--pid-file", pidFile, c.Name)
-	cmd := exec.Command(c.Crun[0], args...)
+	cmd := inTimeNamespace(bootOffset(), c.Crun[0], args...)
 	// crun's stdio become the guest's: the console log.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	cmd.Dir = c.Bundle
@@ -516,33 +521,76 @@ func closeAll(fs []*os.File) {
 	}
 }
 
-// freshBootTime makes the processes this thread starts from now on (crun, and so the
-// guest) live in a new time namespace whose boot clock starts at (about) zero, so that the
-// guest, like a VM, reports having booted when it started. Slurm relies on it: a node
-// woken by power saving counts as resumed only when its slurmd reports a boot after the
-// resume request, and a container sharing the desktop's boot time would never be. The
-// namespace belongs to the initial user namespace: the guest cannot change its offsets.
-// Without time namespaces (kernels before 5.6) the guest keeps the desktop's uptime,
-// which is said on its console.
-func freshBootTime() {
-	var ts unix.Timespec
-	err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+// The guest's boot clock starts at (about) zero, so that the guest, like a VM, reports
+// having booted when it started. Slurm relies on it: a node woken by power saving counts
+// as resumed only when its slurmd reports a boot after the resume request, and a
+// container sharing the desktop's boot time would never be.
+//
+// crun 1.8 ignores the runtime spec's timeOffsets, so crun itself is run in a time
+// namespace made for it (inTimeNamespace): a re-exec of this binary unshares one, sets
+// the offset and execs crun, which enters it at exec (Linux 5.11+). Not the monitor
+// itself: after unshare(CLONE_NEWTIME) a process may not fork with CLONE_VM, which Go's
+// exec does (Linux before 6.x refuses it with EINVAL, as Debian 12's 6.1 does). crun
+// start must see init's start time in /proc as crun create did, so both run in time
+// namespaces with the same offset, computed once per monitor (bootOffset).
+
+var (
+	bootOffsetOnce sync.Once
+	bootOffsetSec  int64
+)
+
+// bootOffset is the boot clock offset of the guest's time namespace: minus the uptime
+// now, keeping one second (the kernel refuses an offset that makes the clock negative,
+// and the clock moves on while this runs).
+func bootOffset() int64 {
+	bootOffsetOnce.Do(func() {
+		var ts unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil {
+			bootOffsetSec = -(ts.Sec - 1)
+		}
+	})
+	return bootOffsetSec
+}
+
+// inTimeNamespace is a command running name with args in a new time namespace whose boot
+// clock is offset by offset seconds (through this binary: timensMain).
+func inTimeNamespace(offset int64, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command("/proc/self/exe", append([]string{name}, args...)...)
+	cmd.Args[0] = "overtime-container-timens"
+	// The monitor's own marker must not make the launcher another monitor.
+	env := slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, monitorEnv+"=") })
+	cmd.Env = append(env, timensEnv+"="+strconv.FormatInt(offset, 10))
+	return cmd
+}
+
+// timensMain is the re-exec of inTimeNamespace: unshare the time namespace, set the
+// offset, exec the command (which enters the namespace). Without time namespaces the
+// command runs anyway and the guest keeps the desktop's uptime, which it is told.
+func timensMain() {
+	offset := os.Getenv(timensEnv)
+	env := slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, timensEnv+"=") })
+	err := unix.Unshare(unix.CLONE_NEWTIME)
 	if err == nil {
-		err = unix.Unshare(unix.CLONE_NEWTIME)
-	}
-	if err == nil {
-		// Keep one second of uptime: the kernel refuses an offset that makes the clock
-		// negative, and the clock moves on while this runs.
-		err = os.WriteFile("/proc/self/timens_offsets", []byte(fmt.Sprintf("boottime %d 0\n", -(ts.Sec-1))), 0)
+		err = os.WriteFile("/proc/self/timens_offsets", []byte("boottime "+offset+" 0\n"), 0)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "overtime container monitor: warning: guest shares the desktop's boot time (no time namespace: %v)\n", err)
 	}
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "overtime container monitor: time namespace launcher without a command")
+		os.Exit(2)
+	}
+	path, err := exec.LookPath(os.Args[1])
+	if err == nil {
+		err = syscall.Exec(path, os.Args[1:], env)
+	}
+	fmt.Fprintf(os.Stderr, "overtime container monitor: exec %s: %v\n", os.Args[1], err)
+	os.Exit(127)
 }
 
 func crunStart(c monitorConfig) error {
 	args := append(append([]string{}, c.Crun[1:]...), "start", c.Name)
-	out, err := exec.Command(c.Crun[0], args...).CombinedOutput()
+	out, err := inTimeNamespace(bootOffset(), c.Crun[0], args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("crun start: %v: %s", err, strings.TrimSpace(string(out)))
 	}

@@ -54,7 +54,7 @@ func ociSpec(c monitorConfig, argv, env []string, rootPath string) *specs.Spec {
 				{Type: specs.CgroupNamespace},
 			},
 			// No time namespace here: crun 1.8 ignores timeOffsets. The monitor runs crun
-			// in a time namespace of its own (monitor.go, freshBootTime), which the guest
+			// in a time namespace of its own (monitor.go, inTimeNamespace), which the guest
 			// inherits.
 			// No devices beyond the runtime's defaults: null zero full random urandom tty
 			// (and /dev/pts, /dev/ptmx). Nothing of the desktop's disks, input, GPU or KVM.
