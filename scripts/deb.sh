@@ -25,7 +25,8 @@ cp -a packaging/debian "$src/debian"
 cat >"$src/debian/changelog" <<CHANGELOG
 overtime ($debversion) unstable; urgency=medium
 
-  * Built from $version (commit ${commit:-unknown}) by make deb.
+  * Built by make deb from $version,
+    commit ${commit:-unknown}.
 
  -- Overtime developers <overtime@example.org>  $date
 CHANGELOG
