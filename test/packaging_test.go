@@ -88,7 +88,8 @@ func bookwormRoot(t *testing.T, pkgs []string) string {
 	if err := os.MkdirAll(filepath.Dir(tarball), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tmp := tarball + ".tmp"
+	// mmdebstrap picks the output format by the name: a tarball for .tar.
+	tmp := strings.TrimSuffix(tarball, ".tar") + ".tmp.tar"
 	t.Logf("building the Debian 12 root (once): mmdebstrap %s %s", strings.Join(args, " "), tarball)
 	cmd := exec.Command("mmdebstrap", append(append([]string{"--quiet"}, args...), tmp)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
