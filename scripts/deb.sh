@@ -41,4 +41,6 @@ export OVERTIME_VERSION=$version OVERTIME_COMMIT=$commit
 
 rm -f "$out"/*.deb "$out"/*.buildinfo "$out"/*.changes
 mv "$out"/src/*.deb "$out"/src/*.buildinfo "$out"/src/*.changes "$out"/
+# The build tree is a copy of the sources (a Go module of its own): not left lying around.
+rm -rf "$out/src"
 echo "deb: $(cd "$out" && ls ./*.deb | tr '\n' ' ')in $out (version $debversion)"
