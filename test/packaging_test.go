@@ -206,8 +206,9 @@ func TestDebianPackages(t *testing.T) {
 			continue // a slice only extended by a drop-in lives in systemd's package
 		}
 		for _, line := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(line, "ExecStart=") && !strings.HasPrefix(line, "ExecStart=/usr/bin/") {
-				t.Errorf("%s: %q does not run a program from /usr/bin", u, line)
+			if strings.HasPrefix(line, "ExecStart=") && !strings.HasPrefix(line, "ExecStart=/usr/bin/") &&
+				!strings.HasPrefix(line, "ExecStart=/usr/sbin/") {
+				t.Errorf("%s: %q does not run a program from /usr/bin (or /usr/sbin, for daemons)", u, line)
 			}
 		}
 	}
