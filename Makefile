@@ -9,10 +9,13 @@ GO    ?= go
 BIN   := bin/overtime
 AGENT := bin/overtime-agent
 PKGS  := ./...
-# Version and commit for `overtime version` and the agent's heartbeats.
-LDFLAGS := -X main.version=$(shell git describe --tags --always --dirty 2>/dev/null || echo dev) -X main.commit=$(shell git rev-parse HEAD 2>/dev/null)
+# Version and commit for `overtime version` and the agent's heartbeats (and, made
+# Debian-valid by scripts/deb-version.sh, the packages' version).
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all deps build check test unit lint fuzz demo demo-stop bench clean
+.PHONY: all deps build deb check test unit lint fuzz demo demo-stop bench clean
 
 all: build
 
@@ -24,6 +27,11 @@ deps:
 build: deps
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/overtime
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(AGENT) ./cmd/overtime-agent
+
+# Debian packages overtime, overtime-agent, overtime-slurm in bin/deb/ (docs/packaging.md):
+# dpkg-buildpackage on a tree assembled from packaging/debian, with the same -ldflags.
+deb: deps
+	scripts/deb.sh "$(VERSION)" "$(COMMIT)"
 
 # Fast lane: no deps (no root, no packages), only Go. -short skips what needs servers.
 check: lint

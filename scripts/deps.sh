@@ -27,12 +27,15 @@ cd "$(dirname "$0")/.."
 #   libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
 #                          scheduler-plugin: the sync daemon (libslurm) and the SPANK plugin
 #                          (spank.h, libcurl, json-c); lua5.1 runs job_submit.lua's unit test
+#   debhelper lintian mmdebstrap   make deb (dpkg-buildpackage, debhelper compat 13), the
+#                          lintian check of the .debs, the clean bookworm root the install test uses
 PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
 	shellcheck netbase binutils
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils libxml2-utils passt crun
-	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make)
+	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
+	debhelper lintian mmdebstrap)
 
 missing=()
 for p in "${PKGS[@]}"; do
