@@ -320,14 +320,23 @@ func idDisk(t *testing.T, fstype, token string) string {
 func (v *pxeVM) checkCredential(token string) {
 	v.t.Helper()
 	const file = "/run/overtime/agent.token"
+	// What the initramfs said in this boot (landed has read past it).
+	console := v.Console.Output()
+	boot := console[max(strings.LastIndex(console, "Linux version"), 0):]
+	said := func(re string) {
+		v.t.Helper()
+		if !regexp.MustCompile(re).MatchString(boot) {
+			v.t.Errorf("%s: the boot did not log %s; its console:\n%s", v.name, re, boot)
+		}
+	}
 	if token == "" {
-		v.expect(`overtime: host credential: no file system labelled OVERTIME-ID`, time.Minute)
+		said(`overtime: host credential: no file system labelled OVERTIME-ID`)
 		if out, err := v.Console.Run("test ! -e "+file, time.Minute); err != nil {
 			v.t.Fatalf("%s: %s exists without an OVERTIME-ID disk: %v %s", v.name, file, err, out)
 		}
 		return
 	}
-	v.expect(`overtime: host credential: `+file+` from /dev/vd[a-z]+ \(LABEL=OVERTIME-ID, read-only\)`, time.Minute)
+	said(`overtime: host credential: ` + file + ` from /dev/vd[a-z]+ \(LABEL=OVERTIME-ID, read-only\)`)
 	sum := sha256.Sum256([]byte(token + "\n"))
 	out := v.run("stat -c '%u:%g %a %s' " + file + " && sha256sum " + file)
 	want := fmt.Sprintf("0:0 600 %d\n%x  %s", len(token)+1, sum, file)
