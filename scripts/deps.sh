@@ -19,6 +19,7 @@ cd "$(dirname "$0")/.."
 #   socat curl             the demo's VM console and API calls
 #   haproxy                the load balancer in front of site manager replicas (replica failover test)
 #   shellcheck netbase binutils   initramfs script checks; /etc/protocols for the initrd; the KVM probe firmware
+#   e2fsprogs dosfstools mtools   OVERTIME-ID test disks (ext4 and vfat made and filled without mounting)
 #   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils
 #                          the node agent's QEMU/KVM guests (libvirtd, virsh, qemu-img overlays)
 #   libxml2-utils          virt-xml-validate checks generated domain XML against libvirt's schema
@@ -32,7 +33,7 @@ cd "$(dirname "$0")/.."
 PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
-	shellcheck netbase binutils
+	shellcheck netbase binutils e2fsprogs dosfstools mtools
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils libxml2-utils passt crun
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
 	debhelper lintian mmdebstrap)

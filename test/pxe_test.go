@@ -1,8 +1,12 @@
 package test
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -102,7 +106,7 @@ type pxeVM struct {
 	name string
 }
 
-func startPXE(t *testing.T, l *bootlab.Lab, name, mac, tap string, fw vmtest.Firmware) *pxeVM {
+func startPXE(t *testing.T, l *bootlab.Lab, name, mac, tap string, fw vmtest.Firmware, disks ...string) *pxeVM {
 	t.Helper()
 	if err := l.NS.AddTap(tap, bootlab.Bridge); err != nil {
 		t.Fatal(err)
@@ -111,7 +115,7 @@ func startPXE(t *testing.T, l *bootlab.Lab, name, mac, tap string, fw vmtest.Fir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	vm := vmtest.StartT(t, vmtest.Config{Name: name, Dir: dir, NS: l.NS, Tap: tap, MAC: mac, Firmware: fw})
+	vm := vmtest.StartT(t, vmtest.Config{Name: name, Dir: dir, NS: l.NS, Tap: tap, MAC: mac, Firmware: fw, Disks: disks})
 	return &pxeVM{VM: vm, t: t, name: name}
 }
 
@@ -197,10 +201,13 @@ func TestPXEBoot(t *testing.T) {
 	// Four PCs at once: vm1 (BIOS) and vm3 (UEFI) follow the pool's desktop rule, vm2
 	// has a host rule for cluster, vm4's mode boots an image whose files are missing.
 	// The VMs boot in parallel; the checks below read each console in turn.
+	// vm1 and vm3 are PCs without a TPM: their host credential is on a local disk
+	// labelled OVERTIME-ID (ext4 for vm1, vfat for vm3); vm2 has no disk at all.
+	tokens := map[string]string{"vm1": randomToken(t), "vm3": randomToken(t)}
 	vms := map[string]*pxeVM{
-		"vm1": startPXE(t, l, "vm1", "52:54:00:0a:00:01", "tap1", vmtest.BIOS),
+		"vm1": startPXE(t, l, "vm1", "52:54:00:0a:00:01", "tap1", vmtest.BIOS, idDisk(t, "ext4", tokens["vm1"])),
 		"vm2": startPXE(t, l, "vm2", "52:54:00:0a:00:02", "tap2", vmtest.BIOS),
-		"vm3": startPXE(t, l, "vm3", "52:54:00:0a:00:03", "tap3", vmtest.UEFI),
+		"vm3": startPXE(t, l, "vm3", "52:54:00:0a:00:03", "tap3", vmtest.UEFI, idDisk(t, "vfat", tokens["vm3"])),
 		"vm4": startPXE(t, l, "vm4", "52:54:00:0a:00:04", "tap4", vmtest.BIOS),
 	}
 	t.Run("image missing falls back to the local disk", func(t *testing.T) {
@@ -223,6 +230,7 @@ func TestPXEBoot(t *testing.T) {
 			v.t = t
 			v.landed(c.mode)
 			v.checkStateless()
+			v.checkCredential(tokens[c.name])
 			// landed: the menu was built from a description made to run commands
 			// (hostileDescription), and iPXE ran none of them.
 		})
@@ -240,6 +248,7 @@ func TestPXEBoot(t *testing.T) {
 			t.Fatal(err)
 		}
 		v.landed("cluster")
+		v.checkCredential(tokens["vm1"])
 		if out, err := v.Console.Run("test ! -e /etc/overtime-marker", time.Minute); err != nil {
 			t.Fatalf("a file written before the reboot survived it: %v %s", err, out)
 		}
@@ -261,4 +270,91 @@ func TestPXEBoot(t *testing.T) {
 		l.StartBootServer()
 		v.expect(`overtime-test: up mode=cluster host=vm2\b`, bootWithin)
 	})
+}
+
+// randomToken is a host credential of the form hostcred issues (any bytes would do).
+func randomToken(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "ott_" + hex.EncodeToString(b)
+}
+
+// idDisk makes a raw disk image whose whole-disk file system (ext4 or vfat) is labelled
+// OVERTIME-ID and holds agent.token (root, 0600), without mounting anything.
+func idDisk(t *testing.T, fstype, token string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tok := filepath.Join(src, "agent.token")
+	if err := os.WriteFile(tok, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(dir, "id-"+fstype+".img")
+	var cmds [][]string
+	switch fstype {
+	case "ext4":
+		cmds = [][]string{{"mkfs.ext4", "-q", "-L", "OVERTIME-ID", "-E", "root_owner=0:0", "-d", src, img, "8M"}}
+	case "vfat":
+		cmds = [][]string{{"mkfs.vfat", "-n", "OVERTIME-ID", "-C", img, "8192"}, {"mcopy", "-i", img, tok, "::agent.token"}}
+	default:
+		t.Fatalf("idDisk: file system %s", fstype)
+	}
+	for _, c := range cmds {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s (Debian packages e2fsprogs, dosfstools, mtools)", strings.Join(c, " "), err, out)
+		}
+	}
+	return img
+}
+
+// checkCredential checks the host credential the initramfs took from the OVERTIME-ID disk
+// (token "" = the VM has none): its content (by hash: printing it would put it on the
+// console), owner and mode, and that neither the kernel command line nor anything on the
+// console shows it.
+func (v *pxeVM) checkCredential(token string) {
+	v.t.Helper()
+	const file = "/run/overtime/agent.token"
+	// What the initramfs said in this boot (landed has read past it).
+	console := v.Console.Output()
+	boot := console[max(strings.LastIndex(console, "Linux version"), 0):]
+	said := func(re string) {
+		v.t.Helper()
+		if !regexp.MustCompile(re).MatchString(boot) {
+			v.t.Errorf("%s: the boot did not log %s; its console:\n%s", v.name, re, boot)
+		}
+	}
+	if token == "" {
+		said(`overtime: host credential: no file system labelled OVERTIME-ID`)
+		if out, err := v.Console.Run("test ! -e "+file, time.Minute); err != nil {
+			v.t.Fatalf("%s: %s exists without an OVERTIME-ID disk: %v %s", v.name, file, err, out)
+		}
+		return
+	}
+	said(`overtime: host credential: ` + file + ` from /dev/vd[a-z]+ \(LABEL=OVERTIME-ID, read-only\)`)
+	sum := sha256.Sum256([]byte(token + "\n"))
+	out := v.run("stat -c '%u:%g %a %s' " + file + " && sha256sum " + file)
+	want := fmt.Sprintf("0:0 600 %d\n%x  %s", len(token)+1, sum, file)
+	if strings.TrimSpace(out) != want {
+		v.t.Errorf("%s: %s is\n%s\nwant\n%s", v.name, file, out, want)
+	}
+	// The disk is unmounted again and was never mounted writable.
+	if mounts := v.run("cat /proc/mounts"); strings.Contains(mounts, "/dev/vd") {
+		v.t.Errorf("%s: the OVERTIME-ID disk is still mounted:\n%s", v.name, mounts)
+	}
+	cmdline := v.run("cat /proc/cmdline")
+	if !strings.Contains(cmdline, "boot=overtime") {
+		v.t.Fatalf("%s: cat /proc/cmdline printed %q", v.name, cmdline)
+	}
+	if strings.Contains(cmdline, token) {
+		v.t.Errorf("%s: the token is on the kernel command line", v.name)
+	}
+	if strings.Contains(v.Console.Output(), token) {
+		v.t.Errorf("%s: the token appeared on the console", v.name)
+	}
 }

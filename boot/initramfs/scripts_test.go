@@ -131,3 +131,135 @@ func TestShellcheck(t *testing.T) {
 		t.Errorf("shellcheck: %v\n%s", err, out)
 	}
 }
+
+// TestIdentity: 65-identity copies agent.token from a real ext4 or vfat image (mounted by
+// busybox in a private mount namespace; blkid is stubbed to name that image) and refuses
+// a symbolic link, an oversized file, and on ext4 a file others can read or that root
+// does not own. Nothing of the token is printed.
+func TestIdentity(t *testing.T) {
+	needs.Servers(t, "mkfs.ext4 mkfs.vfat mcopy (e2fsprogs, dosfstools, mtools)", "root for unshare and loop mounts")
+	for _, tool := range []string{"mkfs.ext4", "mkfs.vfat", "mcopy"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%v (Debian packages e2fsprogs, dosfstools, mtools)", err)
+		}
+	}
+	const token = "ott_0123456789abcdef0123456789abcdef"
+	type file struct {
+		mode    os.FileMode
+		uid     int
+		content string
+		symlink bool
+	}
+	for _, c := range []struct {
+		name, fs string
+		f        *file // nil: no agent.token
+		want     string
+	}{
+		{"ext4", "ext4", &file{mode: 0o600, content: token + "\n"}, "overtime: host credential: RUN/agent.token from IMG (LABEL=OVERTIME-ID, read-only)|0:0 600 " + token},
+		{"ext4 0400", "ext4", &file{mode: 0o400, content: token}, "overtime: host credential: RUN/agent.token from IMG (LABEL=OVERTIME-ID, read-only)|0:0 600 " + token},
+		{"vfat", "vfat", &file{content: token + "\n"}, "overtime: host credential: RUN/agent.token from IMG (LABEL=OVERTIME-ID, read-only)|0:0 600 " + token},
+		{"readable by others", "ext4", &file{mode: 0o644, content: token}, "overtime: WARNING: host credential refused: IMG (ext4): agent.token has mode 644: readable or writable by others than root (chmod 600 it)|none"},
+		{"group", "ext4", &file{mode: 0o640, content: token}, "overtime: WARNING: host credential refused: IMG (ext4): agent.token has mode 640: readable or writable by others than root (chmod 600 it)|none"},
+		{"not root's", "ext4", &file{mode: 0o600, uid: 1000, content: token}, "overtime: WARNING: host credential refused: IMG (ext4): agent.token is owned by uid 1000, not root|none"},
+		{"symlink", "ext4", &file{symlink: true}, "overtime: WARNING: host credential refused: IMG (ext4): agent.token is a symbolic link|none"},
+		{"oversized", "ext4", &file{mode: 0o600, content: strings.Repeat("x", 4097)}, "overtime: WARNING: host credential refused: IMG (ext4): agent.token has 4097 bytes (at most 4096)|none"},
+		{"oversized vfat", "vfat", &file{content: strings.Repeat("x", 5000)}, "overtime: WARNING: host credential refused: IMG (vfat): agent.token has 5000 bytes (at most 4096)|none"},
+		{"empty", "ext4", &file{mode: 0o600}, "overtime: WARNING: host credential refused: IMG (ext4): agent.token is empty|none"},
+		{"no token file", "ext4", nil, "overtime: WARNING: host credential refused: IMG (ext4): it has no agent.token|none"},
+		{"no partition", "", nil, "overtime: host credential: no file system labelled OVERTIME-ID (waited 0s); the agent needs another credential (TPM)|none"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.fs == "vfat" {
+				if fss, _ := os.ReadFile("/proc/filesystems"); !strings.Contains(string(fss), "\tvfat\n") {
+					t.Skip("this kernel has no vfat (test/pxe_test.go boots vm3 with a vfat OVERTIME-ID disk)")
+				}
+			}
+			dir := t.TempDir()
+			src := filepath.Join(dir, "src")
+			run := filepath.Join(dir, "run")
+			for _, d := range []string{src, run} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			img := filepath.Join(dir, "id.img")
+			tok := filepath.Join(src, "agent.token")
+			if c.f != nil {
+				if c.f.symlink {
+					if err := os.WriteFile(filepath.Join(src, "elsewhere"), []byte(token), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Symlink("elsewhere", tok); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					if err := os.WriteFile(tok, []byte(c.f.content), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Chmod(tok, c.f.mode); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Chown(tok, c.f.uid, c.f.uid); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			var mk [][]string
+			switch c.fs {
+			case "ext4":
+				mk = [][]string{{"mkfs.ext4", "-q", "-L", "OVERTIME-ID", "-d", src, img, "4M"}}
+			case "vfat":
+				mk = [][]string{{"mkfs.vfat", "-n", "OVERTIME-ID", "-C", img, "4096"}}
+				if c.f != nil {
+					mk = append(mk, []string{"mcopy", "-i", img, tok, "::agent.token"})
+				}
+			}
+			for _, m := range mk {
+				if out, err := exec.Command(m[0], m[1:]...).CombinedOutput(); err != nil {
+					t.Fatalf("%v: %v\n%s", m, err, out)
+				}
+			}
+			devs := ""
+			if c.fs != "" {
+				devs = img
+			}
+			// blkid stands in for the probe: the image is "the device" labelled OVERTIME-ID.
+			script := `blkid() {
+	case "$*" in
+	*LABEL=*) [ -n "$DEVS" ] && echo "$DEVS" ;;
+	*TYPE*) echo "$FSTYPE" ;;
+	esac
+}
+OT_RUN=$RUNDIR OT_ID_MNT=$RUNDIR/mnt
+. ./scripts/overtime.d/65-identity
+if [ -e "$RUNDIR/agent.token" ]; then
+	echo "|$(stat -c '%u:%g %a' "$RUNDIR/agent.token") $(cat "$RUNDIR/agent.token")"
+else
+	echo "|none"
+fi
+grep -q " $RUNDIR/mnt " /proc/mounts && echo "still mounted"
+ls -A "$RUNDIR"`
+			script = "DEVS=" + devs + " FSTYPE=" + c.fs + " RUNDIR=" + run + "\n" + script
+			got := shell(t, "boot=overtime overtime.id_wait=0", script)
+			got = strings.ReplaceAll(got, run, "RUN")
+			if devs != "" {
+				got = strings.ReplaceAll(got, img, "IMG")
+			}
+			lines := strings.Split(strings.TrimSpace(got), "\n")
+			// The message, then "|" and the result, then the run directory's listing.
+			if len(lines) < 2 || lines[0]+lines[1] != c.want {
+				t.Errorf("got\n%s\nwant\n%s", got, c.want)
+			}
+			if strings.Contains(lines[0], token) {
+				t.Errorf("the token was printed: %s", lines[0])
+			}
+			want := "agent.token"
+			if strings.HasSuffix(c.want, "|none") {
+				want = ""
+			}
+			if listing := strings.Join(lines[2:], " "); listing != want {
+				t.Errorf("left in the run directory: %q, want %q", listing, want)
+			}
+		})
+	}
+}

@@ -126,7 +126,8 @@ unshare --mount --propagation private /bin/sh -eu -c '
 # What the boot needs must be in it: fail here rather than in a VM.
 lsinitramfs "${tmp}/out/initrd.img" >"${tmp}/initrd.list"
 for f in virtio_net.ko virtio_pci.ko nfsv3.ko nfsv4.ko squashfs.ko overlay.ko loop.ko \
-	scripts/overtime scripts/overtime.d/30-nfs scripts/init-bottom/overtime sbin/mount.nfs etc/netconfig; do
+	scripts/overtime scripts/overtime.d/30-nfs scripts/overtime.d/65-identity scripts/init-bottom/overtime sbin/mount.nfs \
+	sbin/blkid vfat.ko nls_cp437.ko nls_ascii.ko virtio_blk.ko etc/netconfig; do
 	grep -q "${f}\$" "${tmp}/initrd.list" || die "the initrd lacks ${f}"
 done
 

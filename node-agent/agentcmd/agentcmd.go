@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -63,10 +64,14 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 			// which should not delay the first decision.
 			go kvmprobe.Accel()
 			log := slog.New(h)
+			if !cmd.Flags().Changed("token-file") {
+				tokenFile = TokenFile(os.Getenv("CREDENTIALS_DIRECTORY"))
+			}
 			token, err := client.TokenFromFile(tokenFile)
 			if err != nil {
 				return err
 			}
+			log.Info("host credential", "file", tokenFile)
 			if mac == "" {
 				if mac, err = agent.DefaultMAC(); err != nil {
 					return err
@@ -128,7 +133,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&tokenFile, "token-file", paths.AgentToken, "host credential (overtime host credential HOST --out FILE)")
+	f.StringVar(&tokenFile, "token-file", paths.AgentToken, "host credential (overtime host credential HOST --out FILE); default: the systemd credential agent.token (TPM) when the unit passes a non-empty one, else "+paths.AgentToken+" (the initramfs copies it from the LABEL=OVERTIME-ID partition)")
 	f.StringVar(&mac, "mac", "", "this PC's MAC (default: the interface with the default route)")
 	f.StringVar(&stateDir, "state-dir", paths.AgentState, "tmpfs directory: cached configuration, guest overlays")
 	f.StringVar(&imageRoot, "image-root", paths.AgentImages, "where the image export is mounted read-only (version paths below it)")
@@ -145,4 +150,20 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 	f.BoolVar(&logJSON, "log-json", false, "structured JSON logs (journald keeps them as they are)")
 	f.BoolVar(&debug, "debug", false, "log every sensor signal")
 	return c
+}
+
+// TokenFile is the host credential the agent reads when --token-file is not given, in the
+// documented order (docs/node-agent.md "Host credential"): the systemd credential
+// agent.token in credDir ($CREDENTIALS_DIRECTORY: the TPM-sealed blob, decrypted by
+// systemd) when it is there and not empty, else paths.AgentToken, which the initramfs
+// copies from a LABEL=OVERTIME-ID partition on PCs without a TPM. (The unit gives an empty
+// SetCredential= fallback for machines without a sealed blob.)
+func TokenFile(credDir string) string {
+	if credDir != "" {
+		p := filepath.Join(credDir, "agent.token")
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+			return p
+		}
+	}
+	return paths.AgentToken
 }

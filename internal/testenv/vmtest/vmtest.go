@@ -73,6 +73,10 @@ type Config struct {
 	Kernel, Initrd, Append string
 	Firmware               Firmware
 
+	// Disks are raw disk images attached read-only as virtio disks (vda, vdb, ... in the
+	// guest), after the NIC in the boot order.
+	Disks []string
+
 	MemoryMB int      // default 512
 	CPUs     int      // default 1
 	Extra    []string // more QEMU arguments
@@ -243,6 +247,15 @@ func qemuArgs(cfg Config, accel string) ([]string, error) {
 		args = append(args,
 			"-netdev", "tap,id=net0,ifname="+cfg.Tap+",script=no,downscript=no",
 			"-device", nic)
+	}
+	for i, d := range cfg.Disks {
+		if _, err := os.Stat(d); err != nil {
+			return nil, fmt.Errorf("vmtest: disk: %w", err)
+		}
+		id := fmt.Sprintf("disk%d", i)
+		args = append(args,
+			"-drive", "if=none,id="+id+",format=raw,readonly=on,file="+d,
+			"-device", "virtio-blk-pci,drive="+id)
 	}
 	switch {
 	case cfg.Kernel != "":
