@@ -156,8 +156,9 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 // documented order (docs/node-agent.md "Host credential"): the systemd credential
 // agent.token in credDir ($CREDENTIALS_DIRECTORY: the TPM-sealed blob, decrypted by
 // systemd) when it is there and not empty, else paths.AgentToken, which the initramfs
-// copies from a LABEL=OVERTIME-ID partition on PCs without a TPM. (The unit gives an empty
-// SetCredential= fallback for machines without a sealed blob.)
+// copies from a LABEL=OVERTIME-ID partition on PCs without a TPM, and where the shipped
+// unit's agent-credential decrypts a TPM-sealed token. The credential directory serves
+// sites whose own unit passes the token with LoadCredential=.
 func TokenFile(credDir string) string {
 	if credDir != "" {
 		p := filepath.Join(credDir, "agent.token")

@@ -19,7 +19,7 @@ func TestTokenFile(t *testing.T) {
 		t.Errorf("no agent.token credential: %s, want %s", got, paths.AgentToken)
 	}
 	cred := filepath.Join(dir, "agent.token")
-	// The unit's empty SetCredential= fallback: no sealed blob on this PC.
+	// An empty credential (a site unit's fallback for PCs without a sealed blob).
 	if err := os.WriteFile(cred, nil, 0o400); err != nil {
 		t.Fatal(err)
 	}
