@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -48,12 +47,7 @@ func TestLDAPFailover(t *testing.T) {
 		t.Fatalf("overtime ldap init: %v\n%s", err, out)
 	}
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t)) // replicas_test.go
 	logPath := filepath.Join(t.TempDir(), "serve.log")
 	logf, err := os.Create(logPath)
 	if err != nil {

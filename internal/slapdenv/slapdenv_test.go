@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-ldap/ldap/v3"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 )
 
 func dial(t *testing.T, url, dn, pw string) *ldap.Conn {
@@ -326,18 +327,6 @@ func startReplicatedT(t *testing.T, n int) []*Server {
 	return servers
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // exists reports whether dn is visible to the service account on s (reads as the
 // service, not as rootdn, so the replicated ACL-relevant entries count too).
 func exists(t *testing.T, s *Server, dn string) bool {
@@ -375,9 +364,9 @@ func TestReplicatedPair(t *testing.T) {
 		}
 	}
 	ou(a, "from-a")
-	eventually(t, "ou=from-a on server 2", 10*time.Second, func() bool { return exists(t, b, "ou=from-a,"+b.BaseDN) })
+	poll.Until(t, "ou=from-a on server 2", 10*time.Second, func() bool { return exists(t, b, "ou=from-a,"+b.BaseDN) })
 	ou(b, "from-b")
-	eventually(t, "ou=from-b on server 1", 10*time.Second, func() bool { return exists(t, a, "ou=from-b,"+a.BaseDN) })
+	poll.Until(t, "ou=from-b on server 1", 10*time.Second, func() bool { return exists(t, a, "ou=from-b,"+a.BaseDN) })
 
 	// A user with a password written on 1 authenticates on 2.
 	c := dial(t, a.URL, a.RootDN, a.RootPW)
@@ -385,7 +374,7 @@ func TestReplicatedPair(t *testing.T) {
 	if err := c.Add(user); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "u1 binds on server 2", 10*time.Second, func() bool {
+	poll.Until(t, "u1 binds on server 2", 10*time.Second, func() bool {
 		c, err := ldap.DialURL(b.URL)
 		if err != nil {
 			return false
@@ -402,7 +391,7 @@ func TestReplicatedPair(t *testing.T) {
 	if err := b.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "server 2 catches up", 15*time.Second, func() bool { return exists(t, b, "ou=during-outage,"+b.BaseDN) })
+	poll.Until(t, "server 2 catches up", 15*time.Second, func() bool { return exists(t, b, "ou=during-outage,"+b.BaseDN) })
 	if err := CheckReplication(s, 15*time.Second); err != nil {
 		t.Fatalf("after the restart: %v", err)
 	}
@@ -423,7 +412,7 @@ func TestReplicatedPair(t *testing.T) {
 	if err := host(rc, "pc1"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pc1 on server 2", 10*time.Second, func() bool { return exists(t, b, "cn=pc1,ou=hosts,ou=overtime,"+b.BaseDN) })
+	poll.Until(t, "pc1 on server 2", 10*time.Second, func() bool { return exists(t, b, "cn=pc1,ou=hosts,ou=overtime,"+b.BaseDN) })
 	if err := host(dial(t, b.URL, b.RootDN, b.RootPW), "pc2"); !ldap.IsErrorWithCode(err, ldap.LDAPResultConstraintViolation) {
 		t.Fatalf("duplicate MAC on server 2: got %v, want constraint violation", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -229,14 +230,14 @@ func TestFailoverUnderLoad(t *testing.T) {
 	}()
 
 	countWritten := func() int { mu.Lock(); defer mu.Unlock(); return len(written) }
-	waitUntil(t, "some writes before the stop", 20*time.Second, func() bool { return countWritten() >= 5 })
+	poll.Until(t, "some writes before the stop", 20*time.Second, func() bool { return countWritten() >= 5 })
 	beforeStop := countWritten()
 	stopAt.Store(time.Now().UnixNano())
 	if err := s[0].Stop(); err != nil {
 		t.Fatal(err)
 	}
 	stopDone.Store(time.Now().UnixNano())
-	waitUntil(t, "writes on provider 2 during the outage", 20*time.Second, func() bool { return countWritten() >= beforeStop+10 })
+	poll.Until(t, "writes on provider 2 during the outage", 20*time.Second, func() bool { return countWritten() >= beforeStop+10 })
 	if got := st.Server(); got != s[1].URL {
 		t.Errorf("store on %q during the outage, want provider 2 %s", got, s[1].URL)
 	}
@@ -248,7 +249,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Provider 1 catches up with what was written on 2 meanwhile.
-	waitUntil(t, "provider 1 has "+outageHost, 20*time.Second, func() bool {
+	poll.Until(t, "provider 1 has "+outageHost, 20*time.Second, func() bool {
 		one, err := Open(Config{URL: s[0].URL, BaseDN: s[0].BaseDN, BindDN: s[0].ServiceDN, BindPassword: s[0].ServicePW, Timeout: 2 * time.Second})
 		if err != nil {
 			return false
@@ -258,10 +259,10 @@ func TestFailoverUnderLoad(t *testing.T) {
 		return err == nil && site.Host(outageHost) != nil
 	})
 	// And the store returns to provider 1 (RetryPrimary 2 s) while the load goes on.
-	waitUntil(t, "store back on provider 1", 20*time.Second, func() bool { return st.Server() == s[0].URL })
+	poll.Until(t, "store back on provider 1", 20*time.Second, func() bool { return st.Server() == s[0].URL })
 	backAfter := time.Since(restartAt)
 	afterBack := countWritten()
-	waitUntil(t, "writes after the return", 20*time.Second, func() bool { return countWritten() >= afterBack+5 })
+	poll.Until(t, "writes after the return", 20*time.Second, func() bool { return countWritten() >= afterBack+5 })
 	close(stop)
 	wg.Wait()
 
@@ -281,7 +282,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		var missing []string
-		waitUntil(t, fmt.Sprintf("provider %d holds every written host", i+1), 20*time.Second, func() bool {
+		poll.Until(t, fmt.Sprintf("provider %d holds every written host", i+1), 20*time.Second, func() bool {
 			site, err := one.Load(bg)
 			if err != nil {
 				return false
@@ -295,17 +296,5 @@ func TestFailoverUnderLoad(t *testing.T) {
 			return len(missing) == 0 && site.Validate() == nil
 		})
 		one.Close()
-	}
-}
-
-// waitUntil polls cond until it holds, failing the test after within.
-func waitUntil(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

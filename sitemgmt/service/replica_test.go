@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
@@ -40,18 +41,6 @@ func replica(t *testing.T, env *testenv.Env) *service.Service {
 	return svc
 }
 
-// eventually polls cond until it holds or fails the test after a deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Two site manager replicas on one directory give the same answers: a heartbeat or a
 // job report posted to one is seen by the other, and wakes the other's Slurm feed long
 // poll. A third instance started afterwards (a restart) answers with everything at once
@@ -69,7 +58,7 @@ func TestReplicasShareState(t *testing.T) {
 	if _, err := a.PutHeartbeat(hb, now, "10.0.0.9"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "replica b sees the heartbeat posted to a", func() bool {
+	poll.Until(t, "replica b sees the heartbeat posted to a", 10*time.Second, func() bool {
 		st, ok, err := b.AgentStatus(host, now)
 		return err == nil && ok && st.Instance == "agent-1" && st.OwnerState == model.StateNoUser && st.Remote == "10.0.0.9"
 	})
@@ -108,7 +97,7 @@ func TestReplicasShareState(t *testing.T) {
 	if _, err := b.PutJobReport(jr, now); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "replica a has the report posted to b", func() bool {
+	poll.Until(t, "replica a has the report posted to b", 10*time.Second, func() bool {
 		r, ok := a.JobReport("4711", host)
 		return ok && r.GuestCPUSeconds == 3000
 	})

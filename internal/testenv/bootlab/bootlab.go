@@ -26,6 +26,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 )
 
 // Addresses of the lab network: the boot server bs1 of the lab's site.
@@ -317,16 +318,10 @@ func (l *Lab) StopBootServer() {
 	l.bootserver = nil
 }
 
-// Eventually polls cond every 50 ms until it holds or d has passed.
+// Eventually is poll.Until (kept for its many callers).
 func Eventually(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, what, d, cond)
 }
 
 func readFile(p string) string { b, _ := os.ReadFile(p); return string(b) }

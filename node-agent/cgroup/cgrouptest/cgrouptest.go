@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 )
 
@@ -136,16 +137,10 @@ func (p *Proc) Wait(t testing.TB, d time.Duration) error {
 	}
 }
 
-// Eventually polls cond (every 10 ms) until it holds or d has passed.
+// Eventually is poll.Until (kept for its many callers).
 func Eventually(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, what, d, cond)
 }
 
 // Usage measures the CPUs g used over a wall-clock window. The sleep is the measurement,
