@@ -2,6 +2,7 @@ package ldapstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -138,7 +139,7 @@ func TestStateStoreAndWatch(t *testing.T) {
 	}
 	select {
 	case err := <-done2:
-		if err == nil || !IsUnavailableErr(err) {
+		if !errors.As(err, new(*UnavailableError)) {
 			t.Errorf("watch of a stopped directory ended with %v, want unavailable", err)
 		}
 	case <-time.After(15 * time.Second):
@@ -161,10 +162,4 @@ func TestStateRefusesBadInput(t *testing.T) {
 			t.Errorf("PutState(%q, %q, %q) accepted", tc.kind, tc.key, tc.doc)
 		}
 	}
-}
-
-// IsUnavailableErr reports whether err is an *UnavailableError (test helper).
-func IsUnavailableErr(err error) bool {
-	_, ok := err.(*UnavailableError)
-	return ok
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -84,7 +85,7 @@ type persistMark struct {
 func beatSig(hb hostBeat) string {
 	h := hb.st.Heartbeat
 	return strings.Join([]string{h.Instance, h.Mode, h.ConfigFrom, string(h.OwnerState), string(h.Action),
-		h.GuestState, h.GuestReason, h.Backend, h.Version, itoa(h.Restarts), hb.retired}, "\x00")
+		h.GuestState, h.GuestReason, h.Backend, h.Version, strconv.Itoa(h.Restarts), hb.retired}, "\x00")
 }
 
 // sameJSON compares two documents as the store keeps them.
@@ -93,8 +94,6 @@ func sameJSON(a, b any) bool {
 	y, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && string(x) == string(y)
 }
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func reportKeyString(k reportKey) string { return k.job + "@" + k.host }
 
@@ -366,7 +365,6 @@ func (s *Service) watchState(ctx context.Context) {
 type stateWrite struct {
 	kind, key string
 	doc       []byte
-	beat      *hostBeat // for a heartbeat: what was written (persisted mark)
 	report    *reportKey
 }
 
@@ -383,7 +381,7 @@ func (s *Service) FlushState(ctx context.Context) error {
 		hb := a.last[host]
 		doc, err := json.Marshal(storedBeat{Rev: hb.rev, Status: hb.st, Retired: hb.retired})
 		if err == nil {
-			todo = append(todo, stateWrite{kind: stateBeats, key: host, doc: doc, beat: &hb})
+			todo = append(todo, stateWrite{kind: stateBeats, key: host, doc: doc})
 			// What the store will hold once this write lands. Noted now, not after it
 			// returns: a heartbeat put while the write is in flight is compared with it
 			// (markBeatLocked), else one equal to the previous stored document would be
@@ -455,7 +453,7 @@ func (s *Service) FlushState(ctx context.Context) error {
 	a.mu.Lock()
 	for _, w := range failed {
 		switch {
-		case w.beat != nil:
+		case w.kind == stateBeats:
 			a.dirtyBeats[w.key] = true
 		case w.doc != nil && !a.deadReports[*w.report]:
 			a.dirtyReports[*w.report] = true
