@@ -49,7 +49,7 @@ func TestParams(t *testing.T) {
 	const sha = "AB12cd34ab12cd34ab12cd34ab12cd34ab12cd34ab12cd34ab12cd34ab12cd34"
 	report := `p() { . ./scripts/overtime.d/10-params; }
 if p >/dev/null; then
-	echo "ok|$OT_SERVER|$OT_PATH|$OT_SHA256|$OT_SIZE|$OT_MODE|$OT_KIND|$OT_HOST|$OT_URL|$OT_VERIFY|$OT_OVERLAY_SIZE|$OT_NFS_OPTS|$OT_NFS_WAIT"
+	echo "ok|$OT_SERVER|$OT_PATH|$OT_SHA256|$OT_SIZE|$OT_MODE|$OT_KIND|$OT_HOST|$OT_URL|$OT_VERIFY|$OT_OVERLAY_SIZE|$OT_NFS_OPTS|$OT_NFS_WAIT|$OT_BRIDGE"
 else
 	echo "error|$OT_ERROR"
 fi`
@@ -75,7 +75,13 @@ fi`
 		{"overtime.root=nfs:s:/x overtime.size=1k", "error|overtime.size=1k is not a number of bytes"},
 		{"overtime.root=nfs:s:/x overtime.nfs_wait=forever", "error|overtime.nfs_wait=forever is not a number of seconds"},
 		{"overtime.root=nfs:s:/x overtime.overlay_size=half", "error|overtime.overlay_size=half is not a tmpfs size (e.g. 50% or 4g)"},
+		{"overtime.root=nfs:s:/x overtime.bridge=br0", "ok|s|/x|||||||size|50%||600|br0"},
+		{"overtime.root=nfs:s:/x overtime.bridge=br0;reboot", "error|overtime.bridge=br0;reboot is not an interface name (letters, digits, . _ -, at most 15)"},
+		{"overtime.root=nfs:s:/x overtime.bridge=a23456789012345x", "error|overtime.bridge=a23456789012345x is not an interface name (letters, digits, . _ -, at most 15)"},
 	} {
+		if !strings.Contains(c.cmdline, "overtime.bridge=") && strings.HasPrefix(c.want, "ok|") {
+			c.want += "|"
+		}
 		got := strings.TrimSpace(shell(t, c.cmdline, report))
 		if got != c.want {
 			t.Errorf("cmdline %q:\n got %s\nwant %s", c.cmdline, got, c.want)

@@ -50,6 +50,7 @@ func newServeCmd() *cobra.Command {
 		now                 string
 		tlsCert, tlsKey     string
 		imagesDir, filesDir string
+		mungeKey            string
 		syslinuxDir         string
 		identityConfig      string
 	)
@@ -99,7 +100,13 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 				svc.SyncState(stateCtx, 5*time.Second)
 			}()
 			opt := api.Options{BootServer: bootServer, MenuTimeout: menu, Log: log,
-				ImagesDir: imagesDir, FilesDir: filesDir, SyslinuxDir: syslinuxDir}
+				ImagesDir: imagesDir, FilesDir: filesDir, SyslinuxDir: syslinuxDir, MungeKeyFile: mungeKey}
+			if mungeKey != "" {
+				// Read once now so that a wrong path fails the start, not the first guest.
+				if b, err := os.ReadFile(mungeKey); err != nil || len(b) == 0 {
+					return fmt.Errorf("--munge-key %s: unreadable or empty (%v)", mungeKey, err)
+				}
+			}
 			for _, d := range []struct{ flag, dir string }{{"--images-dir", imagesDir}, {"--files-dir", filesDir}, {"--syslinux-dir", syslinuxDir}} {
 				if d.dir == "" {
 					continue
@@ -155,6 +162,7 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 	f.StringVar(&now, "now", "", "pretend the current time is this RFC 3339 instant (demos, tests)")
 	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (API passwords travel in Basic auth)")
 	f.StringVar(&tlsKey, "tls-key", "", "key for --tls-cert")
+	f.StringVar(&mungeKey, "munge-key", "", "the cluster's munge key, handed to node agents for their compute guests (never baked into images)")
 	f.StringVar(&imagesDir, "images-dir", "", "serve published images' kernels and initrds from this tree (the NFS export root)")
 	f.StringVar(&filesDir, "files-dir", "", "serve kernels and initrds that modes name themselves from this directory")
 	f.StringVar(&identityConfig, "identity-config", "", "also authenticate users against the university's directory described in this YAML file (docs/identity.md)")

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -44,6 +45,9 @@ type SiteManager interface {
 	AgentConfig(ctx context.Context) (*wire.AgentConfig, error)
 	Heartbeat(ctx context.Context, hb wire.Heartbeat) error
 	PostJobReport(ctx context.Context, r wire.JobReport) (*wire.JobReport, error)
+	// GuestSecrets fetches what the compute guest needs and no image carries (the munge
+	// key); an error with HTTPStatus() 404 means the site hands out none.
+	GuestSecrets(ctx context.Context) (*wire.GuestSecrets, error)
 }
 
 // Options configure an Agent.
@@ -100,6 +104,10 @@ type Agent struct {
 	restarts    int
 	lastStatus  guest.Status
 	sawSessions bool
+	// secrets are the compute guest's, as last fetched (memory only); noSecretsLogged
+	// keeps a site without them from filling the log.
+	secrets         *wire.GuestSecrets
+	noSecretsLogged bool
 
 	hbMu sync.Mutex
 	hb   wire.Heartbeat
@@ -495,6 +503,11 @@ func (a *Agent) act(ctx context.Context) bool {
 				return changed // backing off after a crash
 			}
 			spec.CPULimit = limit
+			if err := a.prepareGuest(ctx, &spec); err != nil {
+				fail("start", err)
+				a.scheduleRetry()
+				return changed
+			}
 			if err := b.Start(ctx, spec); err != nil {
 				fail("start", err)
 				a.scheduleRetry()
@@ -525,6 +538,64 @@ func (a *Agent) act(ctx context.Context) bool {
 		}
 	}
 	return changed
+}
+
+// prepareGuest makes what the spec names available before a start: the guest's image
+// version (mounted read-only from the boot server's export when the image root does not
+// already show it) and, for a compute guest in a container, its secrets.
+func (a *Agent) prepareGuest(ctx context.Context, spec *guest.Spec) error {
+	g := a.cfg.Guest
+	if err := a.ensureImage(ctx, g); err != nil {
+		return err
+	}
+	if g.ImageKind != model.ImageCompute || g.Backend != model.BackendContainer {
+		return nil
+	}
+	sec, err := a.o.Site.GuestSecrets(ctx)
+	var status interface{ HTTPStatus() int }
+	switch {
+	case err == nil:
+		a.secrets = sec
+	case errors.As(err, &status) && status.HTTPStatus() == http.StatusNotFound:
+		// The site hands out none (overtime serve without --munge-key): the image
+		// must bring its own, or its init says what is missing.
+		if !a.noSecretsLogged {
+			a.log.Warn("the site manager hands out no guest secrets; starting the guest without", "err", err)
+			a.noSecretsLogged = true
+		}
+		a.secrets = nil
+	case a.secrets != nil:
+		// Unreachable now: the secrets of this boot's earlier start (memory only).
+		a.log.Warn("guest secrets: site manager unreachable; using the ones fetched earlier", "err", err)
+	default:
+		return fmt.Errorf("guest secrets: %w", err)
+	}
+	if a.secrets != nil && len(a.secrets.MungeKey) > 0 {
+		spec.Secrets = map[string][]byte{"munge.key": a.secrets.MungeKey}
+	}
+	return nil
+}
+
+// ensureImage mounts the guest's version directory read-only from its boot server
+// (wire.AgentGuest.NFS) at ImageRoot/<version path> when it is not there yet: a desktop
+// mounts only the image versions its guest runs, not the whole export.
+func (a *Agent) ensureImage(ctx context.Context, g *wire.AgentGuest) error {
+	dir := filepath.Join(a.o.ImageRoot, filepath.FromSlash(g.Resolved.Path))
+	if _, err := os.Stat(filepath.Join(dir, model.ImageRoot)); err == nil || g.NFS == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	// NFSv3 like the root (stateless: a boot server restart is invisible), no locks.
+	out, err := exec.CommandContext(ctx, "mount", "-t", "nfs", "-o", "ro,nosuid,nodev,vers=3,proto=tcp,nolock", g.NFS, dir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("mounting image %s from %s: %v: %s", g.Resolved.Version, g.NFS, err, strings.TrimSpace(string(out)))
+	}
+	a.log.Info("image mounted", "nfs", g.NFS, "at", dir)
+	return nil
 }
 
 func (a *Agent) stopGuest(ctx context.Context, b guest.Backend, name string) {

@@ -50,6 +50,10 @@ func (f *fakeSite) Heartbeat(_ context.Context, hb wire.Heartbeat) error {
 	return nil
 }
 
+func (f *fakeSite) GuestSecrets(context.Context) (*wire.GuestSecrets, error) {
+	return &wire.GuestSecrets{MungeKey: []byte("test munge key")}, nil
+}
+
 func (f *fakeSite) PostJobReport(_ context.Context, r wire.JobReport) (*wire.JobReport, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

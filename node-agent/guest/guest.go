@@ -68,6 +68,12 @@ type Spec struct {
 	// plugin). Containers get them as OVERTIME_HOST and OVERTIME_AGENT_URL in their init's
 	// environment.
 	Host, AgentURL string
+
+	// Secrets are files the guest needs and no image may carry (the munge key of a
+	// compute guest), by file name. Container guests see them read-only in
+	// /run/secrets, owned by their root; VM backends do not pass them yet.
+	// Never marshalled (specs are compared as JSON and may be logged).
+	Secrets map[string][]byte `json:"-"`
 }
 
 // PortForward is one NAT TCP forward host:HostPort -> guest:GuestPort.

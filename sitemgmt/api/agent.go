@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,7 @@ func (s *Server) agentRoutes() {
 	m.HandleFunc("DELETE /api/v1/hosts/{name}/credential", s.read(s.revokeCredential))
 	m.HandleFunc("GET /api/v1/agent/config", s.agent(s.agentConfig))
 	m.HandleFunc("POST /api/v1/agent/heartbeat", s.agent(s.heartbeat))
+	m.HandleFunc("GET /api/v1/agent/guest-secrets", s.agent(s.guestSecrets))
 	m.HandleFunc("GET /api/v1/agent/status", s.read(s.agentStatusList))
 	m.HandleFunc("GET /api/v1/agent/status/{host}", s.read(s.agentStatusOne))
 }
@@ -274,6 +276,41 @@ func (s *Server) AgentConfigFor(snap *service.Snapshot, host string, now time.Ti
 		return nil, err
 	}
 	return a.AgentConfig()
+}
+
+// ---- guest secrets ----
+
+// guestSecrets hands a host's agent what its compute guest needs to join the cluster and
+// must not be baked into an image: the munge key (Options.MungeKeyFile, read at each
+// request so that a rotated key is handed out at once). Only to the host itself, and only
+// while its schedule gives it a compute guest.
+func (s *Server) guestSecrets(w http.ResponseWriter, r *http.Request) {
+	host, err := principal(r).CheckGuestSecrets()
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	if s.opt.MungeKeyFile == "" {
+		writeError(w, http.StatusNotFound, "this site manager hands out no guest secrets: start overtime serve with --munge-key FILE")
+		return
+	}
+	cfg, err := s.AgentConfigFor(s.svc.Snapshot(), host, s.opt.Now())
+	if err != nil {
+		s.serviceError(w, err)
+		return
+	}
+	if cfg.Guest == nil || cfg.Guest.ImageKind != model.ImageCompute {
+		writeError(w, http.StatusForbidden, "host "+host+" runs no compute guest in mode "+cfg.Mode+" now: no guest secrets")
+		return
+	}
+	key, err := os.ReadFile(s.opt.MungeKeyFile)
+	if err != nil || len(key) == 0 {
+		s.opt.Log.Error("munge key unreadable", "file", s.opt.MungeKeyFile, "err", err)
+		writeError(w, http.StatusInternalServerError, "the site manager cannot read its munge key")
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, wire.GuestSecrets{MungeKey: key})
 }
 
 // ---- heartbeats and status ----

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -58,6 +60,10 @@ func runAgentSuite(t *testing.T, env *testenv.Env) {
 	tokA := issue(t, admin, "pc-a01")
 	tokB := issue(t, alice, "pc-a02") // a pool admin issues for their pool's host
 	tokC := issue(t, bob, "pc-b01")
+	// Guest secrets: this site manager has no munge key (TestGuestSecrets has one).
+	if _, err := hostClient(env, tokA).GuestSecrets(ctx); status(err) != http.StatusNotFound {
+		t.Errorf("guest secrets without --munge-key: %v", err)
+	}
 	a, b, c := hostClient(env, tokA), hostClient(env, tokB), hostClient(env, tokC)
 
 	t.Run("credentials: who may issue and revoke", func(t *testing.T) {
@@ -866,5 +872,51 @@ func TestAgentBodyBudget(t *testing.T) {
 	request(conn, strings.Repeat(" ", size))
 	if c := status(conn); c != http.StatusBadRequest {
 		t.Fatalf("after the held bodies were released: %d, want 400 (admitted)", c)
+	}
+}
+
+// TestGuestSecrets: the munge key goes only to a host's own credential, only while its
+// mode runs a compute guest, and only from a site manager given one.
+func TestGuestSecrets(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "munge.key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef munge"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.New(t, testenv.Options{API: api.Options{MungeKeyFile: keyFile}})
+	env.ApplyExample(t)
+	admin := env.Admin()
+	var mode model.Mode
+	if _, err := admin.Get("/api/v1/modes/desktop", nil, &mode); err != nil {
+		t.Fatal(err)
+	}
+	mode.Guest = &model.Guest{Image: "compute-guest", Backend: model.BackendContainer}
+	if err := admin.Send("PUT", "/api/v1/modes/desktop", nil, mode, nil); err != nil {
+		t.Fatal(err)
+	}
+	host := hostClient(env, issue(t, admin, "pc-b01"))
+	sec, err := host.GuestSecrets(ctx)
+	if err != nil || string(sec.MungeKey) != "0123456789abcdef munge" {
+		t.Fatalf("host with a compute guest: %v %+v", err, sec)
+	}
+	// Users never, whatever their role.
+	if _, err := admin.GuestSecrets(ctx); status(err) != http.StatusForbidden {
+		t.Fatalf("site admin got guest secrets: %v", err)
+	}
+	if _, err := env.Client("", "").GuestSecrets(ctx); status(err) != http.StatusUnauthorized {
+		t.Fatalf("anonymous: %v", err)
+	}
+	// No guest now: none.
+	mode.Guest = nil
+	if err := admin.Send("PUT", "/api/v1/modes/desktop", nil, mode, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := host.GuestSecrets(ctx); status(err) != http.StatusForbidden || !strings.Contains(err.Error(), "runs no compute guest") {
+		t.Fatalf("host without a guest: %v", err)
+	}
+	// A site manager without a key says so.
+	env2 := testenv.New(t, testenv.Options{})
+	env2.ApplyExample(t)
+	if _, err := hostClient(env2, issue(t, env2.Admin(), "pc-b01")).GuestSecrets(ctx); status(err) != http.StatusNotFound || !strings.Contains(err.Error(), "--munge-key") {
+		t.Fatalf("no key configured: %v", err)
 	}
 }

@@ -54,6 +54,9 @@ type Options struct {
 	ImagesDir string
 	// FilesDir holds kernels and initrds that modes name themselves (/files/...).
 	FilesDir string
+	// MungeKeyFile is the cluster's munge key, handed to node agents whose compute guest
+	// runs now (GET /api/v1/agent/guest-secrets); empty: none is handed out.
+	MungeKeyFile string
 	// SyslinuxDir holds ldlinux.c32, menu.c32 and the libraries lpxelinux loads over
 	// HTTP (Debian: /usr/lib/syslinux/modules/bios).
 	SyslinuxDir string

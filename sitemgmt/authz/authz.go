@@ -81,6 +81,17 @@ func (p Principal) AgentHost(requested string, forPost bool) (string, error) {
 	return requested, nil
 }
 
+// CheckGuestSecrets authorises handing a compute guest's secrets (the cluster's munge
+// key) to a node agent: only a host's own credential, for itself. Users never get them
+// through the API, whatever their role: an administrator has the key file where the site
+// manager runs, and a viewer's password must not open the cluster.
+func (p Principal) CheckGuestSecrets() (string, error) {
+	if !p.IsHost() {
+		return "", &Forbidden{Msg: fmt.Sprintf("user %s may not fetch guest secrets: only a host's own credential may", p.UID)}
+	}
+	return p.Host, nil
+}
+
 // CheckHostCredential authorises issuing or revoking host h's node agent credential:
 // a site admin, or an admin of the host's pool.
 func (p Principal) CheckHostCredential(h *model.Host) error {

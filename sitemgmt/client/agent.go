@@ -17,6 +17,15 @@ import (
 )
 
 // Node agent endpoints (docs/agent-api.md). The agent's own calls, AgentConfig and
+// GuestSecrets fetches the secrets of this host's compute guest (host credential).
+func (c *Client) GuestSecrets(ctx context.Context) (*wire.GuestSecrets, error) {
+	var s wire.GuestSecrets
+	if err := c.getCtx(ctx, "/api/v1/agent/guest-secrets", nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
 // Heartbeat, need a client made with NewWithToken; the others are for people.
 
 // TokenFromFile reads a host credential file (one line, as `overtime host credential

@@ -40,6 +40,10 @@ type APIError struct {
 
 func (e *APIError) Error() string { return e.Msg }
 
+// HTTPStatus is the response's status code (for callers that must not import this
+// package's types, such as the node agent).
+func (e *APIError) HTTPStatus() int { return e.Status }
+
 func (c *Client) do(method, path string, query url.Values, contentType string, body io.Reader) ([]byte, error) {
 	return c.doCtx(context.Background(), method, path, query, contentType, body)
 }

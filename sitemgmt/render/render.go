@@ -321,7 +321,8 @@ func ImageURL(s *model.BootServer, v *model.ImageVersion) (string, error) {
 //
 //	ip=dhcp boot=overtime panic=30 overtime.root=nfs:SERVER:/EXPORT/PATH/root.squashfs
 //	overtime.sha256=SHA [overtime.size=BYTES] overtime.mode=MODENAME overtime.kind=KIND
-//	[overtime.vm=COURSEVM] overtime.host=HOSTNAME overtime.url=HTTPURL [mode KernelArgs]
+//	[overtime.vm=COURSEVM] [overtime.bridge=BRIDGE] overtime.host=HOSTNAME overtime.url=HTTPURL
+//	[mode KernelArgs]
 //
 // overtime.root and overtime.sha256 are left out when the mode boots no image (a
 // maintenance kernel of its own); overtime.host is left out for a MAC that is not in the
@@ -358,6 +359,17 @@ func KernelCommandLine(s *model.BootServer, h *model.Host, m *model.Mode, v *mod
 			return "", err
 		}
 		args = append(args, "overtime.vm="+m.VM)
+	}
+	if m.Guest != nil {
+		// A bridged compute guest joins the pool's network through a bridge over the
+		// PC's NIC; the initramfs makes it before DHCP (scripts/overtime.d/20-network),
+		// since moving the address later would pull the network from under the NFS root.
+		if g := m.Guest.WithDefaults(); g.Network == model.NetBridged {
+			if err := names.Interface(g.Bridge); err != nil {
+				return "", errorf("mode %s: %v", m.Name, err)
+			}
+			args = append(args, "overtime.bridge="+g.Bridge)
+		}
 	}
 	if h != nil {
 		if err := checkHostname(h.Name); err != nil {

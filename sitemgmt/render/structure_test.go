@@ -626,3 +626,36 @@ func TestBootCheckMakesEntryUnavailable(t *testing.T) {
 		t.Errorf("iPXE menu does not default to the local disk:\n%s", ipxe.String())
 	}
 }
+
+// A mode whose compute guest is bridged asks the initramfs for the bridge (default br0,
+// or the guest's); NAT, none and guest-less modes do not.
+func TestKernelCommandLineBridge(t *testing.T) {
+	site := testSite()
+	base := *site.Mode("cluster")
+	for _, c := range []struct {
+		guest *model.Guest
+		want  string // "" = no overtime.bridge
+	}{
+		{nil, ""},
+		{&model.Guest{Image: "x"}, "br0"},
+		{&model.Guest{Image: "x", Network: model.NetBridged, Bridge: "lan1"}, "lan1"},
+		{&model.Guest{Image: "x", Network: model.NetNAT}, ""},
+		{&model.Guest{Image: "x", Network: model.NetNone}, ""},
+	} {
+		m := base
+		m.Guest = c.guest
+		got, err := KernelCommandLine(site.BootServer("boot1"), site.Host("pc-a04"), &m, resolve(site, &m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		has := strings.Contains(got, " overtime.bridge=")
+		if c.want == "" && has || c.want != "" && !strings.Contains(got, " overtime.bridge="+c.want+" ") {
+			t.Errorf("guest %+v: want bridge %q in %s", c.guest, c.want, got)
+		}
+	}
+	m := base
+	m.Guest = &model.Guest{Image: "x", Bridge: "br0 reboot"}
+	if _, err := KernelCommandLine(site.BootServer("boot1"), site.Host("pc-a04"), &m, resolve(site, &m)); err == nil {
+		t.Error("a bridge name with a blank was rendered")
+	}
+}

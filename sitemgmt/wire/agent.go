@@ -43,6 +43,13 @@ type AgentGuest struct {
 	NFS      string `json:"nfs"`
 }
 
+// GuestSecrets is what GET /api/v1/agent/guest-secrets gives a host's agent for its
+// compute guest: secrets that must never be baked into a published image. The agent hands
+// them to the guest read-only in /run/secrets/ (munge.key).
+type GuestSecrets struct {
+	MungeKey []byte `json:"mungeKey"` // the cluster's munge key (base64 in JSON)
+}
+
 // Heartbeat is what a node agent posts to POST /api/v1/agent/heartbeat.
 //
 // The site manager orders a host's heartbeats by (Instance, Seq), never by Time: an

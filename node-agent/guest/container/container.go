@@ -437,6 +437,10 @@ func (b *Backend) validate(s guest.Spec) (*launch, error) {
 		"container=overtime",
 		"OVERTIME_HOST=" + s.Host,
 		"OVERTIME_AGENT_URL=" + s.AgentURL,
+		// What the guest was given, which is what a dynamic Slurm node should announce
+		// (the guest sees the desktop's CPUs and memory in /proc).
+		"OVERTIME_GUEST_CPUS=" + strconv.Itoa(s.VCPUs),
+		"OVERTIME_GUEST_MEMORY_MB=" + strconv.Itoa(s.MemoryMB),
 	}, cfg: monitorConfig{
 		Name:      s.Name,
 		Hostname:  s.Name,
@@ -502,7 +506,7 @@ func (b *Backend) start(ctx context.Context, l *launch) error {
 	// Stop removes the state directory: it must be ours (new, or what a run left).
 	if ents, err := os.ReadDir(s.StateDir); err == nil {
 		for _, e := range ents {
-			if n := e.Name(); n != "console.log" && n != "rt" && n != "bundle" {
+			if n := e.Name(); n != "console.log" && n != "rt" && n != "bundle" && n != "secrets" {
 				return fmt.Errorf("container %s: state directory %s holds %s, which is not the guest's: refusing to use (and later remove) it", s.Name, s.StateDir, n)
 			}
 		}
@@ -531,6 +535,11 @@ func (b *Backend) start(ctx context.Context, l *launch) error {
 		return fmt.Errorf("container %s: %w", s.Name, err)
 	}
 	defer console.Close()
+	if len(s.Secrets) > 0 {
+		if l.cfg.Secrets, err = b.writeSecrets(s); err != nil {
+			return fmt.Errorf("container %s: secrets: %w", s.Name, err)
+		}
+	}
 	if !b.systemd {
 		if err := g.Create(); err != nil {
 			return fmt.Errorf("container %s: %w", s.Name, err)
@@ -1120,4 +1129,31 @@ func mountPointsUnder(dir string) ([]string, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+// writeSecrets puts s.Secrets into StateDir/secrets (tmpfs), owned by the guest's root
+// (mode 0400, the directory 0500), so that the guest reads them and nobody else on the
+// desktop but root does. Stop removes them with the state directory.
+func (b *Backend) writeSecrets(s guest.Spec) (string, error) {
+	dir := filepath.Join(s.StateDir, "secrets")
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(dir, 0o500); err != nil {
+		return "", err
+	}
+	id := int(b.o.UIDBase)
+	for name, data := range s.Secrets {
+		if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+			return "", fmt.Errorf("invalid secret name %q", name)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o400); err != nil {
+			return "", err
+		}
+		if err := os.Chown(p, id, id); err != nil {
+			return "", err
+		}
+	}
+	return dir, os.Chown(dir, id, id)
 }

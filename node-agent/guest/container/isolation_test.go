@@ -34,6 +34,8 @@ echo "MOUNT $(mount -t tmpfs none /mnt 2>&1 && echo allowed)"
 echo "NSENTER $(nsenter -t 1 -U true 2>&1 && echo allowed)"
 echo "ETCOWNER $(stat -c %u:%g /etc)"
 echo "WRITE $(echo x > /etc/written-by-guest && cat /etc/written-by-guest)"
+echo "SECRET $(cat /run/secrets/munge.key)"
+echo "SECRETWRITE $(echo x 2>&1 > /run/secrets/munge.key && echo allowed)"
 echo CHECKS-DONE
 while :; do sleep 1; done`
 
@@ -87,6 +89,7 @@ func testIsolation(t *testing.T, noIdmap bool) {
 	b := e.backend(Options{NoIdmap: noIdmap})
 	name := randName("ot-iso")
 	s := e.spec(name, image, "MARKERS=\""+strings.Join(markers, " ")+"\"; "+guestChecks)
+	s.Secrets = map[string][]byte{"munge.key": []byte("the-munge-key")}
 	st := start(t, b, s)
 	console := filepath.Join(s.StateDir, "console.log")
 	var out string
@@ -123,6 +126,10 @@ func testIsolation(t *testing.T, noIdmap bool) {
 	}
 	if uid := procStatus(t, st.PID, "Uid"); strings.Fields(uid)[0] != strconv.Itoa(DefaultUIDBase) {
 		t.Errorf("the guest's init runs as host uid %s, want %d", uid, DefaultUIDBase)
+	}
+	// The secrets the agent handed over: readable by the guest's root, read-only.
+	if got["SECRET"] != "the-munge-key" || strings.Contains(got["SECRETWRITE"], "allowed") || !strings.Contains(strings.ToLower(got["SECRETWRITE"]), "read-only") {
+		t.Errorf("secrets inside the guest: read %q, write %q; want the key, and EROFS", got["SECRET"], got["SECRETWRITE"])
 	}
 	// (f) the reduced capability set, and no way to gain more.
 	want := fmt.Sprintf("%016x", capMask())

@@ -60,6 +60,9 @@ type monitorConfig struct {
 	Path    string   `json:"path"`   // the guest's PATH, to find Argv0
 	Cgroup  []string `json:"cgroup"` // cgroup.procs files of the guest's group
 	RunDir  string   `json:"runDir"`
+	// Secrets is the directory (owned by the guest's root) bound read-only at
+	// /run/secrets; empty: none.
+	Secrets string `json:"secrets,omitempty"`
 }
 
 // The monitor's time namespace is made by its main thread: /proc/self/timens_offsets

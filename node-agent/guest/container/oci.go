@@ -71,8 +71,15 @@ func ociSpec(c monitorConfig, argv, env []string, rootPath string) *specs.Spec {
 			Seccomp:       seccompProfile(),
 		},
 	}
+	if c.Secrets != "" {
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: secretsDest, Type: "bind", Source: c.Secrets,
+			Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}})
+	}
 	return s
 }
+
+// secretsDest is where a guest finds guest.Spec.Secrets.
+const secretsDest = "/run/secrets"
 
 // capNames is keptCaps in the runtime-spec's notation (CAP_CHOWN, ...).
 func capNames() []string {
