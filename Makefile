@@ -15,7 +15,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all deps build deb check test unit lint fuzz demo demo-stop bench clean
+.PHONY: all deps build deb images check test unit lint fuzz demo demo-stop bench clean
 
 all: build
 
@@ -32,6 +32,14 @@ build: deps
 # dpkg-buildpackage on a tree assembled from packaging/debian, with the same -ldflags.
 deb: deps
 	scripts/deb.sh "$(VERSION)" "$(COMMIT)"
+
+# Images from images/recipes (docs/images.md), built with the .debs of `make deb` into
+# bin/images/RECIPE (vmlinuz, initrd.img, root.squashfs, manifest.json, SHA256SUMS),
+# cached by recipe and package hash in $(OVERTIME_CACHE)/images (default
+# /var/cache/overtime). Needs root. FLAVOUR=desktop builds the graphical desktop too.
+FLAVOUR ?= desktop-minimal compute-guest
+images: deb
+	@for r in $(FLAVOUR); do images/build.sh $$r bin/images/$$r || exit 1; done
 
 # Fast lane: no deps (no root, no packages), only Go. -short skips what needs servers.
 check: lint

@@ -158,7 +158,8 @@ trap 'rm -rf "${tmp}"' EXIT
 
 # >>> stage 1: the Debian base, one mmdebstrap run (no recommends: the recipe lists what
 # the image needs), cached as a tarball.
-base=${cache}/base/${recipe}-${base_key}.tar
+# Named by the key alone: recipes with the same package lists share a base.
+base=${cache}/base/${base_key}.tar
 base_built=cached
 if [ ! -f "${base}" ]; then
 	echo "images: ${recipe}: mmdebstrap ${SUITE} (${PACKAGES_ALL})" >&2
@@ -171,6 +172,9 @@ if [ ! -f "${base}" ]; then
 	base_built=built
 fi
 # <<< stage 1
+# Bases not used for a week go (each is several hundred MB); this one was just used.
+touch "${base}"
+find "${cache}/base" -maxdepth 1 -name '*.tar' -mtime +7 -delete 2>/dev/null || true
 base_done=$(date +%s)
 
 # >>> stage 2: Overtime's packages, the recipe's customize scripts, initrd, squashfs.

@@ -12,38 +12,21 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/imagetest"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
 // The packages `make deb` builds (packaging/debian/control).
 var debPackages = []string{"overtime", "overtime-agent", "overtime-slurm"}
 
-var (
-	debsOnce sync.Once
-	debsOut  string
-	debsErr  error
-)
-
-// buildDebs runs `make deb` once per test binary and returns the three .deb files of the
-// current version, by package name.
+// buildDebs runs `make deb` (once per test binary, shared with the image builds) and
+// returns the three .deb files of the current version, by package name.
 func buildDebs(t *testing.T, root, debVersion string) map[string]string {
 	t.Helper()
-	debsOnce.Do(func() {
-		cmd := exec.Command("make", "-C", root, "deb")
-		out, err := cmd.CombinedOutput()
-		debsOut, debsErr = string(out), err
-	})
-	if debsErr != nil {
-		out := debsOut
-		if len(out) > 4000 {
-			out = "..." + out[len(out)-4000:]
-		}
-		t.Fatalf("make deb: %v\n%s", debsErr, out)
-	}
+	imagetest.Debs(t)
 	debs := map[string]string{}
 	for _, p := range debPackages {
 		f := filepath.Join(root, "bin", "deb", p+"_"+debVersion+"_amd64.deb")

@@ -131,7 +131,7 @@ func TestShellcheck(t *testing.T) {
 		t.Fatalf("shellcheck not found (Debian package shellcheck): %v", err)
 	}
 	frags, _ := filepath.Glob("scripts/overtime.d/*")
-	args := append([]string{"-s", "sh", "-x", "scripts/overtime", "hooks/overtime", "scripts/init-bottom/overtime",
+	args := append([]string{"-s", "sh", "-x", "scripts/overtime", "hooks/zz-overtime", "scripts/init-bottom/overtime",
 		"../../images/testimage/build.sh", "../../images/testimage/init"}, frags...)
 	if out, err := exec.Command(sc, args...).CombinedOutput(); err != nil {
 		t.Errorf("shellcheck: %v\n%s", err, out)

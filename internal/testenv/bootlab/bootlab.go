@@ -44,6 +44,7 @@ const AdminPassword = "admin-secret"
 type Options struct {
 	Now         string        // RFC 3339 instant for `overtime serve --now` ("" = real time)
 	MenuTimeout time.Duration // default 1 s: nobody is at the test VMs' menus
+	ServeArgs   []string      // more arguments for `overtime serve` (e.g. --munge-key)
 }
 
 // Lab is a running boot server.
@@ -170,6 +171,7 @@ func Start(t testing.TB, opt Options) *Lab {
 	if opt.Now != "" {
 		args = append(args, "--now", opt.Now)
 	}
+	args = append(args, opt.ServeArgs...)
 	serveLog, err := os.Create(filepath.Join(dir, "serve.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -247,11 +249,7 @@ func (l *Lab) CopyImage(src, path string) {
 		l.t.Fatal(err)
 	}
 	for _, f := range []string{"vmlinuz", "initrd.img", "root.squashfs"} {
-		b, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			l.t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
+		if err := linkOrCopy(filepath.Join(src, f), filepath.Join(dst, f)); err != nil {
 			l.t.Fatal(err)
 		}
 	}
@@ -334,4 +332,26 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// linkOrCopy makes dst a hard link of src (images are immutable: a link costs nothing,
+// whatever their size) or, across file systems, a world-readable copy.
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return os.Chmod(dst, 0o644)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -321,17 +321,23 @@ func (l *Lab) SlurmErr(name string, args ...string) (string, error) {
 
 func (l *Lab) start(name string, c *exec.Cmd) *Proc {
 	l.T.Helper()
+	return startProc(l.T, name, c)
+}
+
+// startProc starts c, stops it when the test ends, and logs its output if the test failed.
+func startProc(t testing.TB, name string, c *exec.Cmd) *Proc {
+	t.Helper()
 	p := &Proc{Cmd: c, Out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	c.Stdout, c.Stderr = p.Out, p.Out
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := c.Start(); err != nil {
-		l.T.Fatalf("start %s: %v", name, err)
+		t.Fatalf("start %s: %v", name, err)
 	}
 	go func() { c.Wait(); close(p.done) }()
-	l.T.Cleanup(func() {
+	t.Cleanup(func() {
 		p.Stop()
-		if l.T.Failed() {
-			l.T.Logf("--- %s output:\n%s", name, tail(p.Out.String(), 6000))
+		if t.Failed() {
+			t.Logf("--- %s output:\n%s", name, tail(p.Out.String(), 6000))
 		}
 	})
 	return p
@@ -347,13 +353,18 @@ func tail(s string, n int) string {
 // waitFor polls cond until deadline; p (optional) exiting early fails at once.
 func (l *Lab) waitFor(what string, d time.Duration, cond func() bool, p *Proc) {
 	l.T.Helper()
+	waitFor(l.T, what, d, cond, p)
+}
+
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool, p *Proc) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if p != nil && p.Exited() {
-			l.T.Fatalf("waiting for %s: process exited:\n%s", what, tail(p.Out.String(), 4000))
+			t.Fatalf("waiting for %s: process exited:\n%s", what, tail(p.Out.String(), 4000))
 		}
 		if time.Now().After(deadline) {
-			l.T.Fatalf("timed out after %s waiting for %s", d, what)
+			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -423,11 +434,21 @@ hosts:
 }
 
 func (l *Lab) writeSlurmConf(jobSubmit, spankSO string) {
-	etc := filepath.Join(l.Dir, "etc")
+	l.Conf = writeSlurmConf(l.T, l.Dir, ServerIP, "socket="+l.munge, l.extra, jobSubmit, spankSO)
+}
+
+// writeSlurmConf writes dir/etc/slurm.conf (and what configless hands the nodes with it)
+// for a controller at ip and returns its path. authInfo is slurm.conf's AuthInfo ("" for
+// munge's default socket).
+func writeSlurmConf(t testing.TB, dir, ip, authInfo, extra, jobSubmit, spankSO string) string {
+	etc := filepath.Join(dir, "etc")
 	os.MkdirAll(etc, 0o755)
-	state := filepath.Join(l.Dir, "ctld-state")
+	state := filepath.Join(dir, "ctld-state")
 	os.MkdirAll(state, 0o700)
-	l.Conf = filepath.Join(etc, "slurm.conf")
+	confPath := filepath.Join(etc, "slurm.conf")
+	if authInfo != "" {
+		authInfo = "AuthInfo=" + authInfo + "\n"
+	}
 	conf := fmt.Sprintf(`# Overtime Slurm lab (internal/testenv/slurmlab): configless, dynamic nodes.
 ClusterName=overtime-lab
 SlurmctldHost=%[9]s(%[1]s)
@@ -436,8 +457,7 @@ SlurmctldPort=%[2]d
 SlurmdPort=6818
 SlurmctldParameters=enable_configless,cloud_reg_addrs
 AuthType=auth/munge
-AuthInfo=socket=%[3]s
-CredType=cred/munge
+%[3]sCredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=%[4]s
@@ -468,8 +488,8 @@ JobSubmitPlugins=lua
 NodeName=overtime-features State=FUTURE CPUs=1 Features=dedicated,desktop,desk-empty,owner-active
 Nodeset=overtime Feature=overtime
 PartitionName=%[6]s Nodes=overtime Default=YES MaxTime=INFINITE State=UP
-`, ServerIP, CtldPort, l.munge, state, etc, Partition, slurmPluginDir, filepath.Dir(spankSO), shortHostname())
-	os.WriteFile(l.Conf, []byte(conf+l.extra), 0o644)
+`, ip, CtldPort, authInfo, state, etc, Partition, slurmPluginDir, filepath.Dir(spankSO), shortHostname())
+	os.WriteFile(confPath, []byte(conf+extra), 0o644)
 	// The controller and the submit host need the plugin for --desktop; the guests get
 	// plugstack.conf with the configless configuration and read the agent's address
 	// from the file their init wrote.
@@ -482,9 +502,10 @@ PartitionName=%[6]s Nodes=overtime Default=YES MaxTime=INFINITE State=UP
 	os.WriteFile(filepath.Join(etc, "plugstack.conf"), []byte("required spank_overtime.so agent=file:/run/overtime/agent-url tasks=idle\n"), 0o644)
 	b, err := os.ReadFile(jobSubmit)
 	if err != nil {
-		l.T.Fatal(err)
+		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(etc, "job_submit.lua"), b, 0o644)
+	return confPath
 }
 
 func (l *Lab) startAgent(h *Host) {

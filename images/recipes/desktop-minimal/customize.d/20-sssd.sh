@@ -1,0 +1,6 @@
+# desktop-minimal: PAM and NSS ask sssd (packages libnss-sss, libpam-sss); sssd itself
+# starts only when /etc/sssd/sssd.conf exists (its unit's condition), which the site
+# provides at boot (docs/images.md "Directory logins").
+root=$1
+grep -q '^passwd:.*sss' "${root}/etc/nsswitch.conf" || sed -i 's/^\(passwd\|group\|shadow\):\(.*\)$/\1:\2 sss/' "${root}/etc/nsswitch.conf"
+chroot "${root}" pam-auth-update --enable sss mkhomedir 2>/dev/null || chroot "${root}" pam-auth-update --package

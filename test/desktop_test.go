@@ -1,0 +1,180 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/imagetest"
+	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+)
+
+// The seed system's whole chain with real images and real packages: the desktop-minimal
+// image (Debian 12, systemd, the overtime-agent .deb of this checkout) PXE-boots in QEMU
+// from its squashfs over NFS; the packaged agent service starts with the credential the
+// initramfs took from the PC's OVERTIME-ID disk, fetches its configuration and the munge
+// key, and starts the compute-guest image (Debian's slurmd and munge, the overtime-slurm
+// .deb) as a container through crun; its slurmd registers with a real slurmctld as a
+// dynamic node, and a job submitted with sbatch runs on it.
+
+// desktopNow is a Wednesday 10:30 in the site's zone.
+const desktopNow = "2026-12-02T10:30:00+01:00"
+
+// Generous: under TCG a Debian desktop with systemd boots in minutes, not seconds. The
+// deadlines bound a hang; they measure nothing (docs/benchmarks/images.md does).
+const desktopBootWithin = 12 * time.Minute
+
+const guestInitArgs = "/usr/lib/overtime/guest-init --conf-server " + bootlab.ServerIP + ":6817"
+
+func desktopSite(l *bootlab.Lab, desk, compute *imagetest.Image) string {
+	_, dsum, dsize := desk.Root()
+	_, csum, csize := compute.Root()
+	return fmt.Sprintf(`name: lab
+timezone: Europe/Berlin
+defaultMode: cluster
+unknownMode: local-disk
+bootServers:
+  - name: bs1
+    ip: %[1]s
+    httpURL: %[2]s
+    nfsRoot: %[3]s
+    dhcp: full
+    interface: %[4]s
+    subnet: 10.20.0.0/24
+    rangeFrom: 10.20.0.200
+    rangeTo: 10.20.0.250
+images:
+  - name: desktop
+    kind: desktop
+    versions:
+      - {version: v1, sha256: %[5]s, size: %[6]d, path: desktop/v1, created: "2026-11-20T09:00:00Z"}
+  - name: compute
+    kind: compute
+    versions:
+      - {version: v1, sha256: %[7]s, size: %[8]d, path: compute/v1, created: "2026-11-20T09:00:00Z"}
+modes:
+  - name: cluster
+    kind: cluster
+    image: desktop
+    # The journal on the console: what the test reads when something fails.
+    kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
+    guest: {image: compute, backend: container, vcpus: 1, memoryMB: 384, network: bridged, bridge: br0, kernelArgs: %[9]q}
+  - {name: local-disk, kind: local-disk}
+pools:
+  - name: lab
+    bootServer: bs1
+roles:
+  - {name: site-admins, role: site-admin, members: [admin]}
+hosts:
+  - {name: desk1, mac: "52:54:00:0d:00:01", ip: 10.20.0.21, pool: lab}
+`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, dsum, dsize, csum, csize, guestInitArgs)
+}
+
+func TestDesktopImageRunsSlurmJob(t *testing.T) {
+	desk := imagetest.Get(t, "desktop-minimal")
+	compute := imagetest.Get(t, "compute-guest")
+	if desk.Package("overtime-agent") == "" || compute.Package("overtime-slurm") == "" || compute.Package("slurmd") == "" {
+		t.Fatalf("the images lack Overtime's packages: desktop overtime-agent %q, guest overtime-slurm %q slurmd %q",
+			desk.Package("overtime-agent"), compute.Package("overtime-slurm"), compute.Package("slurmd"))
+	}
+	mungeKey := slurmlab.NewMungeKey(t, t.TempDir())
+	l := bootlab.Start(t, bootlab.Options{Now: desktopNow, ServeArgs: []string{"--munge-key", mungeKey}})
+	l.CopyImage(desk.Dir, "desktop/v1")
+	l.CopyImage(compute.Dir, "compute/v1")
+	l.Apply(desktopSite(l, desk, compute))
+	l.StartBootServer()
+	ctl := slurmlab.StartController(t, l.NS, bootlab.ServerIP, mungeKey)
+
+	// The PC's credential, on its OVERTIME-ID disk (no TPM in the VM).
+	tokFile := filepath.Join(t.TempDir(), "desk1.token")
+	l.MustRun("host", "credential", "desk1", "--out", tokFile)
+	tok, err := os.ReadFile(tokFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.NS.AddTap("tapd1", bootlab.Bridge); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "desk1")
+	os.MkdirAll(dir, 0o755)
+	vm := vmtest.StartT(t, vmtest.Config{Name: "desk1", Dir: dir, NS: l.NS, Tap: "tapd1", MAC: "52:54:00:0d:00:01",
+		Firmware: vmtest.BIOS, Disks: []string{idDisk(t, "ext4", strings.TrimSpace(string(tok)))}, MemoryMB: 2048, CPUs: 2})
+	expect := func(re string, within time.Duration) {
+		t.Helper()
+		if _, err := vm.Console.Expect(regexp.MustCompile(re), within); err != nil {
+			t.Fatalf("desk1: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- desk1 console (end):\n%s", vm.Console.Tail(12000))
+			t.Logf("--- slurmctld log (end):\n%s", tailString(ctl.Log(), 4000))
+		}
+	})
+
+	// The boot chain: menu, initramfs (bridge for the guest, credential, NFS squashfs
+	// root), systemd.
+	expect(`Overtime: desk1 mode cluster\b`, desktopBootWithin)
+	expect(`overtime: bridge br0 over `, desktopBootWithin)
+	expect(`overtime: host credential: /run/overtime/agent.token from /dev/vd[a-z]+`, desktopBootWithin)
+	expect(`Welcome to .*Debian GNU/Linux 12`, desktopBootWithin)
+
+	// The packaged agent reports to the site manager with its guest running.
+	var st wire.AgentStatus
+	bootlab.Eventually(t, "a heartbeat from desk1's agent with its guest running", desktopBootWithin, func() bool {
+		out, err := l.Run("agent", "status", "desk1", "-o", "json")
+		if err != nil || json.Unmarshal([]byte(out), &st) != nil {
+			return false
+		}
+		return st.GuestState == "running"
+	})
+
+	// Its guest's slurmd registered as a dynamic node with the CPUs and memory it was given.
+	bootlab.Eventually(t, "desk1 registered in Slurm", 5*time.Minute, func() bool {
+		return strings.Contains(ctl.Slurm("scontrol", "-o", "show", "node", "desk1"), "NodeName=desk1")
+	})
+	node := ctl.Slurm("scontrol", "-o", "show", "node", "desk1")
+	for _, want := range []string{"CPUTot=1 ", "RealMemory=384 ", "AvailableFeatures=overtime"} {
+		if !strings.Contains(node, want) {
+			t.Errorf("node desk1: no %q in %s", want, node)
+		}
+	}
+
+	// A job runs on it.
+	out, err := ctl.SlurmErr("sbatch", "-o", "/dev/null", "-w", "desk1", "--wrap", "test \"$(hostname)\" = overtime-desk1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`Submitted batch job (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("sbatch: %q", out)
+	}
+	var job string
+	bootlab.Eventually(t, "job "+m[1]+" finished", 5*time.Minute, func() bool {
+		job = ctl.Slurm("scontrol", "-o", "show", "job", m[1])
+		return regexp.MustCompile(`JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)`).MatchString(job)
+	})
+	if !strings.Contains(job, "JobState=COMPLETED") || !strings.Contains(job, "ExitCode=0:0") || !strings.Contains(job, "NodeList=desk1") {
+		t.Fatalf("job %s did not complete on desk1: %s", m[1], job)
+	}
+	// The SPANK plugin in the guest reported the job to the agent, which sent the report on.
+	bootlab.Eventually(t, "job "+m[1]+"'s report in the site manager", time.Minute, func() bool {
+		_, err := l.Run("job-report", m[1], "--host", "desk1")
+		return err == nil
+	})
+}
+
+func tailString(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
