@@ -259,7 +259,7 @@ func entityCmds(g *globals) []*cobra.Command {
 		}
 	}
 	imageCmd := imageE.commands(g)
-	imageCmd.AddCommand(publishCmd(g))
+	imageCmd.AddCommand(publishCmd(g), imageImportCmd(g))
 	return []*cobra.Command{hostCmd, poolE.commands(g), modeE.commands(g), imageCmd, bs.commands(g), exc.commands(g), roleE.commands(g)}
 }
 
