@@ -40,7 +40,7 @@ func entityCmds(g *globals) []*cobra.Command {
 	var (
 		mac, ip, pool, bootServer, room, desc, kind, image, imageVersion, kernel, initrd, kargs string
 		httpURL, subnet, dhcp, rangeFrom, rangeTo, router, iface, nfsServer, nfsRoot            string
-		start, end, mode, role                                                                  string
+		start, end, mode, role, vm                                                              string
 		rules, pools, hosts, members                                                            []string
 		listPool                                                                                string
 		agentFields                                                                             agentFieldFlags // agentcmds.go
@@ -108,6 +108,7 @@ func entityCmds(g *globals) []*cobra.Command {
 			f.StringVar(&kernel, "kernel", "", "kernel path under the boot server's files/ (default: the image's)")
 			f.StringVar(&initrd, "initrd", "", "initrd path under files/")
 			f.StringVar(&kargs, "kernel-args", "", "extra kernel arguments")
+			f.StringVar(&vm, "vm", "", "course-vm modes: the course-vm image started full screen (its newest version)")
 			f.StringVar(&desc, "description", "", "description")
 			agentFields.guestFlags(f)
 		},
@@ -118,6 +119,7 @@ func entityCmds(g *globals) []*cobra.Command {
 			set(f, "kernel", &m.Kernel, kernel)
 			set(f, "initrd", &m.Initrd, initrd)
 			set(f, "kernel-args", &m.KernelArgs, kargs)
+			set(f, "vm", &m.VM, vm)
 			set(f, "description", &m.Description, desc)
 			return agentFields.applyGuest(f, m)
 		},
@@ -259,7 +261,7 @@ func entityCmds(g *globals) []*cobra.Command {
 		}
 	}
 	imageCmd := imageE.commands(g)
-	imageCmd.AddCommand(publishCmd(g))
+	imageCmd.AddCommand(publishCmd(g), imageImportCmd(g))
 	return []*cobra.Command{hostCmd, poolE.commands(g), modeE.commands(g), imageCmd, bs.commands(g), exc.commands(g), roleE.commands(g)}
 }
 

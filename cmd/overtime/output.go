@@ -31,7 +31,7 @@ var structuredOutput = []string{
 	"job-report",
 	"slurm nodes", "slurm resume", "slurm suspend",
 	"host credential",
-	"image publish",
+	"image publish", "image import",
 }
 
 // entityKinds are the commands entityCmds builds; their list, show, add, set and delete
@@ -130,3 +130,8 @@ func (g *globals) useSiteZone(c *client.Client) {
 		g.zone = loc
 	}
 }
+
+// versionStamp is the default name of an imported image version: the UTC instant in the
+// version alphabet (2026.12.02-093005). A name, not a time shown to people, so not
+// formatTime's form.
+func versionStamp(t time.Time) string { return t.UTC().Format("2006.01.02-150405") }

@@ -9,11 +9,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/overtime-hpc/overtime/internal/cmdline"
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/extdir"
@@ -53,6 +56,8 @@ func newServeCmd() *cobra.Command {
 		mungeKey            string
 		syslinuxDir         string
 		identityConfig      string
+		maxUpload           string
+		uploadsPerUser      int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -100,12 +105,15 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 				svc.SyncState(stateCtx, 5*time.Second)
 			}()
 			opt := api.Options{BootServer: bootServer, MenuTimeout: menu, Log: log,
-				ImagesDir: imagesDir, FilesDir: filesDir, SyslinuxDir: syslinuxDir, MungeKeyFile: mungeKey}
+				ImagesDir: imagesDir, FilesDir: filesDir, SyslinuxDir: syslinuxDir, MungeKeyFile: mungeKey, UploadsPerUser: uploadsPerUser}
 			if mungeKey != "" {
 				// Read once now so that a wrong path fails the start, not the first guest.
 				if b, err := os.ReadFile(mungeKey); err != nil || len(b) == 0 {
 					return fmt.Errorf("--munge-key %s: unreadable or empty (%v)", mungeKey, err)
 				}
+			}
+			if opt.MaxUpload, err = parseSize(maxUpload); err != nil {
+				return cmdline.Usagef("--max-upload: %v", err)
 			}
 			for _, d := range []struct{ flag, dir string }{{"--images-dir", imagesDir}, {"--files-dir", filesDir}, {"--syslinux-dir", syslinuxDir}} {
 				if d.dir == "" {
@@ -166,6 +174,8 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 	f.StringVar(&imagesDir, "images-dir", "", "serve published images' kernels and initrds from this tree (the NFS export root)")
 	f.StringVar(&filesDir, "files-dir", "", "serve kernels and initrds that modes name themselves from this directory")
 	f.StringVar(&identityConfig, "identity-config", "", "also authenticate users against the university's directory described in this YAML file (docs/identity.md)")
+	f.StringVar(&maxUpload, "max-upload", "64GiB", "largest image file an upload may bring (PUT /api/v1/images/…/files/…; e.g. 512MiB, 64GiB, 10G)")
+	f.IntVar(&uploadsPerUser, "uploads-per-user", api.DefaultUploadsPerUser, "uploads one user may have in flight at once")
 	f.StringVar(&syslinuxDir, "syslinux-dir", "", "serve lpxelinux's modules from this directory (e.g. /usr/lib/syslinux/modules/bios)")
 	return cmd
 }
@@ -270,4 +280,30 @@ func useExternalDirectory(ctx context.Context, svc *service.Service, path string
 		log.Info("external directory answers", "urls", d.URLs())
 	}
 	return nil
+}
+
+// parseSize reads a byte count: a number with an optional unit (k, M, G, T with or without
+// "i" and "B": binary multiples either way, as disk images are measured).
+func parseSize(v string) (int64, error) {
+	t := strings.TrimSpace(v)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		up := strings.ToUpper(t)
+		for _, s := range []string{u.suffix + "IB", u.suffix + "B", u.suffix} {
+			if strings.HasSuffix(up, s) {
+				t, mult = strings.TrimSpace(t[:len(t)-len(s)]), u.mult
+				goto num
+			}
+		}
+	}
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "b")
+num:
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q: a positive number with an optional unit (KiB, MiB, GiB, TiB)", v)
+	}
+	return n * mult, nil
 }

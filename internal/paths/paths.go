@@ -33,6 +33,9 @@ const (
 	GuestState = "/run/overtime/guest"
 	// ContainerRun keeps the container backend's per-guest records and locks.
 	ContainerRun = "/run/overtime/container"
+	// CourseVMSpec is where the agent tells the desktop session's course-VM player which
+	// VM to show (node-agent/coursevm); absent outside course-vm modes. World-readable.
+	CourseVMSpec = "/run/overtime/course-vm.json"
 	// AgentListen is the agent's HTTP address for /metrics and the guest's job calls.
 	AgentListen = ":9101"
 )

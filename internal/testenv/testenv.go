@@ -42,6 +42,9 @@ type Env struct {
 	HTTP   *httptest.Server
 	Now    time.Time
 	Client func(user, password string) *client.Client
+	// ImagesDir is the image store the API serves and accepts uploads into
+	// (Options.API.ImagesDir; "" when the test gave none).
+	ImagesDir string
 }
 
 // Options tune New.
@@ -114,7 +117,7 @@ func New(t testing.TB, opt Options) *Env {
 	srv := api.New(svc, aopt)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	e := &Env{Slapd: sl, Store: store, Svc: svc, API: srv, HTTP: hs, Now: now}
+	e := &Env{Slapd: sl, Store: store, Svc: svc, API: srv, HTTP: hs, Now: now, ImagesDir: aopt.ImagesDir}
 	e.Client = func(user, password string) *client.Client {
 		c := &client.Client{BaseURL: hs.URL, User: user, Password: password}
 		if opt.Wrap != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/overtime-hpc/overtime/internal/paths"
+	"github.com/overtime-hpc/overtime/node-agent/coursevm"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/node-agent/policy"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
@@ -58,8 +59,12 @@ type Options struct {
 	// ImageRoot is where published image versions are visible as ImageRoot/<version path>
 	// (the NFS image export, mounted read-only).
 	ImageRoot string
-	Backends  map[model.GuestBackend]guest.Backend
-	Sensors   []sensor.Sensor
+	// CourseVMFile is where the agent writes the course VM the desktop session's player
+	// shows (coursevm.WriteSpec) while the mode is course-vm, and removes it otherwise
+	// ("": never; `overtime-agent run` passes paths.CourseVMSpec).
+	CourseVMFile string
+	Backends     map[model.GuestBackend]guest.Backend
+	Sensors      []sensor.Sensor
 
 	Refresh    time.Duration // re-fetch the configuration at least this often (default 60 s)
 	Heartbeat  time.Duration // heartbeat interval (default 30 s)
@@ -341,10 +346,44 @@ func (a *Agent) apply(ctx context.Context, c *wire.AgentConfig, from string) {
 		a.engine.SetPolicy(c.Policy)
 	}
 	a.obs.Kind, a.obs.HasGuest = c.Kind, c.Guest != nil
+	a.publishCourseVM(c)
 	if first {
 		a.adopt(ctx)
 	}
 	a.decideAndAct(ctx, time.Time{})
+}
+
+// publishCourseVM tells the session's course-VM player what to show: the course VM of a
+// course-vm mode in the read-only image export, or nothing (the file removed). A failure
+// is logged; the player keeps what it showed.
+func (a *Agent) publishCourseVM(c *wire.AgentConfig) {
+	if a.o.CourseVMFile == "" {
+		return
+	}
+	spec := CourseVMSpec(c, a.o.ImageRoot)
+	if err := coursevm.WriteSpec(a.o.CourseVMFile, spec); err != nil {
+		a.log.Error("course VM spec not written", "file", a.o.CourseVMFile, "err", err)
+	}
+}
+
+// CourseVMSpec is what the course-VM player shows under configuration c (nil: nothing).
+func CourseVMSpec(c *wire.AgentConfig, imageRoot string) *coursevm.Spec {
+	if c.Kind != model.KindCourseVM {
+		return nil
+	}
+	if c.CourseVM == nil {
+		why := c.CourseVMUnavailable
+		if why == "" {
+			why = "the site manager named no course VM"
+		}
+		return &coursevm.Spec{Mode: c.Mode, Unavailable: why}
+	}
+	if imageRoot == "" {
+		return &coursevm.Spec{Mode: c.Mode, Image: c.CourseVM.Image, Unavailable: "no image root (mount the image export and pass --image-root)"}
+	}
+	v := c.CourseVM.Resolved
+	return &coursevm.Spec{Mode: c.Mode, Image: c.CourseVM.Image, Version: v.Version,
+		Dir: filepath.Join(imageRoot, filepath.FromSlash(v.Path)), URL: c.CourseVM.ImageURL}
 }
 
 func (a *Agent) setConfigSource(from string) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/node-agent/coursevm"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
@@ -238,5 +239,42 @@ func TestHeartbeatSequence(t *testing.T) {
 	b.updateHeartbeat()
 	if hb := b.LastHeartbeat(); hb.Instance == docs[0].Instance || hb.Seq != 1 {
 		t.Fatalf("restarted agent: instance %q seq %d, want a new instance at 1", hb.Instance, hb.Seq)
+	}
+}
+
+// TestCourseVMSpec: the agent hands a course-vm mode's VM to the session's player as a
+// spec file, and removes it when the mode changes.
+func TestCourseVMSpec(t *testing.T) {
+	cfg := &wire.AgentConfig{Host: "pc-a01", Mode: "course-bio101", Kind: model.KindCourseVM,
+		CourseVM: &wire.AgentCourseVM{Image: "bio101-vm", Resolved: model.ImageVersion{Version: "ws-1", Path: "bio101-vm/ws-1"}, ImageURL: "http://bs/images/bio101-vm/ws-1"}}
+	s := CourseVMSpec(cfg, "/run/overtime/images")
+	if s == nil || s.Dir != "/run/overtime/images/bio101-vm/ws-1" || s.Image != "bio101-vm" || s.Version != "ws-1" || s.Unavailable != "" {
+		t.Fatalf("spec %+v", s)
+	}
+	if s := CourseVMSpec(&wire.AgentConfig{Mode: "course-bio101", Kind: model.KindCourseVM, CourseVMUnavailable: "no version"}, "/x"); s == nil || s.Unavailable != "no version" {
+		t.Fatalf("unavailable: %+v", s)
+	}
+	if s := CourseVMSpec(&wire.AgentConfig{Mode: "desktop", Kind: model.KindDesktop}, "/x"); s != nil {
+		t.Fatalf("desktop mode: %+v", s)
+	}
+	file := filepath.Join(t.TempDir(), "course-vm.json")
+	a, err := New(Options{Site: &fakeSite{}, StateDir: t.TempDir(), ImageRoot: "/run/overtime/images", CourseVMFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.publishCourseVM(cfg)
+	if got, err := coursevm.ReadSpec(file); err != nil || got == nil || got.Dir != s.Dir {
+		t.Fatalf("written spec %+v %v", got, err)
+	}
+	a.publishCourseVM(&wire.AgentConfig{Mode: "desktop", Kind: model.KindDesktop})
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("spec file after the mode changed: %v", err)
+	}
+	// A course VM path that leaves the image root is refused with the configuration.
+	bad := *cfg
+	bad.MAC, bad.Policy = "52:54:00:0a:00:01", model.DefaultPolicy()
+	bad.CourseVM = &wire.AgentCourseVM{Image: "bio101-vm", Resolved: model.ImageVersion{Path: "../../etc"}}
+	if err := checkConfig(&bad, ""); err == nil {
+		t.Error("a course VM path with .. was accepted")
 	}
 }

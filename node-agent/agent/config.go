@@ -51,6 +51,14 @@ func checkConfig(c *wire.AgentConfig, mac string) error {
 			return err
 		}
 	}
+	if vm := c.CourseVM; vm != nil {
+		if err := names.Name("course VM image", vm.Image); err != nil {
+			return err
+		}
+		if err := names.RelPath("course VM path", vm.Resolved.Path); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

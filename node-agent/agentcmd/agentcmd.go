@@ -37,6 +37,7 @@ import (
 func NewRunCmd(server *string, version string) *cobra.Command {
 	var (
 		tokenFile, mac, stateDir, imageRoot, listen, libvirtURI string
+		courseVMFile                                            string
 		inputDir, utmpPath, pressureGroup, guestURL             string
 		refresh, heartbeat, checkEvery                          time.Duration
 		backoff                                                 time.Duration
@@ -101,7 +102,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 			}
 			a, err = agent.New(agent.Options{
 				Site: client.NewWithToken(*server, token), MAC: mac,
-				StateDir: stateDir, ImageRoot: imageRoot, Backends: backends,
+				StateDir: stateDir, ImageRoot: imageRoot, Backends: backends, CourseVMFile: courseVMFile,
 				Sensors: sensor.Desktop(sensor.DesktopOptions{InputDir: inputDir, Utmp: utmpPath,
 					PressureGroup: pressureGroup, GuestCPU: guestCPU, Log: log}),
 				Refresh: refresh, Heartbeat: heartbeat, CheckEvery: checkEvery,
@@ -137,6 +138,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 	f.StringVar(&mac, "mac", "", "this PC's MAC (default: the interface with the default route)")
 	f.StringVar(&stateDir, "state-dir", paths.AgentState, "tmpfs directory: cached configuration, guest overlays")
 	f.StringVar(&imageRoot, "image-root", paths.AgentImages, "where the image export is mounted read-only (version paths below it)")
+	f.StringVar(&courseVMFile, "course-vm-file", paths.CourseVMSpec, "where the course VM of a course-vm mode is named for the session's player (overtime-agent course-vm); empty: not written")
 	f.StringVar(&listen, "listen", paths.AgentListen, "HTTP address for /metrics and the guest's job calls /v1/jobs (empty: off)")
 	f.StringVar(&libvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection for the qemu backend")
 	f.StringVar(&inputDir, "input-dir", "/dev/input", "input devices to watch (timestamps only)")

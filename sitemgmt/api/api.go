@@ -60,6 +60,11 @@ type Options struct {
 	// SyslinuxDir holds ldlinux.c32, menu.c32 and the libraries lpxelinux loads over
 	// HTTP (Debian: /usr/lib/syslinux/modules/bios).
 	SyslinuxDir string
+	// MaxUpload bounds one uploaded image artefact (upload.go; default DefaultMaxUpload,
+	// 64 GiB); UploadsPerUser the uploads one user may have in flight (default
+	// DefaultUploadsPerUser). Uploads need ImagesDir: they are staged and published there.
+	MaxUpload      int64
+	UploadsPerUser int
 }
 
 // Server serves the API and boot endpoints.
@@ -70,6 +75,7 @@ type Server struct {
 	auth     authCache
 	hostAuth hostAuthCache
 	bodies   bodyBudget
+	uploads  uploads
 }
 
 // New builds the handler tree.
@@ -88,6 +94,12 @@ func New(svc *service.Service, opt Options) *Server {
 	}
 	if opt.Log == nil {
 		opt.Log = slog.Default()
+	}
+	if opt.MaxUpload <= 0 {
+		opt.MaxUpload = DefaultMaxUpload
+	}
+	if opt.UploadsPerUser <= 0 {
+		opt.UploadsPerUser = DefaultUploadsPerUser
 	}
 	s := &Server{svc: svc, opt: opt, mux: http.NewServeMux()}
 	s.auth.init(opt.AuthCacheTTL)
@@ -130,6 +142,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/v1/render/{what}", s.read(s.render))
 	m.HandleFunc("POST /api/v1/hosts/import", s.user(mayImportHosts, s.importHosts))
 	m.HandleFunc("POST /api/v1/images/{name}/versions", s.write(s.addImageVersion))
+	s.uploadRoutes()
 	m.HandleFunc("POST /api/v1/users", s.write(s.putUser))
 	s.userRoutes()
 	registerCollections(s)
@@ -448,8 +461,13 @@ func (s *Server) user(allow func(authz.Principal) string, h http.HandlerFunc) ht
 			return
 		}
 		defer release()
-		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
+		h(w, r.WithContext(contextWith(r, p)))
 	}
+}
+
+// contextWith is r's context carrying the authenticated principal (principal reads it).
+func contextWith(r *http.Request, p authz.Principal) context.Context {
+	return context.WithValue(r.Context(), ctxKey{}, p)
 }
 
 // admitBody reserves r's body against uid's budget (bodyBudget.admitUpTo); when it is

@@ -518,5 +518,6 @@ func runAPISuite(t *testing.T, env *testenv.Env) {
 	t.Run("users", func(t *testing.T) { runUserSuite(t, env) })
 	t.Run("node agent", func(t *testing.T) { runAgentSuite(t, env) })
 	t.Run("slurm", func(t *testing.T) { runSlurmSuite(t, env) })
+	t.Run("image uploads", func(t *testing.T) { runUploadSuite(t, env) })
 	t.Run("slurm power saving", func(t *testing.T) { runPowerSaveSuite(t, env) })
 }

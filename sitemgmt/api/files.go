@@ -58,6 +58,12 @@ func (s *Server) serveFrom(dir, key string) http.HandlerFunc {
 			writeTextError(w, http.StatusBadRequest, "invalid file path")
 			return
 		}
+		// Nothing below a dot directory is a published file: uploads are staged in
+		// {ImagesDir}/.incoming (upload.go) until they are published.
+		if strings.HasPrefix(name, ".") || strings.Contains(name, "/.") {
+			http.NotFound(w, r)
+			return
+		}
 		root, err := os.OpenRoot(dir)
 		if err != nil {
 			s.opt.Log.Error("boot file directory unusable", "dir", dir, "err", err)

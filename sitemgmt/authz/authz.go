@@ -112,6 +112,25 @@ func (p Principal) CheckPowerSave(h *model.Host) error {
 	return &Forbidden{Msg: fmt.Sprintf("user %s may not wake or release host %s for Slurm: only a site admin or an admin of pool %s may", p.UID, h.Name, h.Pool)}
 }
 
+// CheckUpload authorises uploading artefacts of a new version of image im (and
+// publishing them: PUT .../versions/{v}/files/{name}, POST .../publish) before a byte of
+// the upload is read: a site admin for any image; an admin or lecturer of the pool that
+// owns a course-vm image for that image. It is the rule fieldRights gives an added image
+// version, decided from the image alone; the publication itself is judged again on its
+// diff.
+func (p Principal) CheckUpload(im *model.Image) error {
+	if p.SiteAdmin {
+		return nil
+	}
+	if !p.IsHost() && im.Kind == model.ImageCourseVM && im.Pool != "" && (p.PoolAdmin[im.Pool] || p.Lecturer[im.Pool]) {
+		return nil
+	}
+	if im.Kind == model.ImageCourseVM && im.Pool != "" {
+		return &Forbidden{Msg: fmt.Sprintf("user %s may not upload versions of image %s: it belongs to pool %s, where the user is neither pool admin nor lecturer", p.UID, im.Name, im.Pool)}
+	}
+	return &Forbidden{Msg: fmt.Sprintf("user %s may not upload versions of image %s: only a site admin may (pool admins and lecturers upload only course-vm images of their pool)", p.UID, im.Name)}
+}
+
 // adminsHost: a site admin, or a user administering h's pool.
 func (p Principal) adminsHost(h *model.Host) bool {
 	return p.SiteAdmin || (!p.IsHost() && p.PoolAdmin[h.Pool])

@@ -366,3 +366,29 @@ func TestForExtraGrants(t *testing.T) {
 		t.Fatalf("without extra grants: %v", got)
 	}
 }
+
+// TestCheckUpload: who may upload versions of which image, decided from the image alone.
+func TestCheckUpload(t *testing.T) {
+	course := &model.Image{Name: "bio", Kind: model.ImageCourseVM, Pool: "lab-a"}
+	desk := &model.Image{Name: "desk", Kind: model.ImageDesktop}
+	for _, c := range []struct {
+		p     Principal
+		im    *model.Image
+		allow bool
+	}{
+		{Principal{UID: "admin", SiteAdmin: true}, desk, true},
+		{Principal{UID: "admin", SiteAdmin: true}, course, true},
+		{Principal{UID: "carol", Lecturer: map[string]bool{"lab-a": true}}, course, true},
+		{Principal{UID: "alice", PoolAdmin: map[string]bool{"lab-a": true}}, course, true},
+		{Principal{UID: "carol", Lecturer: map[string]bool{"lab-a": true}}, desk, false},
+		{Principal{UID: "alice", PoolAdmin: map[string]bool{"lab-a": true}}, desk, false},
+		{Principal{UID: "eve", Lecturer: map[string]bool{"lab-b": true}}, course, false},
+		{Principal{UID: "dave", Viewer: true}, course, false},
+		{ForHost("pc-a01"), course, false},
+	} {
+		err := c.p.CheckUpload(c.im)
+		if (err == nil) != c.allow {
+			t.Errorf("%s uploading to %s: %v, want allowed=%v", c.p.UID, c.im.Name, err, c.allow)
+		}
+	}
+}

@@ -103,7 +103,12 @@ type Assignment struct {
 	// why if the mode names a guest. Only known hosts get a guest.
 	Guest            *wire.AgentGuest
 	GuestUnavailable string
-	Policy           model.Policy // the pool's effective policy (defaults for unknown hosts)
+	// CourseVM is a course-vm mode's VM (Mode.VM, its newest version) located on Server;
+	// nil for other modes or when it cannot run, and then CourseVMUnavailable says why.
+	// Only known hosts get one.
+	CourseVM            *wire.AgentCourseVM
+	CourseVMUnavailable string
+	Policy              model.Policy // the pool's effective policy (defaults for unknown hosts)
 }
 
 // UnknownHostError is the answer for a host name the site does not have.
@@ -213,7 +218,33 @@ func (r *Resolver) resolve(h *model.Host, mac string, q Query) *Assignment {
 	if a.Mode != nil && a.Mode.Guest != nil {
 		a.Guest, a.GuestUnavailable = r.guest(h, a.Mode, a.Server)
 	}
+	if a.Mode != nil && a.Mode.Kind == model.KindCourseVM {
+		a.CourseVM, a.CourseVMUnavailable = r.courseVM(h, a.Mode, a.Server)
+	}
 	return a
+}
+
+// courseVM locates course-vm mode m's VM for h on srv: the image's newest version (what
+// Mode.VM promises; the version choice is Image.Version's), or why it cannot run.
+func (r *Resolver) courseVM(h *model.Host, m *model.Mode, srv *model.BootServer) (*wire.AgentCourseVM, string) {
+	im := r.site.Image(m.VM)
+	if im == nil {
+		return nil, fmt.Sprintf("mode %s: course VM image %q is not defined", m.Name, m.VM)
+	}
+	v := im.Version("")
+	switch {
+	case v == nil:
+		return nil, fmt.Sprintf("course VM image %s has no published version", im.Name)
+	case srv == nil:
+		return nil, "no boot server serves host " + h.Name + " (the site has none)"
+	}
+	url, err := render.ImageURL(srv, v)
+	if err != nil {
+		return nil, fmt.Sprintf("boot server %s: %v", srv.Name, err)
+	}
+	resolved := *v
+	resolved.Created = resolved.Created.UTC()
+	return &wire.AgentCourseVM{Image: im.Name, Resolved: resolved, ImageURL: url, NFS: render.NFSImageDir(srv, v)}, ""
 }
 
 // guest resolves m's guest for h, located on srv, or says why it cannot run.
@@ -270,6 +301,9 @@ func (a *Assignment) AgentConfig() (*wire.AgentConfig, error) {
 		Policy:           a.Policy,
 		Guest:            a.Guest,
 		GuestUnavailable: a.GuestUnavailable,
+
+		CourseVM:            a.CourseVM,
+		CourseVMUnavailable: a.CourseVMUnavailable,
 	}
 	if !a.Decision.Next.IsZero() {
 		cfg.NextChange = a.Decision.Next.In(a.Loc)

@@ -305,3 +305,48 @@ func must(a *Assignment, err error) *Assignment {
 	}
 	return a
 }
+
+// TestCourseVM: a course-vm mode's VM reaches the agent's configuration located on the
+// host's boot server (newest version), or says why it cannot run; other modes carry none.
+func TestCourseVM(t *testing.T) {
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	wed := time.Date(2026, 12, 2, 10, 0, 0, 0, berlin)
+	day := func(d int) time.Time { return time.Date(2026, 11, d, 12, 0, 0, 0, time.UTC) }
+	course := func(s *model.Site) {
+		s.Images = append(s.Images, model.Image{Name: "bio", Kind: model.ImageCourseVM, Pool: "lab-a", Versions: []model.ImageVersion{
+			{Version: "ws-1", SHA256: sha, Path: "bio/ws-1", Created: day(1)},
+			{Version: "ws-2", SHA256: sha, Path: "bio/ws-2", Created: day(5)},
+		}})
+		s.Modes = append(s.Modes, model.Mode{Name: "course-bio", Kind: model.KindCourseVM, Image: "desk", VM: "bio"})
+		s.Pools[0].Weekly = []string{"wed 09:00-12:00 course-bio"}
+	}
+	site := testSite(t)
+	course(site)
+	r := newResolver(t, site)
+	a := must(r.Host("pc-a1", Query{At: wed}))
+	cfg, err := a.AgentConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := cfg.CourseVM
+	if cfg.Kind != model.KindCourseVM || vm == nil || vm.Image != "bio" || vm.Resolved.Version != "ws-2" || vm.Resolved.Path != "bio/ws-2" ||
+		vm.ImageURL != "http://10.1.0.1:8080/images/bio/ws-2" || vm.NFS != "10.1.0.1:/srv/overtime/images/bio/ws-2" || cfg.Guest != nil {
+		t.Fatalf("course VM %+v (config %+v)", vm, cfg)
+	}
+	// The desktop image the mode boots keeps its own version choice.
+	if a.Image == nil || a.Image.Version != "2" {
+		t.Errorf("booted image %+v", a.Image)
+	}
+	// Another mode: no course VM.
+	if b := must(r.Host("pc-b1", Query{At: wed})); b.CourseVM != nil || b.CourseVMUnavailable != "" {
+		t.Errorf("desktop mode got a course VM: %+v %q", b.CourseVM, b.CourseVMUnavailable)
+	}
+	// No published version: unavailable, with the reason.
+	site = testSite(t)
+	course(site)
+	site.Images[len(site.Images)-1].Versions = nil
+	a = must(newResolver(t, site).Host("pc-a1", Query{At: wed}))
+	if a.CourseVM != nil || a.CourseVMUnavailable != "course VM image bio has no published version" {
+		t.Errorf("unpublished: %+v %q", a.CourseVM, a.CourseVMUnavailable)
+	}
+}

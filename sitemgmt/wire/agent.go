@@ -29,6 +29,23 @@ type AgentConfig struct {
 	// has no published version, no boot server serves the host). The agent treats it like
 	// a mode without a guest; the text is for people (agent status, logs).
 	GuestUnavailable string `json:"guestUnavailable,omitempty"`
+	// CourseVM is the VM a course-vm mode starts full screen (the mode's vm, newest
+	// version), located on the host's boot server; nil for other modes, and then
+	// CourseVMUnavailable says why when a course-vm mode's VM cannot run (no published
+	// version, no boot server).
+	CourseVM            *AgentCourseVM `json:"courseVM,omitempty"`
+	CourseVMUnavailable string         `json:"courseVMUnavailable,omitempty"`
+}
+
+// AgentCourseVM is a course-vm mode's VM image version and where it is: Resolved.Path
+// below the image root (the agent's read-only image export), ImageURL over HTTP, NFS the
+// same directory on the boot server's export. The directory holds the disk, vm.json and
+// SHA256SUMS (docs/course-vms.md).
+type AgentCourseVM struct {
+	Image    string             `json:"image"`
+	Resolved model.ImageVersion `json:"resolved"`
+	ImageURL string             `json:"imageURL"`
+	NFS      string             `json:"nfs"`
 }
 
 // AgentGuest is a mode's model.Guest with defaults filled and its image version resolved.

@@ -1,0 +1,103 @@
+package agentcmd
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overtime-hpc/overtime/internal/paths"
+	"github.com/overtime-hpc/overtime/node-agent/coursevm"
+)
+
+// NewCourseVMCmd is `overtime-agent course-vm`: the course-VM player, run by the desktop's
+// graphical session as the logged-in (or kiosk) user, not by the root agent: it needs
+// the session's display, and the agent hands it what to show through --spec-file
+// (docs/course-vms.md). With --dir it shows one version directory directly (trying an
+// import on a PC, or a test).
+func NewCourseVMCmd() *cobra.Command {
+	var (
+		specFile, dir, stateDir, display, serialLog, listen string
+		memPercent                                          int
+		verify, logJSON                                     bool
+		poll                                                time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "course-vm",
+		Short: "Show the course VM of a course-vm mode full screen (run by the desktop session)",
+		Long: `Runs the course VM the node agent names in --spec-file while the schedule gives a
+course-vm mode: from the read-only image export, with a throwaway overlay in --state-dir
+(tmpfs), full screen. A VM that is closed or dies is started again, fresh, after a
+backoff; when the mode changes or this command ends, the VM is stopped and its overlay
+deleted. Run it from the graphical session (autostart), as the session's user.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+			if logJSON {
+				h = slog.NewJSONHandler(os.Stderr, nil)
+			}
+			log := slog.New(h)
+			if stateDir == "" {
+				stateDir = defaultCourseVMState()
+			}
+			p := coursevm.New(coursevm.Options{StateDir: stateDir, Display: display, SerialLog: serialLog,
+				MemoryPercent: memPercent, VerifyDisk: verify, Log: log})
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+			defer stop()
+			var specs <-chan *coursevm.Spec
+			if dir != "" {
+				abs, err := filepath.Abs(dir)
+				if err != nil {
+					return err
+				}
+				ch := make(chan *coursevm.Spec, 1)
+				ch <- &coursevm.Spec{Mode: "(--dir)", Image: filepath.Base(filepath.Dir(abs)), Version: filepath.Base(abs), Dir: abs}
+				specs = ch
+			} else {
+				specs = coursevm.WatchSpec(ctx, specFile, poll, log)
+			}
+			if listen != "" {
+				ln, err := net.Listen("tcp", listen)
+				if err != nil {
+					return fmt.Errorf("metrics listener: %w", err)
+				}
+				mux := http.NewServeMux()
+				mux.Handle("GET /metrics", p.MetricsHandler())
+				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+				go srv.Serve(ln)
+				defer srv.Close()
+			}
+			log.Info("course VM player", "spec", specFile, "dir", dir, "stateDir", stateDir, "display", display)
+			return p.Run(ctx, specs)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&specFile, "spec-file", paths.CourseVMSpec, "the course VM the node agent names (overtime-agent run --course-vm-file)")
+	f.StringVar(&dir, "dir", "", "show this course-VM version directory instead (disk, vm.json, SHA256SUMS)")
+	f.StringVar(&stateDir, "state-dir", "", "tmpfs directory for the throwaway overlays (default $XDG_RUNTIME_DIR/overtime-course-vm)")
+	f.StringVar(&display, "display", "gtk", "gtk or sdl (full screen), or none (headless: serial log only)")
+	f.StringVar(&serialLog, "serial-log", "", "append the VM's serial console to this file")
+	f.StringVar(&listen, "listen", "", "HTTP address for /metrics (e.g. 127.0.0.1:9102; empty: off)")
+	f.IntVar(&memPercent, "memory-percent", 75, "the VM gets at most this share of the PC's memory")
+	f.BoolVar(&verify, "verify", false, "check the disk's sha256 against SHA256SUMS before each start (reads it whole)")
+	f.BoolVar(&logJSON, "log-json", false, "structured JSON logs")
+	f.DurationVar(&poll, "poll", 2*time.Second, "how often the spec file is looked at")
+	return c
+}
+
+// defaultCourseVMState is the session user's tmpfs ($XDG_RUNTIME_DIR), else a directory
+// of the user's below /run/overtime.
+func defaultCourseVMState() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "overtime-course-vm")
+	}
+	return filepath.Join("/run/overtime", "course-vm-"+strconv.Itoa(os.Getuid()))
+}

@@ -1,0 +1,470 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/overtime-hpc/overtime/images/artefact"
+	"github.com/overtime-hpc/overtime/images/vmspec"
+	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+)
+
+// Uploads of image version artefacts into the site manager's store (Options.ImagesDir):
+//
+//	PUT    /api/v1/images/{name}/versions/{version}/files/{file}   stream one artefact
+//	POST   /api/v1/images/{name}/versions/{version}/publish        SHA256SUMS + register
+//	DELETE /api/v1/images/{name}/versions/{version}/upload         discard what is staged
+//
+// A body is streamed to a temporary file in the staging area {ImagesDir}/.incoming/
+// {image}/{version}/ through a fixed 1 MiB buffer and hashed on the way; it is never held
+// in memory. Who may upload is decided from the image before a byte of the body is read
+// (authz.Principal.CheckUpload), as are the size (Content-Length over Options.MaxUpload:
+// 413) and the user's number of uploads in flight (429); a body without a length is cut
+// off at the limit while it streams. Publishing writes SHA256SUMS (images/artefact) from
+// the sums taken while streaming, renames the staging directory to {ImagesDir}/{image}/
+// {version} and registers the version through the one write path, which authorises the
+// diff again. A registered version, or a version directory already in the store, is
+// never written again (409).
+
+// incomingDir is the staging area below the images directory: on the same file system,
+// so that publishing is a rename; its name starts with a dot, and nothing below a dot
+// directory is served (serveFrom) or is a published version.
+const incomingDir = ".incoming"
+
+// sumSuffix marks the sidecar of a staged file that records the sha256 and size taken
+// while it streamed ("." + name + sumSuffix).
+const sumSuffix = ".sha256"
+
+// DefaultMaxUpload bounds one uploaded artefact unless Options.MaxUpload says otherwise.
+const DefaultMaxUpload = 64 << 30
+
+// DefaultUploadsPerUser bounds the uploads one user has in flight at once.
+const DefaultUploadsPerUser = 2
+
+// uploadBuffer is the copy buffer of one upload: the memory an upload costs, whatever
+// its size.
+const uploadBuffer = 1 << 20
+
+// uploads tracks what is being uploaded: per user (the quota) and per staged file and
+// version (one writer per file; no publish while a file of the version streams).
+type uploads struct {
+	mu     sync.Mutex
+	perUID map[string]int
+	files  map[string]bool // image/version/name
+	vers   map[string]int  // image/version → uploads in flight
+	pub    map[string]bool // image/version being published or discarded
+}
+
+func (u *uploads) init() {
+	u.perUID, u.files, u.vers, u.pub = map[string]int{}, map[string]bool{}, map[string]int{}, map[string]bool{}
+}
+
+// start admits one upload of file name of version key by uid.
+func (u *uploads) start(uid, key, name string, limit int) (release func(), status int, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch {
+	case u.perUID[uid] >= limit:
+		return nil, http.StatusTooManyRequests, fmt.Errorf("%s has %d uploads in progress (at most %d): retry when one is done", uid, u.perUID[uid], limit)
+	case u.files[key+"/"+name]:
+		return nil, http.StatusConflict, fmt.Errorf("%s of %s is being uploaded by another request", name, key)
+	case u.pub[key]:
+		return nil, http.StatusConflict, fmt.Errorf("%s is being published or discarded", key)
+	}
+	u.perUID[uid]++
+	u.files[key+"/"+name] = true
+	u.vers[key]++
+	return func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if u.perUID[uid]--; u.perUID[uid] <= 0 {
+			delete(u.perUID, uid)
+		}
+		delete(u.files, key+"/"+name)
+		if u.vers[key]--; u.vers[key] <= 0 {
+			delete(u.vers, key)
+		}
+	}, 0, nil
+}
+
+// exclusive reserves version key for publishing or discarding: no upload into it runs.
+func (u *uploads) exclusive(key string) (release func(), err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.vers[key] > 0 || u.pub[key] {
+		return nil, model.Conflict("%s has uploads in progress: publish when they are done", key)
+	}
+	u.pub[key] = true
+	return func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		delete(u.pub, key)
+	}, nil
+}
+
+func (s *Server) uploadRoutes() {
+	s.uploads.init()
+	base := "/api/v1/images/{name}/versions/{version}"
+	s.mux.HandleFunc("PUT "+base+"/files/{file}", s.uploadFile)
+	s.mux.HandleFunc("POST "+base+"/publish", s.write(s.publishUpload))
+	s.mux.HandleFunc("DELETE "+base+"/upload", s.write(s.discardUpload))
+}
+
+// uploadTarget checks the path values and the user's right to upload to the image, and
+// that the version is still open: everything an upload, publish or discard decides
+// before touching a body or the store. It answers the request itself when it refuses.
+func (s *Server) uploadTarget(w http.ResponseWriter, r *http.Request) (im *model.Image, version string, ok bool) {
+	name, version := r.PathValue("name"), r.PathValue("version")
+	if err := model.ValidName("image", name); err != nil {
+		s.httpError(w, err)
+		return nil, "", false
+	}
+	if err := names.Version(version); err != nil {
+		s.httpError(w, model.Invalid("%v", err))
+		return nil, "", false
+	}
+	if s.opt.ImagesDir == "" {
+		writeError(w, http.StatusServiceUnavailable, "this site manager keeps no image store: start overtime serve with --images-dir to accept uploads")
+		return nil, "", false
+	}
+	im = s.svc.Snapshot().Site.Image(name)
+	if im == nil {
+		s.httpError(w, notFound{"image", name})
+		return nil, "", false
+	}
+	if err := principal(r).CheckUpload(im); err != nil {
+		s.httpError(w, err)
+		return nil, "", false
+	}
+	if im.Version(version) != nil {
+		s.httpError(w, model.Conflict("image %s version %s is already published; versions are immutable, upload a new one", name, version))
+		return nil, "", false
+	}
+	if _, err := os.Lstat(filepath.Join(s.opt.ImagesDir, name, version)); err == nil {
+		s.httpError(w, model.Conflict("image %s version %s already has a directory in the image store; versions are immutable, upload a new one", name, version))
+		return nil, "", false
+	}
+	return im, version, true
+}
+
+func (s *Server) stagingDir(image, version string) string {
+	return filepath.Join(s.opt.ImagesDir, incomingDir, image, version)
+}
+
+// uploadFile streams one artefact into the staging area.
+func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if p.IsHost() {
+		writeError(w, http.StatusForbidden, hostOnlyAgent(p.Host))
+		return
+	}
+	if why := canWrite(p); why != "" {
+		writeError(w, http.StatusForbidden, why)
+		return
+	}
+	r = r.WithContext(contextWith(r, p))
+	im, version, ok := s.uploadTarget(w, r)
+	if !ok {
+		return
+	}
+	file := r.PathValue("file")
+	if err := artefact.ValidName(file); err != nil {
+		s.httpError(w, model.Invalid("%v", err))
+		return
+	}
+	max := s.opt.MaxUpload
+	if r.ContentLength > max {
+		s.httpError(w, tooLarge{max})
+		return
+	}
+	key := model.ImageVersionName(im.Name, version)
+	release, status, err := s.uploads.start(p.UID, key, file, s.opt.UploadsPerUser)
+	if err != nil {
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "5")
+		}
+		writeError(w, status, err.Error())
+		return
+	}
+	defer release()
+	dir := s.stagingDir(im.Name, version)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		s.storeError(w, err)
+		return
+	}
+	if r.ContentLength > 0 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err == nil && int64(st.Bavail)*st.Bsize < r.ContentLength {
+			writeError(w, http.StatusInsufficientStorage, fmt.Sprintf("the image store has %d bytes free, the upload needs %d", int64(st.Bavail)*st.Bsize, r.ContentLength))
+			return
+		}
+	}
+	tmp, err := os.CreateTemp(dir, "."+file+".part-*")
+	if err != nil {
+		s.storeError(w, err)
+		return
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	h := sha256.New()
+	body := http.MaxBytesReader(w, r.Body, max)
+	n, err := io.CopyBuffer(io.MultiWriter(tmp, h), body, make([]byte, uploadBuffer))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		s.httpError(w, tooLarge{max})
+		return
+	case err != nil:
+		// A read error is the client's (it went away, or sent less than it declared); a
+		// write error is the store's.
+		if errors.Is(err, syscall.ENOSPC) {
+			writeError(w, http.StatusInsufficientStorage, "the image store is full")
+			return
+		}
+		s.httpError(w, model.Invalid("upload of %s interrupted after %d bytes: %v", file, n, err))
+		return
+	}
+	if err := tmp.Sync(); err != nil {
+		s.storeError(w, err)
+		return
+	}
+	if err := tmp.Close(); err != nil {
+		s.storeError(w, err)
+		return
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	final := filepath.Join(dir, file)
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		s.storeError(w, err)
+		return
+	}
+	done = true
+	if err := atomicfile.WriteFile(filepath.Join(dir, "."+file+sumSuffix), []byte(sum+" "+strconv.FormatInt(n, 10)+"\n"), 0o644); err != nil {
+		os.Remove(final)
+		s.storeError(w, err)
+		return
+	}
+	s.opt.Log.Info("image file uploaded", "user", p.UID, "image", im.Name, "version", version, "file", file, "bytes", n, "sha256", sum)
+	writeJSON(w, http.StatusCreated, wire.UploadedFile{Image: im.Name, Version: version, Name: file, SHA256: sum, Size: n})
+}
+
+// storeError answers a failure of the image store's file system.
+func (s *Server) storeError(w http.ResponseWriter, err error) {
+	s.opt.Log.Error("image store", "err", err)
+	writeError(w, http.StatusInternalServerError, "image store: "+err.Error())
+}
+
+// staged lists the artefacts staged for a version with their sums: the files, not the
+// dot files (parts in progress, sidecars).
+func staged(dir string) ([]artefact.File, map[string]int64, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var files []artefact.File
+	sizes := map[string]int64{}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !e.Type().IsRegular() || artefact.ValidName(name) != nil {
+			continue
+		}
+		sum, size := "", int64(-1)
+		if b, err := os.ReadFile(filepath.Join(dir, "."+name+sumSuffix)); err == nil {
+			f := strings.Fields(string(b))
+			if len(f) == 2 && names.SHA256(f[0]) == nil {
+				sum = f[0]
+				size, _ = strconv.ParseInt(f[1], 10, 64)
+			}
+		}
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			return nil, nil, err
+		}
+		if sum == "" || fi.Size() != size {
+			// No record of the stream (or a different file): hash it now.
+			if sum, size, err = artefact.Sum(filepath.Join(dir, name)); err != nil {
+				return nil, nil, err
+			}
+		}
+		files = append(files, artefact.File{Name: name, SHA256: sum})
+		sizes[name] = size
+	}
+	return files, sizes, nil
+}
+
+// publishUpload turns the staged files of a version into a published, registered one.
+func (s *Server) publishUpload(w http.ResponseWriter, r *http.Request) {
+	var req wire.PublishRequest
+	if err := decodeJSON(r, &req); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	im, version, ok := s.uploadTarget(w, r)
+	if !ok {
+		return
+	}
+	key := model.ImageVersionName(im.Name, version)
+	release, err := s.uploads.exclusive(key)
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	defer release()
+	dir := s.stagingDir(im.Name, version)
+	files, sizes, err := staged(dir)
+	if err != nil {
+		s.storeError(w, err)
+		return
+	}
+	if len(files) == 0 {
+		s.httpError(w, model.Invalid("image %s version %s: nothing uploaded to publish", im.Name, version))
+		return
+	}
+	var have []string
+	for _, f := range files {
+		have = append(have, f.Name)
+	}
+	sort.Strings(have)
+	if req.Files != nil {
+		want := append([]string(nil), req.Files...)
+		sort.Strings(want)
+		if !slices.Equal(want, have) {
+			s.httpError(w, model.Invalid("image %s version %s: staged files %v, the request expects %v; upload what is missing or discard the upload", im.Name, version, have, want))
+			return
+		}
+	}
+	root := req.Root
+	switch {
+	case root != "":
+	case slices.Contains(have, model.ImageRoot):
+		root = model.ImageRoot
+	case slices.Contains(have, vmspec.DiskFile):
+		root = vmspec.DiskFile
+	case len(have) == 1:
+		root = have[0]
+	default:
+		s.httpError(w, model.Invalid("image %s version %s: which file is the root image? name it (root) among %v", im.Name, version, have))
+		return
+	}
+	var rootSum string
+	for _, f := range files {
+		if f.Name == root {
+			rootSum = f.SHA256
+		}
+	}
+	if rootSum == "" {
+		s.httpError(w, model.Invalid("image %s version %s: root %s was not uploaded (staged: %v)", im.Name, version, root, have))
+		return
+	}
+	v := model.ImageVersion{Version: version, SHA256: rootSum, Size: sizes[root],
+		Path: im.Name + "/" + version, Created: time.Now().UTC().Truncate(time.Second)}
+	register := func(dry bool) ([]model.Change, error) {
+		return s.svc.Update(r.Context(), principal(r).Check, dry, func(site *model.Site) error {
+			cur := site.Image(im.Name)
+			if cur == nil {
+				return notFound{"image", im.Name}
+			}
+			if cur.Version(version) != nil {
+				return model.Conflict("image %s version %s already exists; versions are immutable, publish a new one", im.Name, version)
+			}
+			cur.Versions = append(cur.Versions, v)
+			return nil
+		})
+	}
+	// Judge the publication first (authorisation, validation), then move the files, then
+	// write: a refused publication leaves the store as it was.
+	changes, err := register(true)
+	if err != nil || dryRun(r) {
+		if err != nil {
+			s.httpError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"dryRun": true, "changes": changeList(changes)})
+		return
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, artefact.SumsFile), artefact.Format(files), 0o644); err != nil {
+		s.storeError(w, err)
+		return
+	}
+	for _, f := range files {
+		os.Remove(filepath.Join(dir, "."+f.Name+sumSuffix))
+	}
+	final := filepath.Join(s.opt.ImagesDir, im.Name, version)
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		s.storeError(w, err)
+		return
+	}
+	// The staging directory and its files were made 0755/0600 by CreateTemp: published
+	// artefacts are world-readable (they are exported read-only to every PC).
+	for _, f := range files {
+		if err := os.Chmod(filepath.Join(dir, f.Name), 0o644); err != nil {
+			s.storeError(w, err)
+			return
+		}
+	}
+	if err := os.Rename(dir, final); err != nil {
+		s.storeError(w, err)
+		return
+	}
+	if changes, err = register(false); err != nil {
+		// Back to staging, so that a retry finds the files where it looks for them.
+		if rerr := os.Rename(final, dir); rerr != nil {
+			s.opt.Log.Error("image store: moving a refused publication back to staging failed", "dir", final, "err", rerr)
+		}
+		s.httpError(w, err)
+		return
+	}
+	os.Remove(filepath.Dir(dir)) // the image's staging directory, when it is empty now
+	s.opt.Log.Info("image version published", "user", principal(r).UID, "image", im.Name, "version", version, "files", have)
+	writeJSON(w, http.StatusCreated, map[string]any{"dryRun": false, "changes": changeList(changes)})
+}
+
+// discardUpload removes what is staged for a version.
+func (s *Server) discardUpload(w http.ResponseWriter, r *http.Request) {
+	im, version, ok := s.uploadTarget(w, r)
+	if !ok {
+		return
+	}
+	release, err := s.uploads.exclusive(model.ImageVersionName(im.Name, version))
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	defer release()
+	dir := s.stagingDir(im.Name, version)
+	_, err = os.Lstat(dir)
+	existed := err == nil
+	if err := os.RemoveAll(dir); err != nil {
+		s.storeError(w, err)
+		return
+	}
+	os.Remove(filepath.Dir(dir))
+	writeJSON(w, http.StatusOK, map[string]any{"image": im.Name, "version": version, "discarded": existed})
+}
