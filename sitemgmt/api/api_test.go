@@ -519,4 +519,5 @@ func runAPISuite(t *testing.T, env *testenv.Env) {
 	t.Run("node agent", func(t *testing.T) { runAgentSuite(t, env) })
 	t.Run("slurm", func(t *testing.T) { runSlurmSuite(t, env) })
 	t.Run("slurm power saving", func(t *testing.T) { runPowerSaveSuite(t, env) })
+	t.Run("image distribution", func(t *testing.T) { runImageSuite(t, env) })
 }
