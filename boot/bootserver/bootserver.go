@@ -78,6 +78,12 @@ type Config struct {
 	Exportfs    string // kernel NFS: default exportfs
 	Clients     string // kernel NFS: who may mount (exports(5) client spec); default "*"
 
+	// SyncImages: pull the image versions this boot server's hosts need from the site
+	// manager's store into ExportRoot, verify and report them (images.go). ImageStats,
+	// when set, counts what the syncs did.
+	SyncImages bool
+	ImageStats *ImageStats
+
 	// Command makes the command of a daemon; default exec.Command. Tests put the
 	// daemons into a network namespace with it.
 	Command func(name string, args ...string) *exec.Cmd
@@ -324,6 +330,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	b := &server{cfg: c}
 	defer b.stopAll()
+	if c.SyncImages {
+		if err := os.MkdirAll(c.ExportRoot, 0o755); err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		ictx, cancel := context.WithCancel(ctx)
+		go func() {
+			defer close(done)
+			c.imageLoop(ictx, c.ImageStats)
+		}()
+		defer func() { cancel(); <-done }()
+	}
 
 	// Last good configuration first: PCs boot even if the site manager is down now.
 	if fileExists(c.path(fileDnsmasqConf)) && fileExists(c.path(fileDnsmasqHosts)) {

@@ -25,7 +25,13 @@ from the site manager (--server, with a viewer account: --user/--password-file);
 re-fetched every --refresh, host changes reach dnsmasq by SIGHUP without dropping leases,
 and the last good configuration in --state-dir keeps serving while the site manager is
 unreachable. Boot scripts, kernels and initrds come from 'overtime serve' over HTTP.
-See docs/boot.md.`,
+
+With --sync-images (the default) it also pulls the published image versions its hosts
+need from the site manager's store into --export-root, verifies each against its
+SHA256SUMS and the catalogue's sha256 before it counts, deletes versions it fetched once
+they are no longer published, and reports what it holds; hosts are only given versions
+their boot server reported. Reporting needs a boot-server role for --name on the
+account. See docs/boot.md and docs/publishing.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
@@ -49,5 +55,6 @@ See docs/boot.md.`,
 	f.StringVar(&cfg.ExportsFile, "exports-file", paths.KernelNFSExports, "kernel NFS: the exports file to manage")
 	f.StringVar(&cfg.Clients, "nfs-clients", "*", "kernel NFS: who may mount (exports(5) client, e.g. 10.20.0.0/24)")
 	f.StringVar(&cfg.Dnsmasq, "dnsmasq", "", "path of dnsmasq (default: from PATH)")
+	f.BoolVar(&cfg.SyncImages, "sync-images", true, "pull the image versions this boot server's hosts need from the site manager into --export-root, verify and report them (needs a boot-server role; docs/publishing.md)")
 	return cmd
 }

@@ -125,13 +125,16 @@ func entityCmds(g *globals) []*cobra.Command {
 		},
 	}
 	imageE := entity[model.Image]{use: "image", path: "images", short: "Images (immutable versions: see `image publish`)",
-		header: "NAME\tKIND\tPOOL\tVERSIONS\tNEWEST",
+		header: "NAME\tKIND\tPOOL\tVERSIONS\tCURRENT",
 		row: func(im *model.Image) string {
-			newest := ""
+			cur := ""
 			if v := im.Version(""); v != nil {
-				newest = v.Version
+				cur = v.Version
+				if im.Current == "" {
+					cur += " (newest)"
+				}
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", im.Name, im.Kind, im.Pool, len(im.Versions), newest)
+			return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", im.Name, im.Kind, im.Pool, len(im.Versions), cur)
 		},
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&kind, "kind", "", "desktop, compute or course-vm")
@@ -234,19 +237,21 @@ func entityCmds(g *globals) []*cobra.Command {
 			return nil
 		},
 	}
-	roleE := entity[model.RoleGrant]{use: "role", path: "roles", short: "Role grants (site-admin, pool-admin, lecturer, viewer)",
-		header: "NAME\tROLE\tPOOL\tMEMBERS",
+	roleE := entity[model.RoleGrant]{use: "role", path: "roles", short: "Role grants (site-admin, pool-admin, lecturer, viewer, boot-server)",
+		header: "NAME\tROLE\tPOOL\tBOOT SERVER\tMEMBERS",
 		row: func(r *model.RoleGrant) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s", r.Name, r.Role, r.Pool, strings.Join(r.Members, ","))
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.Name, r.Role, r.Pool, r.BootServer, strings.Join(r.Members, ","))
 		},
 		flags: func(f *pflag.FlagSet) {
-			f.StringVar(&role, "role", "", "site-admin, pool-admin, lecturer or viewer")
+			f.StringVar(&role, "role", "", "site-admin, pool-admin, lecturer, viewer or boot-server")
 			f.StringVar(&pool, "pool", "", "pool (pool-admin, lecturer)")
+			f.StringVar(&bootServer, "bootserver", "", "boot server (boot-server: the account its `overtime bootserver run` uses)")
 			f.StringArrayVar(&members, "member", nil, "member uid, repeatable (replaces the list)")
 		},
 		apply: func(f *pflag.FlagSet, _ *client.Client, r *model.RoleGrant) error {
 			setKind(f, "role", &r.Role, role)
 			set(f, "pool", &r.Pool, pool)
+			set(f, "bootserver", &r.BootServer, bootServer)
 			if f.Changed("member") {
 				r.Members = members
 			}
@@ -261,7 +266,13 @@ func entityCmds(g *globals) []*cobra.Command {
 		}
 	}
 	imageCmd := imageE.commands(g)
-	imageCmd.AddCommand(publishCmd(g), imageImportCmd(g))
+	imageCmd.AddCommand(publishCmd(g), imageImportCmd(g), imageCurrentCmd(g), imageGCCmd(g))
+	for _, c := range imageCmd.Commands() {
+		if c.Name() == "show" {
+			c.Short = "Show an image: versions, current, sizes, where each is verified, what keeps it from gc"
+			c.RunE = imageShow(g)
+		}
+	}
 	return []*cobra.Command{hostCmd, poolE.commands(g), modeE.commands(g), imageCmd, bs.commands(g), exc.commands(g), roleE.commands(g)}
 }
 

@@ -31,7 +31,7 @@ var structuredOutput = []string{
 	"job-report",
 	"slurm nodes", "slurm resume", "slurm suspend",
 	"host credential",
-	"image publish", "image import",
+	"image publish", "image import", "image current", "image gc",
 }
 
 // entityKinds are the commands entityCmds builds; their list, show, add, set and delete

@@ -263,6 +263,14 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) {
 		s.serviceError(w, err)
 		return
 	}
+	if p.IsHost() {
+		// The guest's version stays on the boot server while the agent may run it (gc).
+		var guest []string
+		if cfg.Guest != nil {
+			guest = []string{cfg.Guest.Guest.Image + "/" + cfg.Guest.Resolved.Version}
+		}
+		s.svc.NoteBooted(host, true, guest, s.opt.Now())
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, cfg)
 }
@@ -271,7 +279,7 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) {
 // resolver's assignment (sitemgmt/resolve) as the agent's document. An unknown host is a
 // *resolve.UnknownHostError (404).
 func (s *Server) AgentConfigFor(snap *service.Snapshot, host string, now time.Time) (*wire.AgentConfig, error) {
-	a, err := snap.Resolver.Host(host, resolve.Query{At: now, BootServer: s.opt.BootServer})
+	a, err := snap.Resolver.Host(host, resolve.Query{At: now, BootServer: s.opt.BootServer, Held: s.svc.Held()})
 	if err != nil {
 		return nil, err
 	}

@@ -149,6 +149,7 @@ func (s *Server) routes() {
 	s.agentRoutes()
 	s.slurmRoutes()
 	s.fileRoutes()
+	s.imageRoutes()
 }
 
 // healthz is liveness: it answers 200 as long as the server serves (boot scripts and

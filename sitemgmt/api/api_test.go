@@ -520,4 +520,5 @@ func runAPISuite(t *testing.T, env *testenv.Env) {
 	t.Run("slurm", func(t *testing.T) { runSlurmSuite(t, env) })
 	t.Run("image uploads", func(t *testing.T) { runUploadSuite(t, env) })
 	t.Run("slurm power saving", func(t *testing.T) { runPowerSaveSuite(t, env) })
+	t.Run("image distribution", func(t *testing.T) { runImageSuite(t, env) })
 }

@@ -23,7 +23,7 @@ import (
 // for, and the address the request came in on (the last fallback for a site without
 // boot servers, so that the script's URLs still point somewhere that answers).
 func (s *Server) bootQuery(r *http.Request) resolve.Query {
-	return resolve.Query{At: s.opt.Now(), BootServer: s.opt.BootServer, Self: r.Host}
+	return resolve.Query{At: s.opt.Now(), BootServer: s.opt.BootServer, Self: r.Host, Held: s.svc.Held()}
 }
 
 // bootChain is the DHCP filename for iPXE clients: a two-line script that chains to the
@@ -87,8 +87,32 @@ func isHexOrUUID(s string) bool {
 }
 
 func (s *Server) renderBoot(w http.ResponseWriter, r *http.Request, mac string, fn func(io.Writer, render.Boot) error) {
-	b := s.svc.Snapshot().Resolver.MAC(mac, s.bootQuery(r)).Boot()
-	b.Timeout, b.Check = s.opt.MenuTimeout, s.imageCheck
+	a := s.svc.Snapshot().Resolver.MAC(mac, s.bootQuery(r))
+	if a.Host != nil {
+		// What this PC may boot from now on stays on its boot server (image gc).
+		var given []string
+		if a.Image != nil && a.ImageUnavailable == "" {
+			given = append(given, a.Mode.Image+"/"+a.Image.Version)
+		}
+		for _, e := range a.Others {
+			if e.Image != nil {
+				given = append(given, e.Mode.Image+"/"+e.Image.Version)
+			}
+		}
+		s.svc.NoteBooted(a.Host.Name, false, given, s.opt.Now())
+	}
+	b := a.Boot()
+	b.Timeout = s.opt.MenuTimeout
+	if gate := b.Check; gate != nil {
+		b.Check = func(m *model.Mode, v *model.ImageVersion) string {
+			if why := gate(m, v); why != "" {
+				return why
+			}
+			return s.imageCheck(m, v)
+		}
+	} else {
+		b.Check = s.imageCheck
+	}
 	var buf bytes.Buffer
 	if err := fn(&buf, b); err != nil {
 		s.bootError(w, r, err)

@@ -179,7 +179,7 @@ func (s *Server) addImageVersion(w http.ResponseWriter, r *http.Request) {
 	if v.Created.IsZero() {
 		v.Created = time.Now().UTC().Truncate(time.Second)
 	}
-	s.update(w, r, func(site *model.Site) (int, error) {
+	add := func(site *model.Site) (int, error) {
 		im := site.Image(name)
 		if im == nil {
 			return 0, notFound{"image", name}
@@ -189,5 +189,22 @@ func (s *Server) addImageVersion(w http.ResponseWriter, r *http.Request) {
 		}
 		im.Versions = append(im.Versions, v)
 		return http.StatusCreated, nil
-	})
+	}
+	// The store's copy is checked outside the write lock (hashing a multi-GB image takes
+	// seconds), and only for a change the user may make: a dry run first validates and
+	// authorises it.
+	if s.opt.ImagesDir != "" && !dryRun(r) {
+		if _, err := s.svc.Update(r.Context(), principal(r).Check, true, func(site *model.Site) error {
+			_, err := add(site)
+			return err
+		}); err != nil {
+			s.httpError(w, err)
+			return
+		}
+		if err := s.storeCheck(name, &v); err != nil {
+			s.httpError(w, err)
+			return
+		}
+	}
+	s.update(w, r, add)
 }

@@ -51,6 +51,20 @@ type Principal struct {
 	// Host is set for a node agent authenticated by its host credential; UID is then
 	// "host:" + Host (for messages and logs) and the principal holds no role.
 	Host string
+	// BootServer: the boot servers whose `overtime bootserver run` this user is (reads,
+	// and reports the image versions it holds: CheckBootServerReport).
+	BootServer map[string]bool
+}
+
+// CheckBootServerReport authorises a report of the image versions boot server name
+// holds verified: only the account of that boot server (a boot-server role for it).
+// Not even a site admin: a report is a statement about files on that machine, which only
+// its own process has checked.
+func (p Principal) CheckBootServerReport(name string) error {
+	if !p.IsHost() && p.BootServer[name] {
+		return nil
+	}
+	return &Forbidden{Msg: fmt.Sprintf("user %s may not report the images of boot server %s: only its own account (a %s role for %s) may", p.UID, name, model.RoleBootServer, name)}
 }
 
 // ForHost is the principal of a node agent that proved to be host.
@@ -157,6 +171,11 @@ func For(site *model.Site, uid string, extra ...model.RoleGrant) Principal {
 			p.PoolAdmin[g.Pool] = true
 		case model.RoleLecturer:
 			p.Lecturer[g.Pool] = true
+		case model.RoleBootServer:
+			if p.BootServer == nil {
+				p.BootServer = map[string]bool{}
+			}
+			p.BootServer[g.BootServer] = true
 		}
 	}
 	return p
@@ -177,13 +196,16 @@ func (p Principal) Roles() []string {
 	if p.Viewer {
 		r = append(r, string(model.RoleViewer))
 	}
+	for bs := range p.BootServer {
+		r = append(r, string(model.RoleBootServer)+":"+bs)
+	}
 	sort.Strings(r)
 	return r
 }
 
 // CanRead reports whether the principal holds any role (a host never does).
 func (p Principal) CanRead() bool {
-	return !p.IsHost() && (p.SiteAdmin || p.Viewer || len(p.PoolAdmin) > 0 || len(p.Lecturer) > 0)
+	return !p.IsHost() && (p.SiteAdmin || p.Viewer || len(p.PoolAdmin) > 0 || len(p.Lecturer) > 0 || len(p.BootServer) > 0)
 }
 
 // Forbidden is returned when a change is not allowed (HTTP 403).
@@ -323,6 +345,10 @@ var fieldRights = map[string]entityRights{
 			"kind":        {never, never},
 			"description": {always, always},
 			"pool":        {never, never}, // re-homing an image re-homes every mode that starts it
+			// What unpinned modes boot: desktop and compute images belong to no pool, so
+			// only a site admin switches them; a course-vm image's pool admins and
+			// lecturers, who publish its versions, also pick which one starts.
+			"current": {always, always},
 		},
 	},
 	model.EntityImageVersion: {

@@ -277,6 +277,7 @@ func imageEntry(im *model.Image) entry {
 		{"kind", aImageKind, opt(string(im.Kind))},
 		{"description", aDescription, opt(im.Description)},
 		{"pool", aPoolName, opt(im.Pool)},
+		{"current", aPinned, opt(im.Current)},
 	}}
 }
 
@@ -334,6 +335,7 @@ func (l layout) roleEntry(r *model.RoleGrant) entry {
 		{"", aCN, []string{r.Name}},
 		{"role", aRoleKind, opt(string(r.Role))},
 		{"pool", aPoolName, opt(r.Pool)},
+		{"bootServer", aBootServer, opt(r.BootServer)},
 		{"members", aMember, members},
 	}}
 }

@@ -174,7 +174,7 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 		case a.is(ocImage):
 			site.Images = append(site.Images, model.Image{
 				Name: a.one(aCN), Kind: model.ImageKind(a.one(aImageKind)), Description: a.one(aDescription),
-				Pool: a.one(aPoolName),
+				Pool: a.one(aPoolName), Current: a.one(aPinned),
 			})
 		case a.is(ocImageVersion):
 			// The image is the parent entry: otVersion=V,cn=IMAGE,ou=images,...
@@ -210,7 +210,7 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 			}
 			site.Exceptions = append(site.Exceptions, x)
 		case a.is(ocRole):
-			r := model.RoleGrant{Name: a.one(aCN), Role: model.RoleKind(a.one(aRoleKind)), Pool: a.one(aPoolName)}
+			r := model.RoleGrant{Name: a.one(aCN), Role: model.RoleKind(a.one(aRoleKind)), Pool: a.one(aPoolName), BootServer: a.one(aBootServer)}
 			for _, m := range a.all(aMember) {
 				if m == "" {
 					continue // placeholder of a grant without members

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -31,7 +32,11 @@ import (
 const (
 	StateHeartbeats = "heartbeats"
 	StateReports    = "reports"
+	StateBootImages = "bootimages" // per boot server: the image versions it holds verified
+	StateBooted     = "booted"     // per host: the image versions it was last given
 )
+
+var stateKinds = []string{StateHeartbeats, StateReports, StateBootImages, StateBooted}
 
 func (l layout) stateRoot() string { return "ou=state," + l.site }
 func (l layout) stateKind(kind string) string {
@@ -49,7 +54,7 @@ const (
 )
 
 func validStateKind(kind string) error {
-	if kind != StateHeartbeats && kind != StateReports {
+	if !slices.Contains(stateKinds, kind) {
 		return fmt.Errorf("ldapstore: unknown state kind %q", kind)
 	}
 	return nil
@@ -191,7 +196,11 @@ func (s *Store) LoadState(ctx context.Context, fn func(kind, key string, doc []b
 func (s *Store) WatchState(ctx context.Context, ready func(), fn func(kind, key string, doc []byte, deleted bool)) error {
 	// The containers must exist for the search base; making them here also means a
 	// freshly initialised directory can be watched before the first heartbeat.
-	for _, c := range []string{s.dn.stateRoot(), s.dn.stateKind(StateHeartbeats), s.dn.stateKind(StateReports)} {
+	containers := []string{s.dn.stateRoot()}
+	for _, k := range stateKinds {
+		containers = append(containers, s.dn.stateKind(k))
+	}
+	for _, c := range containers {
 		if err := s.ensure(ctx, ou(c)); err != nil {
 			return wrapState(err, "watch", c)
 		}

@@ -387,6 +387,7 @@ func imageFields(a, b *Image) []string {
 		fieldCmp{"kind", a.Kind == b.Kind},
 		fieldCmp{"description", a.Description == b.Description},
 		fieldCmp{"pool", a.Pool == b.Pool},
+		fieldCmp{"current", a.Current == b.Current},
 	)
 }
 
@@ -438,6 +439,7 @@ func roleFields(a, b *RoleGrant) []string {
 	return changedFields(
 		fieldCmp{"role", a.Role == b.Role},
 		fieldCmp{"pool", a.Pool == b.Pool},
+		fieldCmp{"bootServer", a.BootServer == b.BootServer},
 		fieldCmp{"members", slices.Equal(a.Members, b.Members)},
 	)
 }

@@ -65,9 +65,13 @@ const (
 	RolePoolAdmin RoleKind = "pool-admin" // hosts, schedule and exceptions of one pool
 	RoleLecturer  RoleKind = "lecturer"   // course-vm rules/exceptions and course-vm images of one pool
 	RoleViewer    RoleKind = "viewer"     // read only
+	// RoleBootServer is the account `overtime bootserver run` of one boot server logs in
+	// with: it reads like a viewer and reports which image versions that boot server
+	// holds verified (docs/publishing.md).
+	RoleBootServer RoleKind = "boot-server"
 )
 
-var RoleKinds = []RoleKind{RoleSiteAdmin, RolePoolAdmin, RoleLecturer, RoleViewer}
+var RoleKinds = []RoleKind{RoleSiteAdmin, RolePoolAdmin, RoleLecturer, RoleViewer, RoleBootServer}
 
 // PoolScoped reports whether a role of this kind is granted per pool.
 func (k RoleKind) PoolScoped() bool { return k == RolePoolAdmin || k == RoleLecturer }
@@ -169,11 +173,15 @@ type Mode struct {
 
 // Image is a named series of immutable versions.
 type Image struct {
-	Name        string         `json:"name" yaml:"name"`
-	Kind        ImageKind      `json:"kind" yaml:"kind"`
-	Description string         `json:"description,omitempty" yaml:"description,omitempty"`
-	Pool        string         `json:"pool,omitempty" yaml:"pool,omitempty"` // course-vm images: pool whose lecturers manage it
-	Versions    []ImageVersion `json:"versions,omitempty" yaml:"versions,omitempty"`
+	Name        string    `json:"name" yaml:"name"`
+	Kind        ImageKind `json:"kind" yaml:"kind"`
+	Description string    `json:"description,omitempty" yaml:"description,omitempty"`
+	Pool        string    `json:"pool,omitempty" yaml:"pool,omitempty"` // course-vm images: pool whose lecturers manage it
+	// Current is the version that modes, guests and course VMs without a pin boot
+	// (`overtime image current`); empty: the newest. Switching it is one attribute write,
+	// and a rollback is the same switch back (docs/publishing.md).
+	Current  string         `json:"current,omitempty" yaml:"current,omitempty"`
+	Versions []ImageVersion `json:"versions,omitempty" yaml:"versions,omitempty"`
 }
 
 // ImageVersion is one immutable, published build of an image. Once written it is never
@@ -216,10 +224,12 @@ type Exception struct {
 
 // RoleGrant gives a role (for pool-scoped roles: in one pool) to users, by uid.
 type RoleGrant struct {
-	Name    string   `json:"name" yaml:"name"`
-	Role    RoleKind `json:"role" yaml:"role"`
-	Pool    string   `json:"pool,omitempty" yaml:"pool,omitempty"`
-	Members []string `json:"members" yaml:"members"`
+	Name string   `json:"name" yaml:"name"`
+	Role RoleKind `json:"role" yaml:"role"`
+	Pool string   `json:"pool,omitempty" yaml:"pool,omitempty"`
+	// BootServer is the boot server a boot-server role speaks for (and only for it).
+	BootServer string   `json:"bootServer,omitempty" yaml:"bootServer,omitempty"`
+	Members    []string `json:"members" yaml:"members"`
 }
 
 // Sort puts every list in name order so that output (exports, renders) is stable, and
@@ -351,10 +361,16 @@ func (s *Site) HostBootServer(h *Host) string {
 	return ""
 }
 
-// Version returns the named version of an image, or the newest one when v is empty.
+// Version returns the named version of an image, or when v is empty what an unpinned
+// reference boots: the current version (Image.Current), else the newest.
 func (im *Image) Version(v string) *ImageVersion {
 	if len(im.Versions) == 0 {
 		return nil
+	}
+	if v == "" && im.Current != "" {
+		if c := im.Version(im.Current); c != nil {
+			return c
+		}
 	}
 	if v == "" {
 		newest := &im.Versions[0]

@@ -170,6 +170,9 @@ func (s *Site) imageUsers(image string) []string {
 
 func (s *Site) versionUsers(image, version string) []string {
 	var u []string
+	if im := s.Image(image); im != nil && im.Current == version {
+		u = append(u, "image "+image+" (its current version)")
+	}
 	for _, m := range s.Modes {
 		if m.Image == image && m.ImageVersion == version {
 			u = append(u, "mode "+m.Name+" (pinned to it)")
@@ -191,6 +194,11 @@ func (s *Site) bootServerUsers(server string) []string {
 	for _, h := range s.Hosts {
 		if h.BootServer == server {
 			u = append(u, "host "+h.Name)
+		}
+	}
+	for _, r := range s.Roles {
+		if r.BootServer == server {
+			u = append(u, "role "+r.Name)
 		}
 	}
 	return u

@@ -160,6 +160,9 @@ func (s *Site) Validate() error {
 				return invalid("image %s version %s: negative size", im.Name, v.Version)
 			}
 		}
+		if im.Current != "" && !seen[im.Current] {
+			return invalid("image %s: current version %q is not a version of it", im.Name, im.Current)
+		}
 	}
 	for _, m := range s.Modes {
 		if !oneOf(m.Kind, ModeKinds) {
@@ -417,6 +420,14 @@ func (s *Site) Validate() error {
 		}
 		if r.Pool != "" && !pools[r.Pool] {
 			return invalid("role %s: unknown pool %q", r.Name, r.Pool)
+		}
+		switch {
+		case r.Role == RoleBootServer && r.BootServer == "":
+			return invalid("role %s: a %s role needs a boot server", r.Name, r.Role)
+		case r.Role != RoleBootServer && r.BootServer != "":
+			return invalid("role %s: only a %s role names a boot server", r.Name, RoleBootServer)
+		case r.BootServer != "" && !servers[r.BootServer]:
+			return invalid("role %s: unknown boot server %q", r.Name, r.BootServer)
 		}
 		for _, m := range r.Members {
 			if err := ValidUID(m); err != nil {

@@ -56,6 +56,9 @@ type Query struct {
 	// without boot servers, boot scripts point there, so that their URLs reach something
 	// that answers. "" (the node agent, renders): no such fallback.
 	Self string
+	// Held is what the boot servers reported holding verified: a host whose boot server
+	// reported is only given versions it holds (pick). nil: nothing is gated.
+	Held Held
 }
 
 // ServerSource says which step of the fallback rule chose Assignment.Server.
@@ -88,9 +91,16 @@ type Assignment struct {
 	// why (deciding rule and level), until when and what comes next.
 	Mode     *model.Mode
 	Decision schedule.Decision
-	// Image is the version Mode boots: the pinned one, else the newest; nil when the mode
-	// boots no image or its image has no (such) version yet.
+	// Image is the version Mode boots: the pinned one, else the image's current (else
+	// newest), or on a gated boot server the newest older version it holds (ImageNote says
+	// so); nil when the mode boots no image or its image has no (such) version yet.
 	Image *model.ImageVersion
+	// ImageUnavailable says why Image may not be given out: Server has not verified it
+	// (nor, for an unpinned mode, an older version). The menu shows the entry unavailable.
+	ImageUnavailable string
+	ImageNote        string
+	// unavailable: the same for every menu entry, by mode name.
+	unavailable map[string]string
 	// Server is the boot server that answers the host and serves its images, chosen by
 	// the one fallback rule (BootServer); nil only with ServerNone.
 	Server     *model.BootServer
@@ -183,8 +193,9 @@ func (r *Resolver) BootServer(h *model.Host, q Query) (*model.BootServer, Server
 	return nil, ServerNone
 }
 
-// ImageOf is the version m boots: its pinned version, else the image's newest; nil when
-// m boots no image or there is no such version.
+// ImageOf is the version m boots: its pinned version, else the image's current (else
+// newest); nil when m boots no image or there is no such version. Not gated by any boot
+// server's holdings (an assignment is).
 func (r *Resolver) ImageOf(m *model.Mode) *model.ImageVersion {
 	if m == nil || m.Image == "" {
 		return nil
@@ -199,14 +210,24 @@ func (r *Resolver) ImageOf(m *model.Mode) *model.ImageVersion {
 func (r *Resolver) resolve(h *model.Host, mac string, q Query) *Assignment {
 	a := &Assignment{At: q.At, Loc: r.eng.Location(), Host: h, MAC: mac, Policy: model.DefaultPolicy()}
 	a.Mode, a.Decision = r.ModeAt(h, q.At)
-	a.Image = r.ImageOf(a.Mode)
 	a.Server, a.ServerFrom = r.BootServer(h, q)
+	a.Image, a.ImageUnavailable, a.ImageNote = r.imageFor(a.Mode, a.Server, q.Held)
+	if a.ImageUnavailable != "" {
+		a.unavailable = map[string]string{a.Mode.Name: a.ImageUnavailable}
+	}
 	for i := range r.site.Modes {
 		m := &r.site.Modes[i]
 		if m == a.Mode || (m.Kind != model.KindLocalDisk && m.Kind != model.KindMaintenance) {
 			continue
 		}
-		a.Others = append(a.Others, render.MenuEntry{Mode: m, Image: r.ImageOf(m)})
+		v, why, _ := r.imageFor(m, a.Server, q.Held)
+		if why != "" {
+			if a.unavailable == nil {
+				a.unavailable = map[string]string{}
+			}
+			a.unavailable[m.Name] = why
+		}
+		a.Others = append(a.Others, render.MenuEntry{Mode: m, Image: v})
 	}
 	if h == nil {
 		return a
@@ -216,7 +237,7 @@ func (r *Resolver) resolve(h *model.Host, mac string, q Query) *Assignment {
 		a.Policy = a.Pool.Policy.Effective()
 	}
 	if a.Mode != nil && a.Mode.Guest != nil {
-		a.Guest, a.GuestUnavailable = r.guest(h, a.Mode, a.Server)
+		a.Guest, a.GuestUnavailable = r.guest(h, a.Mode, a.Server, q.Held)
 	}
 	if a.Mode != nil && a.Mode.Kind == model.KindCourseVM {
 		a.CourseVM, a.CourseVMUnavailable = r.courseVM(h, a.Mode, a.Server)
@@ -248,15 +269,17 @@ func (r *Resolver) courseVM(h *model.Host, m *model.Mode, srv *model.BootServer)
 }
 
 // guest resolves m's guest for h, located on srv, or says why it cannot run.
-func (r *Resolver) guest(h *model.Host, m *model.Mode, srv *model.BootServer) (*wire.AgentGuest, string) {
+func (r *Resolver) guest(h *model.Host, m *model.Mode, srv *model.BootServer, held Held) (*wire.AgentGuest, string) {
 	g := m.Guest.WithDefaults()
 	im := r.site.Image(g.Image)
 	if im == nil {
 		// Site.Validate refuses this; said rather than crashed on if it slips through.
 		return nil, fmt.Sprintf("mode %s: guest image %q is not defined", m.Name, g.Image)
 	}
-	v := im.Version(g.Version)
+	v, why, _ := pick(im, g.Version, srv, held)
 	switch {
+	case why != "":
+		return nil, why
 	case v == nil && g.Version != "":
 		return nil, fmt.Sprintf("image %s version %s is not published", im.Name, g.Version)
 	case v == nil:
@@ -277,12 +300,19 @@ func (r *Resolver) guest(h *model.Host, m *model.Mode, srv *model.BootServer) (*
 }
 
 // Boot is the assignment as the boot script renderers take it. The caller adds what is
-// about its own presentation (menu timeout, the image-file check of the server it runs on).
+// about its own presentation (menu timeout, the image-file check of the server it runs on:
+// chain it after Check, which shows entries whose version the boot server has not
+// verified as unavailable).
 func (a *Assignment) Boot() render.Boot {
-	return render.Boot{
+	b := render.Boot{
 		MAC: a.MAC, Host: a.Host, Server: a.Server, Mode: a.Mode, Image: a.Image,
 		Reason: a.Decision.Rule, Until: a.Decision.Next, Loc: a.Loc, Others: a.Others,
 	}
+	if len(a.unavailable) > 0 {
+		un := a.unavailable
+		b.Check = func(m *model.Mode, _ *model.ImageVersion) string { return un[m.Name] }
+	}
+	return b
 }
 
 // AgentConfig is the assignment as the node agent's configuration document.

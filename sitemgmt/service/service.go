@@ -73,6 +73,7 @@ type Service struct {
 	writeMu sync.Mutex
 	snap    atomic.Pointer[Snapshot]
 	agents  agentState // heartbeats and job reports (agents.go)
+	images  imageState // boot servers' verified image versions, versions hosts were given (images.go)
 	state   StateStore // where they are kept beyond this process (state.go); nil: memory only
 	// directory is the outcome of the last contact with the directory (directory.go).
 	directory directoryState

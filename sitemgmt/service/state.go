@@ -47,8 +47,10 @@ type StateStore interface {
 
 // State kinds (the same strings as ldapstore's containers).
 const (
-	stateBeats   = "heartbeats"
-	stateReports = "reports"
+	stateBeats      = "heartbeats"
+	stateReports    = "reports"
+	stateBootImages = "bootimages" // images.go
+	stateBooted     = "booted"     // images.go
 )
 
 // PersistRefresh is how old the stored receive time of an unchanged heartbeat may get
@@ -287,6 +289,8 @@ func (s *Service) mergeDoc(kind, key string, doc []byte, deleted, live bool) {
 			return
 		}
 		s.agents.mergeReport(k, sr, live)
+	case stateBootImages, stateBooted:
+		s.images.mergeDoc(s.log, kind, key, doc, deleted)
 	}
 }
 
@@ -302,10 +306,14 @@ func (s *Service) SyncState(ctx context.Context, finalFlush time.Duration) {
 		return
 	}
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		s.watchState(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.syncBooted(ctx)
 	}()
 	backoff := time.Duration(0)
 	retry := time.NewTimer(time.Hour)
