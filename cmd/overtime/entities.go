@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,6 +20,8 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
+	"github.com/overtime-hpc/overtime/images/artefact"
+	"github.com/overtime-hpc/overtime/internal/cmdline"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
@@ -540,17 +544,34 @@ func bootServerNote(bs string) string {
 	return ", boot server " + bs
 }
 
-// publishCmd records a new immutable image version. With --file the checksum and size
-// are computed from the root image itself, so they cannot be mistyped.
+// publishCmd publishes a new immutable image version. With --dir (a build of
+// images/build.sh) it verifies the build against its SHA256SUMS, uploads every artefact
+// to the site manager's image store and publishes them there (boot servers then pull
+// them); with --path it only records a version whose files an administrator placed on
+// the boot servers. With --file the checksum and size are computed from the root image
+// itself, so they cannot be mistyped.
 func publishCmd(g *globals) *cobra.Command {
-	var sum, path, file string
+	var sum, path, file, dir string
 	var size int64
 	var dry bool
 	cmd := &cobra.Command{
-		Use:   "publish IMAGE VERSION --path DIR (--file root.squashfs | --sha256 HEX --size N)",
+		Use:   "publish IMAGE VERSION (--dir BUILD | --path DIR (--file root.squashfs | --sha256 HEX --size N))",
 		Short: "Publish a new immutable version of an image",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case dir != "" && (path != "" || file != "" || sum != ""):
+				return cmdline.Usagef("--dir uploads a build: it takes no --path, --file or --sha256")
+			case dir == "" && path == "":
+				return cmdline.Usagef("give --dir BUILD (upload a build) or --path DIR (record files already on the boot servers)")
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if dir != "" {
+				return publishDir(cmd, g, c, args[0], args[1], dir, dry)
+			}
 			if file != "" {
 				f, err := os.Open(file)
 				if err != nil {
@@ -564,10 +585,6 @@ func publishCmd(g *globals) *cobra.Command {
 				}
 				sum, size = hex.EncodeToString(h.Sum(nil)), n
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
 			v := model.ImageVersion{Version: args[1], SHA256: sum, Size: size, Path: path}
 			var ch client.Changes
 			if err := c.Send(http.MethodPost, "/api/v1/images/"+url.PathEscape(args[0])+"/versions", dryQuery(dry), v, &ch); err != nil {
@@ -576,11 +593,57 @@ func publishCmd(g *globals) *cobra.Command {
 			return g.emitChanges(cmd.OutOrStdout(), ch)
 		},
 	}
+	cmd.Flags().StringVar(&dir, "dir", "", "a build directory (images/build.sh, make images): verified, uploaded and published as IMAGE/VERSION")
 	cmd.Flags().StringVar(&path, "path", "", "directory of the version under the image root (holds vmlinuz, initrd.img, root.squashfs)")
 	cmd.Flags().StringVar(&file, "file", "", "root image file to checksum")
 	cmd.Flags().StringVar(&sum, "sha256", "", "sha256 of the root image")
 	cmd.Flags().Int64Var(&size, "size", 0, "size in bytes")
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "validate without writing")
-	_ = cmd.MarkFlagRequired("path")
 	return cmd
+}
+
+// publishDir uploads a verified build and publishes it; whatever fails, nothing is
+// published and the partial upload is discarded.
+func publishDir(cmd *cobra.Command, g *globals, c *client.Client, image, version, dir string, dry bool) error {
+	ctx := cmd.Context()
+	errw := cmd.ErrOrStderr()
+	files, err := artefact.Verify(dir)
+	if err != nil {
+		return fmt.Errorf("the build in %s does not verify, nothing published: %w", dir, err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	if dry {
+		ch, err := c.PublishImageVersion(ctx, image, version, nil, "", true)
+		if err != nil && !isNothingUploaded(err) {
+			return err
+		}
+		if ch == nil {
+			ch = &client.Changes{DryRun: true, Changes: []string{"+ image-version " + model.ImageVersionName(image, version)}}
+		}
+		return g.emitChanges(cmd.OutOrStdout(), *ch)
+	}
+	published := false
+	defer func() {
+		if !published {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if derr := c.DiscardUpload(dctx, image, version); derr != nil {
+				fmt.Fprintf(errw, "warning: discarding the partial upload failed: %v\n", derr)
+			}
+		}
+	}()
+	for _, f := range files {
+		if err := uploadFile(ctx, c, errw, image, version, filepath.Join(dir, f.Name), f.Name); err != nil {
+			return err
+		}
+	}
+	ch, err := c.PublishImageVersion(ctx, image, version, names, "", false)
+	if err != nil {
+		return err
+	}
+	published = true
+	return g.emitChanges(cmd.OutOrStdout(), *ch)
 }
