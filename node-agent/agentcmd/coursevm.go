@@ -84,7 +84,7 @@ deleted. Run it from the graphical session (autostart), as the session's user.`,
 	f.StringVar(&dir, "dir", "", "show this course-VM version directory instead (disk, vm.json, SHA256SUMS)")
 	f.StringVar(&stateDir, "state-dir", "", "tmpfs directory for the throwaway overlays (default $XDG_RUNTIME_DIR/overtime-course-vm)")
 	f.StringVar(&display, "display", "gtk", "gtk or sdl (full screen), or none (headless: serial log only)")
-	f.StringVar(&serialLog, "serial-log", "", "append the VM's serial console to this file")
+	f.StringVar(&serialLog, "serial-log", "", "append the VM's serial console to this file (- : standard output, the journal under systemd)")
 	f.StringVar(&listen, "listen", "", "HTTP address for /metrics (e.g. 127.0.0.1:9102; empty: off)")
 	f.IntVar(&memPercent, "memory-percent", 75, "the VM gets at most this share of the PC's memory")
 	f.BoolVar(&verify, "verify", false, "check the disk's sha256 against SHA256SUMS before each start (reads it whole)")

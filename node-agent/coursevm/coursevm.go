@@ -154,7 +154,8 @@ type Options struct {
 	// Display is how QEMU shows the VM: "gtk" (default: full screen), "sdl" (full
 	// screen), or "none" (headless: tests, or a display given in ExtraArgs).
 	Display string
-	// SerialLog, when set, receives the VM's first serial port (appended, across restarts).
+	// SerialLog, when set, receives the VM's first serial port (appended, across restarts);
+	// "-" is the player's standard output.
 	SerialLog string
 	// Accel chooses KVM or TCG (default kvmprobe.Accel: KVM only if a probe guest ran).
 	Accel func() (name, reason string)
@@ -415,6 +416,9 @@ func (p *Player) start(ctx context.Context, s *Spec) (*vm, error) {
 	cmd := exec.Command(name, args...)
 	tail := &tailBuffer{max: 4096}
 	cmd.Stdout, cmd.Stderr = io.Discard, tail
+	if p.o.SerialLog == "-" {
+		cmd.Stdout = os.Stdout
+	}
 	// Its own process group (stop signals the group); killed with the player.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -496,7 +500,12 @@ func (p *Player) qemuCommand(ctx context.Context, desc vmspec.VM, disk, dir stri
 	default:
 		args = append(args, "-display", "gtk,full-screen=on,zoom-to-fit=on", "-vga", "std", "-usb", "-device", "usb-tablet")
 	}
-	if p.o.SerialLog != "" {
+	switch p.o.SerialLog {
+	case "":
+	case "-":
+		// The player's standard output: the journal when systemd runs it headless.
+		args = append(args, "-chardev", "stdio,id=serial0,signal=off", "-serial", "chardev:serial0")
+	default:
 		args = append(args, "-chardev", "file,id=serial0,append=on,path="+qemuPath(p.o.SerialLog), "-serial", "chardev:serial0")
 	}
 	args = append(args, p.o.ExtraArgs...)
