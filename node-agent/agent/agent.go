@@ -31,6 +31,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/overtime-hpc/overtime/images/artefact"
 	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/node-agent/coursevm"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
@@ -346,7 +347,7 @@ func (a *Agent) apply(ctx context.Context, c *wire.AgentConfig, from string) {
 		a.engine.SetPolicy(c.Policy)
 	}
 	a.obs.Kind, a.obs.HasGuest = c.Kind, c.Guest != nil
-	a.publishCourseVM(c)
+	a.publishCourseVM(ctx, c)
 	if first {
 		a.adopt(ctx)
 	}
@@ -356,11 +357,18 @@ func (a *Agent) apply(ctx context.Context, c *wire.AgentConfig, from string) {
 // publishCourseVM tells the session's course-VM player what to show: the course VM of a
 // course-vm mode in the read-only image export, or nothing (the file removed). A failure
 // is logged; the player keeps what it showed.
-func (a *Agent) publishCourseVM(c *wire.AgentConfig) {
+func (a *Agent) publishCourseVM(ctx context.Context, c *wire.AgentConfig) {
 	if a.o.CourseVMFile == "" {
 		return
 	}
 	spec := CourseVMSpec(c, a.o.ImageRoot)
+	if spec != nil && spec.Dir != "" && c.CourseVM.NFS != "" {
+		// The player reads the version directory: mount it from the boot server first.
+		if err := a.ensureImage(ctx, spec.Dir, c.CourseVM.NFS, artefact.SumsFile); err != nil {
+			a.log.Error("course VM image", "err", err)
+			spec = &coursevm.Spec{Mode: c.Mode, Image: c.CourseVM.Image, Unavailable: err.Error()}
+		}
+	}
 	if err := coursevm.WriteSpec(a.o.CourseVMFile, spec); err != nil {
 		a.log.Error("course VM spec not written", "file", a.o.CourseVMFile, "err", err)
 	}
@@ -584,8 +592,9 @@ func (a *Agent) act(ctx context.Context) bool {
 // already show it) and, for a compute guest in a container, its secrets.
 func (a *Agent) prepareGuest(ctx context.Context, spec *guest.Spec) error {
 	g := a.cfg.Guest
-	if err := a.ensureImage(ctx, g); err != nil {
-		return err
+	dir := filepath.Join(a.o.ImageRoot, filepath.FromSlash(g.Resolved.Path))
+	if err := a.ensureImage(ctx, dir, g.NFS, model.ImageRoot); err != nil {
+		return fmt.Errorf("image %s %s: %w", g.Image, g.Resolved.Version, err)
 	}
 	if g.ImageKind != model.ImageCompute || g.Backend != model.BackendContainer {
 		return nil
@@ -615,12 +624,11 @@ func (a *Agent) prepareGuest(ctx context.Context, spec *guest.Spec) error {
 	return nil
 }
 
-// ensureImage mounts the guest's version directory read-only from its boot server
-// (wire.AgentGuest.NFS) at ImageRoot/<version path> when it is not there yet: a desktop
-// mounts only the image versions its guest runs, not the whole export.
-func (a *Agent) ensureImage(ctx context.Context, g *wire.AgentGuest) error {
-	dir := filepath.Join(a.o.ImageRoot, filepath.FromSlash(g.Resolved.Path))
-	if _, err := os.Stat(filepath.Join(dir, model.ImageRoot)); err == nil || g.NFS == "" {
+// ensureImage mounts an image version directory (a guest's, a course VM's) read-only
+// from its boot server (nfs: "server:/export/path") at dir, below ImageRoot, when dir does
+// not show probe yet: a desktop mounts only the versions it runs, not the whole export.
+func (a *Agent) ensureImage(ctx context.Context, dir, nfs, probe string) error {
+	if _, err := os.Stat(filepath.Join(dir, probe)); err == nil || nfs == "" {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -629,11 +637,11 @@ func (a *Agent) ensureImage(ctx context.Context, g *wire.AgentGuest) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	// NFSv3 like the root (stateless: a boot server restart is invisible), no locks.
-	out, err := exec.CommandContext(ctx, "mount", "-t", "nfs", "-o", "ro,nosuid,nodev,vers=3,proto=tcp,nolock", g.NFS, dir).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "mount", "-t", "nfs", "-o", "ro,nosuid,nodev,vers=3,proto=tcp,nolock", nfs, dir).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("mounting image %s from %s: %v: %s", g.Resolved.Version, g.NFS, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("mounting %s at %s: %v: %s", nfs, dir, err, strings.TrimSpace(string(out)))
 	}
-	a.log.Info("image mounted", "nfs", g.NFS, "at", dir)
+	a.log.Info("image mounted", "nfs", nfs, "at", dir)
 	return nil
 }
 

@@ -262,11 +262,11 @@ func TestCourseVMSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.publishCourseVM(cfg)
+	a.publishCourseVM(context.Background(), cfg)
 	if got, err := coursevm.ReadSpec(file); err != nil || got == nil || got.Dir != s.Dir {
 		t.Fatalf("written spec %+v %v", got, err)
 	}
-	a.publishCourseVM(&wire.AgentConfig{Mode: "desktop", Kind: model.KindDesktop})
+	a.publishCourseVM(context.Background(), &wire.AgentConfig{Mode: "desktop", Kind: model.KindDesktop})
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Fatalf("spec file after the mode changed: %v", err)
 	}
