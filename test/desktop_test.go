@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootsector"
 	"github.com/overtime-hpc/overtime/internal/testenv/imagetest"
 	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
@@ -67,6 +68,14 @@ modes:
     # The journal on the console: what the test reads when something fails.
     kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
     guest: {image: compute, backend: container, vcpus: 1, memoryMB: 384, network: bridged, bridge: br0, kernelArgs: %[9]q}
+  # A lecturer's slot: the desktop boots, and the course VM runs from its read-only image
+  # (headless here: the desktop-minimal image has no graphical session, so the player's
+  # headless unit is started for this boot, and its serial console goes to the journal).
+  - name: lecture
+    kind: course-vm
+    image: desktop
+    vm: demo-vm
+    kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1 systemd.wants=overtime-course-vm.service"
   - {name: local-disk, kind: local-disk}
 pools:
   - name: lab
@@ -169,6 +178,27 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	bootlab.Eventually(t, "job "+m[1]+"'s report in the site manager", time.Minute, func() bool {
 		_, err := l.Run("job-report", m[1], "--host", "desk1")
 		return err == nil
+	})
+
+	// A lecturer's course VM: imported (a tiny raw disk whose boot sector prints a line on
+	// the serial port), booked for desk1 now; the PC restarts into the course-vm mode and
+	// its player starts the VM from the read-only image.
+	disk := filepath.Join(t.TempDir(), "demo.raw")
+	if err := os.WriteFile(disk, bootsector.Disk("OVERTIME-COURSE-VM-UP\r\n", 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.MustRun("image", "import", disk, "--image", "demo-vm", "--pool", "lab", "--version", "ws26", "--memory", "64")
+	l.MustRun("schedule", "add", "--host", "desk1", "wed 10:00-12:00 lecture")
+	if _, err := vm.Monitor().Command("system_reset", nil); err != nil {
+		t.Fatal(err)
+	}
+	expect(`Overtime: desk1 mode lecture\b`, desktopBootWithin)
+	expect(`Welcome to .*Debian GNU/Linux 12`, desktopBootWithin)
+	expect(`OVERTIME-COURSE-VM-UP`, desktopBootWithin)
+	// The player's view, from the network: one VM running.
+	bootlab.Eventually(t, "the course VM player's metrics", time.Minute, func() bool {
+		code, body, err := l.HTTPGet("http://10.20.0.21:9102/metrics")
+		return err == nil && code == 200 && strings.Contains(body, "overtime_coursevm_running 1")
 	})
 }
 

@@ -419,7 +419,7 @@ func (c *Config) imageLoop(ctx context.Context, stats *ImageStats) {
 
 func hint(err error) string {
 	if strings.Contains(err.Error(), "may not report") {
-		return "give this boot server's account a boot-server role: overtime role add NAME --role boot-server --bootserver BS --members UID"
+		return "give this boot server's account a boot-server role: overtime role add NAME --role boot-server --boot-server BS --member UID"
 	}
 	return ""
 }

@@ -249,13 +249,13 @@ func entityCmds(g *globals) []*cobra.Command {
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&role, "role", "", "site-admin, pool-admin, lecturer, viewer or boot-server")
 			f.StringVar(&pool, "pool", "", "pool (pool-admin, lecturer)")
-			f.StringVar(&bootServer, "bootserver", "", "boot server (boot-server: the account its `overtime bootserver run` uses)")
+			f.StringVar(&bootServer, "boot-server", "", "boot server (boot-server role: the account its `overtime bootserver run` uses)")
 			f.StringArrayVar(&members, "member", nil, "member uid, repeatable (replaces the list)")
 		},
 		apply: func(f *pflag.FlagSet, _ *client.Client, r *model.RoleGrant) error {
 			setKind(f, "role", &r.Role, role)
 			set(f, "pool", &r.Pool, pool)
-			set(f, "bootserver", &r.BootServer, bootServer)
+			set(f, "boot-server", &r.BootServer, bootServer)
 			if f.Changed("member") {
 				r.Members = members
 			}
