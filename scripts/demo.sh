@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# make demo / make demo-stop. Builds the test image, then starts a complete boot server in
-# a network namespace (overtime-demo): a throwaway slapd with the Overtime schema,
-# `overtime serve` (API, boot scripts, kernels over HTTP) and `overtime bootserver run`
-# (dnsmasq + nfs-ganesha), applies docs/examples/site.yaml, publishes the test image as the
-# desktop image, and PXE-boots the pool PC pc-a01 as a QEMU VM whose serial console shows
-# the mode the schedule gave it. The API is forwarded to 127.0.0.1 for the CLI and curl.
+# make demo / make demo-stop. Builds the real images (make images: desktop-minimal and
+# compute-guest, Debian 12 with this checkout's packages), then starts a complete boot
+# server in a network namespace (overtime-demo): a throwaway slapd with the Overtime
+# schema, `overtime serve` (API, image store, boot scripts, kernels over HTTP) and
+# `overtime bootserver run` (dnsmasq + nfs-ganesha, image sync), applies
+# docs/examples/site.yaml, publishes both images with `overtime image publish --dir`, and
+# PXE-boots the pool PC pc-a01 as a QEMU VM: the desktop image from NFS, its packaged node
+# agent with the credential from the PC's OVERTIME-ID disk, the compute guest in a
+# container, throttled when keys are pressed. The API is forwarded to 127.0.0.1.
 # Everything lives in $OVERTIME_DEMO_DIR and the namespace, and is removed on stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +20,6 @@ OVERTIME_DEMO_NOW=${OVERTIME_DEMO_NOW:-2026-12-02T14:30:00+01:00}
 NS=overtime-demo
 HTTP_PORT=${OVERTIME_DEMO_PORT:-8080}
 BIN=$ROOT/bin/overtime
-AGENT_BIN=$ROOT/bin/overtime-agent
 SERVER_IP=10.20.0.1
 API=http://$SERVER_IP:8080
 
@@ -60,9 +62,12 @@ start() {
 	trap 'echo; stop; exit 130' INT TERM
 	trap 'rc=$?; [ $rc -eq 0 ] || { echo "demo: failed, cleaning up"; stop; }' EXIT
 
-	echo "== building the test image (Debian cloud kernel, this project's initramfs, busybox root; cached)"
-	images/testimage/build.sh "$ROOT/.cache/demo-image" >/dev/null
-	IMG=$ROOT/.cache/demo-image
+	echo "== make images: desktop-minimal and compute-guest (Debian 12 + this checkout's .debs; cached in /var/cache/overtime/images)"
+	if ! make -s -C "$ROOT" images > "$D/images.log" 2>&1; then
+		tail -30 "$D/images.log"; echo "demo: make images failed (log: $D/images.log)"; exit 1
+	fi
+	IMG=$ROOT/bin/images
+	du -h "$IMG"/*/root.squashfs | sed 's/^/   /'
 
 	echo "== network namespace $NS: bridge br0 $SERVER_IP/24, tap0 for the VM"
 	ip netns add "$NS"
@@ -80,14 +85,9 @@ start() {
 	export OVERTIME_LDAP_PASSWORD=$ROOTPW OVERTIME_ADMIN_PASSWORD=admin-secret
 	inns "$BIN" ldap init --site example --timezone Europe/Berlin --admin admin
 
-	mkdir -p "$D/images/debian-desktop/demo-1" "$D/images/compute-guest/demo-1" "$D/files" && chmod -R 755 "$D/images"
-	# The compute guest: the same busybox image, run by the node agent as a container.
-	cp "$IMG/root.squashfs" "$D/images/compute-guest/demo-1/"
-	chmod 644 "$D/images/compute-guest/demo-1/"*
-	# The node agent's binary for pc-a01 (a real desktop image ships it).
-	cp "$AGENT_BIN" "$D/files/overtime-agent"
-	cp "$IMG/vmlinuz" "$IMG/initrd.img" "$IMG/root.squashfs" "$D/images/debian-desktop/demo-1/"
-	chmod 644 "$D/images/debian-desktop/demo-1/"*
+	# The image store of the site manager, which is also what the boot server exports (one
+	# machine plays both).
+	mkdir -p "$D/images" "$D/files" && chmod 755 "$D/images" "$D/files"
 	NOW_ARGS=()
 	[ -z "${OVERTIME_DEMO_NOW:-}" ] || NOW_ARGS=(--now "$OVERTIME_DEMO_NOW")
 	inns "$BIN" serve --listen "$SERVER_IP:8080" --boot-server bs1 --reload 5s --menu-timeout 2s \
@@ -104,15 +104,30 @@ start() {
 		OVERTIME_NEW_PASSWORD="$u-secret" "$BIN" user add "$u" >/dev/null
 	done
 	OVERTIME_NEW_PASSWORD=bootsrv-secret "$BIN" user add bootsrv >/dev/null
-	"$BIN" role add boot-servers --role viewer --member bootsrv >/dev/null
+	"$BIN" role add bs1-sync --role boot-server --boot-server bs1 --member bootsrv >/dev/null
 
-	echo "== the demo network: boot server bs1 on br0, images under $D/images; the test image as debian-desktop demo-1"
+	echo "== the demo network: boot server bs1 on br0, images under $D/images"
 	"$BIN" bootserver set bs1 --interface br0 --nfs-root "$D/images" >/dev/null
-	"$BIN" image publish debian-desktop demo-1 --path debian-desktop/demo-1 --file "$IMG/root.squashfs"
+	echo "== overtime image publish --dir: the builds are verified, uploaded into the store and made current"
+	"$BIN" image publish debian-desktop demo-1 --dir "$IMG/desktop-minimal" 2>&1 | grep -v '^uploading' | sed 's/^/   /'
+	"$BIN" image publish compute-guest demo-1 --dir "$IMG/compute-guest" 2>&1 | grep -v '^uploading' | sed 's/^/   /'
+	"$BIN" image current debian-desktop demo-1 >/dev/null
+	"$BIN" image current compute-guest demo-1 >/dev/null
 	for m in desktop cluster course-bio101 maintenance; do
 		args=$("$BIN" mode show "$m" -o json | sed -n 's/.*"kernelArgs": "\(.*\)".*/\1/p')
 		"$BIN" mode set "$m" --kernel-args "console=ttyS0${args:+ $args}" >/dev/null
 	done
+	# The desktop mode's compute guest: the compute-guest image in a container, busy with a
+	# CPU-bound loop (the Slurm part below runs real jobs in a cluster of its own).
+	printf '%s\n' "image: compute-guest" "backend: container" "network: none" \
+		"vcpus: 1" "memoryMB: 256" "kernelArgs: /bin/busybox md5sum /dev/zero" > "$D/guest.yaml"
+	"$BIN" mode set desktop --guest-file "$D/guest.yaml" >/dev/null
+	printf '%s\n' "idleAfter: 20s" "hold: 5s" "throttleCPU: 25" "desktopLoad: 100" "freezePressure: 95" > "$D/policy.yaml"
+	"$BIN" pool set lab-a --policy-file "$D/policy.yaml" >/dev/null
+	# pc-a01 has no TPM: its host credential goes on a small local disk labelled OVERTIME-ID.
+	"$BIN" host credential pc-a01 --out "$D/pc-a01.token" >/dev/null
+	mkdir -p "$D/id" && install -m 600 "$D/pc-a01.token" "$D/id/agent.token"
+	mkfs.ext4 -q -L OVERTIME-ID -E root_owner=0:0 -d "$D/id" "$D/pc-a01-id.img" 8M
 
 	echo "== overtime bootserver run --name bs1 --nfs ganesha   (dnsmasq + nfs-ganesha, in $NS)"
 	# A private /run: rpcbind's socket must not meet another rpcbind's.
@@ -122,6 +137,11 @@ start() {
 		--export-root "$D/images" --refresh 2s > "$D/bootserver.log" 2>&1 &
 	echo $! > "$D/bootserver.pid"
 	wait_for "dnsmasq and nfs-ganesha" 60 grep -q "NFS SERVER INITIALIZED" "$D/bootserver/ganesha.log"
+	if ! wait_for "bs1 to verify debian-desktop demo-1" 180 sh -c '"$0" image show debian-desktop -o json | grep -q "\"verifiedOn\""' "$BIN"; then
+		tail -20 "$D/bootserver.log"; exit 1
+	fi
+	echo "== overtime image show debian-desktop   (the boot server verified the published version)"
+	"$BIN" image show debian-desktop | sed 's/^/   /'
 
 	echo
 	echo "== overtime mode-at pc-a01   (what the schedule says now)"
@@ -134,20 +154,21 @@ start() {
 	# progress (internal/testenv/vmtest probes it properly for the tests). sercon-port makes
 	# SeaBIOS and iPXE print on the serial console (value: 0x3f8, little-endian).
 	printf '\xf8\x03' > "$D/sercon-port"
-	inns qemu-system-x86_64 -name pc-a01 -machine q35 -accel "${OVERTIME_DEMO_ACCEL:-tcg}" -m 512 -nodefaults -no-user-config \
+	inns qemu-system-x86_64 -name pc-a01 -machine q35 -accel "${OVERTIME_DEMO_ACCEL:-tcg}" -m 2048 -smp 2 -nodefaults -no-user-config \
 		-display none -boot n -fw_cfg name=etc/sercon-port,file="$D/sercon-port" \
 		-netdev tap,id=net0,ifname=tap0,script=no,downscript=no \
 		-device virtio-net-pci,netdev=net0,mac=52:54:00:0a:00:01,bootindex=1 \
+		-drive file="$D/pc-a01-id.img",format=raw,if=virtio,readonly=on \
 		-chardev socket,id=con0,path="$D/pc-a01.console",server=on,wait=off,logfile="$D/pc-a01.log" \
 		-serial chardev:con0 -monitor unix:"$D/pc-a01.monitor",server=on,wait=off > "$D/qemu.log" 2>&1 &
 	echo $! > "$D/vm.pid"
 	t0=$SECONDS
-	if ! wait_for "pc-a01 to boot" 600 grep -q "overtime-test: up" "$D/pc-a01.log"; then
+	if ! wait_for "pc-a01 to boot Debian" 900 grep -q "Welcome to" "$D/pc-a01.log"; then
 		tail -30 "$D/pc-a01.log"; exit 1
 	fi
-	echo "   booted in $((SECONDS - t0)) s. Its console, filtered:"
-	tr -d '\r' < "$D/pc-a01.log" | grep -aoE "Overtime: pc-a01 mode .*|overtime: .*|overtime-test: .*" | sed 's/^/   | /'
-	if ! grep -q "overtime-test: up mode=$MODE host=pc-a01" "$D/pc-a01.log"; then
+	echo "   systemd started $((SECONDS - t0)) s after power-on. The console, filtered:"
+	tr -d '\r' < "$D/pc-a01.log" | grep -aoE "Overtime: pc-a01 mode .*|overtime: .*|Welcome to .*" | sed 's/^/   | /'
+	if ! grep -aq "Overtime: pc-a01 mode $MODE" "$D/pc-a01.log"; then
 		echo "demo: pc-a01 did not land in the scheduled mode $MODE"; exit 1
 	fi
 	echo "   pc-a01 landed in mode $MODE, as the schedule says."
@@ -225,44 +246,29 @@ powersave_demo() {
 # vm: type a command on pc-a01's serial console.
 vm() { printf '%s\n' "$*" | socat - UNIX-CONNECT:"$D/pc-a01.console" >/dev/null; }
 
-# agent_demo: the node agent on pc-a01 runs the compute guest as a container (cgroup v2
-# inside the VM) and throttles it when keys are pressed on pc-a01's keyboard (QEMU's
-# emulated PS/2 keyboard, through the monitor: the agent reads /dev/input/event*).
+# agent_status FIELD VALUE: does pc-a01's last heartbeat say so?
+agent_status() { "$BIN" agent status pc-a01 -o json 2>/dev/null | grep -q "\"$1\": \"$2\""; }
+
+# agent_demo: the packaged node agent on pc-a01 (systemd unit of the desktop image, token
+# from the OVERTIME-ID disk) runs the compute guest as a container (crun, cgroup v2 under
+# systemd) and throttles it when keys are pressed on pc-a01's keyboard (QEMU's PS/2
+# keyboard through the monitor: the agent reads /dev/input/event*). What it does is seen
+# from the site manager, in its heartbeats.
 agent_demo() {
 	echo
 	echo "== node agent: desktop mode runs compute-guest as a container; lab-a throttles it on input"
-	"$BIN" image publish compute-guest demo-1 --path compute-guest/demo-1 --file "$IMG/root.squashfs" >/dev/null
-	printf '%s\n' "image: compute-guest" "version: demo-1" "backend: container" "network: none" \
-		"vcpus: 1" "memoryMB: 128" "kernelArgs: /bin/busybox md5sum /dev/zero" > "$D/guest.yaml"
-	"$BIN" mode set desktop --guest-file "$D/guest.yaml" >/dev/null
-	printf '%s\n' "idleAfter: 20s" "hold: 5s" "throttleCPU: 25" "desktopLoad: 100" "freezePressure: 95" > "$D/policy.yaml"
-	"$BIN" pool set lab-a --policy-file "$D/policy.yaml" >/dev/null
 	sed 's/^/   | /' "$D/policy.yaml"
-	"$BIN" host credential pc-a01 --out "$D/pc-a01.token" >/dev/null
-	echo "   host credential for pc-a01 issued; starting overtime-agent run on pc-a01 (binary from $API/files/; /run is noexec, so it runs from /tmp)"
-	vm "grep -q cgroup2 /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup"
-	vm "mkdir -p /run/overtime/images/compute-guest/demo-1 && wget -q -O /run/overtime/images/compute-guest/demo-1/root.squashfs $API/images/compute-guest/demo-1/root.squashfs && wget -q -O /tmp/overtime-agent $API/files/overtime-agent && chmod 755 /tmp/overtime-agent && echo demo-fetched"
-	wait_for "pc-a01 to fetch the agent" 300 grep -q "^demo-fetched" "$D/pc-a01.log" || return 1
-	vm "echo $(cat "$D/pc-a01.token") > /run/overtime/agent.token; chmod 600 /run/overtime/agent.token"
-	vm "/tmp/overtime-agent run --server $API --token-file /run/overtime/agent.token --mac 52:54:00:0a:00:01 --image-root /run/overtime/images --listen :9101 --refresh 5s --check 5s > /run/overtime/agent.log 2>&1 &"
-	G=/sys/fs/cgroup/overtime/guest-overtime-pc-a01
-	vm "i=0; while ! grep -q 'guest started' /run/overtime/agent.log && [ \$i -lt 240 ]; do sleep 1; i=\$((i+1)); done; grep -E 'input device|guest started|ERROR|WARN' /run/overtime/agent.log | cut -c1-240 | sed 's/^/agent: /'; echo \"demo-cpumax \$(cat $G/cpu.max) idle=\$(cat $G/cpu.idle)\""
-	if ! wait_for "the guest to start" 300 grep -q "^demo-cpumax" "$D/pc-a01.log" ||
-		! tr -d '\r' < "$D/pc-a01.log" | grep -aq "^agent: .*guest started"; then
-		tr -d '\r' < "$D/pc-a01.log" | grep -aE "^agent: |^demo-cpumax" | sed 's/^/   | /'
-		echo "demo: the node agent did not start the guest"; return 1
+	if ! wait_for "pc-a01's agent to report its guest running" 600 agent_status guestState running; then
+		"$BIN" agent status pc-a01 || true; echo "demo: the node agent did not start the guest"; return 1
 	fi
-	tr -d '\r' < "$D/pc-a01.log" | grep -aE "^agent: |^demo-cpumax" | sed 's/^/   | /'
-	echo "   guest running at full speed in its idle cgroup (cpu.max \"max\"). Pressing keys on pc-a01's keyboard..."
+	"$BIN" agent status pc-a01 | sed 's/^/   | /'
+	echo "   guest running at full speed in its idle cgroup. Pressing keys on pc-a01's keyboard..."
 	for k in h e l l o; do echo "sendkey $k" | socat - UNIX-CONNECT:"$D/pc-a01.monitor" >/dev/null; done
-	vm "sleep 1; grep decision /run/overtime/agent.log | tail -n 2 | sed 's/^/agent: /'; echo \"demo-throttled \$(cat $G/cpu.max)\""
-	wait_for "the throttle" 120 grep -q "^demo-throttled" "$D/pc-a01.log" || return 1
-	tr -d '\r' < "$D/pc-a01.log" | grep -aE "^agent: .*decision|^demo-throttled" | tail -n 3 | sed 's/^/   | /'
-	if ! tr -d '\r' < "$D/pc-a01.log" | grep -aq "^demo-throttled 25000 100000"; then
-		echo "demo: the guest was not throttled"; return 1
+	if ! wait_for "the throttle in pc-a01's heartbeat" 90 agent_status action throttle; then
+		"$BIN" agent status pc-a01 || true; echo "demo: the guest was not throttled"; return 1
 	fi
+	"$BIN" agent status pc-a01 | sed 's/^/   | /'
 	echo "   throttled to 25% of pc-a01's CPU on the key press; back to full speed 20 s + 5 s after the last key."
-	echo "   metrics: socat - UNIX-CONNECT:$D/pc-a01.console, then: wget -qO- localhost:9101/metrics | grep overtime_agent"
 }
 
 case "${1:-start}" in

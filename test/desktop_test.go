@@ -126,6 +126,9 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 		if t.Failed() {
 			t.Logf("--- desk1 console (end):\n%s", vm.Console.Tail(12000))
 			t.Logf("--- slurmctld log (end):\n%s", tailString(ctl.Log(), 4000))
+			if out, err := l.Run("agent", "status", "desk1"); err == nil {
+				t.Logf("--- desk1's last heartbeat:\n%s", out)
+			}
 		}
 	})
 

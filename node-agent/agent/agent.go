@@ -720,7 +720,7 @@ func (a *Agent) tick(ctx context.Context) {
 				switch st.State {
 				case guest.StateAbsent, guest.StateCrashed, guest.StateShutoff:
 					if a.applied.running {
-						a.guestGone(ctx, "status "+string(st.State))
+						a.guestGone(ctx, "status "+string(st.State)+": "+st.Reason)
 					}
 				}
 			} else {
@@ -938,7 +938,7 @@ func (a *Agent) updateHeartbeat() {
 		Time: a.o.Now(), ConfigFrom: a.cfgFrom, OwnerState: a.dec.State, Action: a.dec.Action,
 		Pressure: a.obs.Pressure, Restarts: a.restarts, Version: a.o.Version,
 		GuestState: string(a.lastStatus.State), GuestCPUSeconds: a.lastStatus.CPUTime.Seconds(),
-		GuestReason: a.lastStatus.Reason,
+		GuestReason: wire.OneLine(a.lastStatus.Reason, wire.MaxGuestReason),
 	}
 	if a.cfg != nil {
 		hb.Host, hb.Mode = a.cfg.Host, a.cfg.Mode

@@ -144,7 +144,7 @@ func (h Heartbeat) Validate() error {
 	for _, f := range []struct {
 		name, v string
 		max     int
-	}{{"guestState", h.GuestState, 64}, {"guestReason", h.GuestReason, 200}, {"backend", h.Backend, 64}, {"version", h.Version, 64}, {"instance", h.Instance, 64}} {
+	}{{"guestState", h.GuestState, 64}, {"guestReason", h.GuestReason, MaxGuestReason}, {"backend", h.Backend, 64}, {"version", h.Version, 64}, {"instance", h.Instance, 64}} {
 		if len(f.v) > f.max {
 			return model.Invalid("heartbeat: %s too long (%d bytes, at most %d)", f.name, len(f.v), f.max)
 		}
@@ -183,4 +183,22 @@ type HostCredential struct {
 type CredentialRevoked struct {
 	Host    string `json:"host"`
 	Revoked bool   `json:"revoked"` // false: the host had no credential
+}
+
+// MaxGuestReason is the longest Heartbeat.GuestReason the site manager keeps.
+const MaxGuestReason = 200
+
+// OneLine makes s a heartbeat string: control characters (newlines of a console tail)
+// become spaces, runs of blanks one, and it is cut to at most max bytes at a character
+// boundary, ending in "…" when cut.
+func OneLine(s string, max int) string {
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ' ' }), " ")
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -798,6 +798,25 @@ func consoleTail(stateDir string) string {
 	return "; console: " + strings.TrimSpace(string(b))
 }
 
+// lastConsoleLine is the last non-empty line of the guest's console log ("" if none).
+func lastConsoleLine(stateDir string) string {
+	if stateDir == "" {
+		return ""
+	}
+	f, err := os.Open(filepath.Join(stateDir, "console.log"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	if fi, err := f.Stat(); err == nil && fi.Size() > int64(len(buf)) {
+		_, _ = f.Seek(fi.Size()-int64(len(buf)), io.SeekStart)
+	}
+	n, _ := io.ReadFull(f, buf)
+	lines := strings.Split(strings.TrimRight(string(buf[:n]), "\r\n \t"), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
 // reap waits for the monitor of a guest this agent started; the monitor has recorded
 // init's end (RunDir/NAME.exit) before it exits.
 func (b *Backend) reap(cmd *exec.Cmd, pid int, c *child) {
@@ -906,6 +925,10 @@ func (b *Backend) status(name string) (guest.Status, error) {
 			st.State, st.Reason = guest.StateShutoff, "empty cgroup left behind"
 		default:
 			st.State, st.Reason = b.ended(name, rec)
+			// What the guest said last is usually why it ended (its init's error).
+			if last := lastConsoleLine(rec.StateDir); last != "" {
+				st.Reason += "; console: " + last
+			}
 		}
 		return st, nil
 	}
