@@ -18,6 +18,8 @@
 #      initrd made with boot=overtime's configuration, the tree squashed. Key: the
 #      stage-1 key, the .debs' sha256, the customize scripts, SOURCE_DATE_EPOCH.
 #
+# Recipes are looked up in ${OVERTIME_RECIPES:-images/recipes}.
+#
 # Reproducible: SOURCE_DATE_EPOCH (default: the time of the last commit that touched the
 # recipe) fixes every time stamp in the squashfs and the manifest; the package list is
 # what the mirror served when the base was built. A failed build leaves OUTDIR as it was.
@@ -28,6 +30,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "${here}/.." && pwd)
 cache=${OVERTIME_CACHE:-/var/cache/overtime}/images
 debs=${repo}/bin/deb
+# Where recipes are looked up (a site may keep its own recipes outside the checkout).
+recipes=${OVERTIME_RECIPES:-${here}/recipes}
 SUITE=bookworm
 
 die() {
@@ -49,17 +53,17 @@ recipe=$1
 case "${recipe}" in
 "" | *[!a-z0-9-]*) die "recipe name ${recipe}: letters, digits and - only" ;;
 esac
-[ -f "${here}/recipes/${recipe}/recipe" ] || die "no recipe ${recipe} (images/recipes/: $(cd "${here}/recipes" && echo *))"
+[ -f "${recipes}/${recipe}/recipe" ] || die "no recipe ${recipe} (${recipes}: $(cd "${recipes}" && echo *))"
 
 # The chain of recipes, parent first (desktop: desktop-minimal desktop).
 chain=
 r=${recipe}
 while [ -n "${r}" ]; do
 	case " ${chain} " in *" ${r} "*) die "recipe ${r}: its PARENT chain loops" ;; esac
-	[ -f "${here}/recipes/${r}/recipe" ] || die "recipe ${recipe}: parent ${r} does not exist"
+	[ -f "${recipes}/${r}/recipe" ] || die "recipe ${recipe}: parent ${r} does not exist"
 	chain="${r} ${chain}"
 	# shellcheck disable=SC1090
-	r=$(PARENT='' && . "${here}/recipes/${r}/recipe" && echo "${PARENT:-}")
+	r=$(PARENT='' && . "${recipes}/${r}/recipe" && echo "${PARENT:-}")
 done
 
 # The recipe variables, the parents' package lists included; the nearest KERNEL wins.
@@ -67,7 +71,7 @@ KERNEL='' PACKAGES_ALL='' OVERTIME_ALL=''
 for r in ${chain}; do
 	PARENT='' PACKAGES='' OVERTIME_PACKAGES=''
 	# shellcheck disable=SC1090
-	. "${here}/recipes/${r}/recipe"
+	. "${recipes}/${r}/recipe"
 	PACKAGES_ALL="${PACKAGES_ALL} ${PACKAGES}"
 	OVERTIME_ALL="${OVERTIME_ALL} ${OVERTIME_PACKAGES}"
 done
@@ -80,7 +84,7 @@ OVERTIME_ALL=$(printf '%s\n' ${OVERTIME_ALL} | LC_ALL=C sort -u | tr '\n' ' ')
 if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
 	SOURCE_DATE_EPOCH=0
 	paths=
-	for r in ${chain}; do paths="${paths} images/recipes/${r}"; done
+	for r in ${chain}; do paths="${paths} ${recipes}/${r}"; done
 	# shellcheck disable=SC2086
 	t=$(git -C "${repo}" log -1 --format=%ct -- ${paths} 2>/dev/null || true)
 	[ -z "${t}" ] || SOURCE_DATE_EPOCH=${t}
@@ -120,8 +124,8 @@ image_key=$({
 	echo "epoch ${SOURCE_DATE_EPOCH}"
 	for f in ${deb_files}; do echo "deb $(basename "${f}") $(filehash "${f}")"; done
 	for r in ${chain}; do
-		(cd "${here}/recipes" && find "${r}" -type f | LC_ALL=C sort) | while read -r f; do
-			echo "file ${f} $(stat -c %a "${here}/recipes/${f}") $(filehash "${here}/recipes/${f}")"
+		(cd "${recipes}" && find "${r}" -type f | LC_ALL=C sort) | while read -r f; do
+			echo "file ${f} $(stat -c %a "${recipes}/${f}") $(filehash "${recipes}/${f}")"
 		done
 	done
 	sed -n '/^# >>> stage 2/,/^# <<< stage 2/p' "$0"
@@ -192,7 +196,7 @@ POLICY
 chmod 0755 "${root}/usr/sbin/policy-rc.d"
 export OVERTIME_RECIPE=${recipe}
 recipe_dirs=
-for r in ${chain}; do recipe_dirs="${recipe_dirs} ${here}/recipes/${r}"; done
+for r in ${chain}; do recipe_dirs="${recipe_dirs} ${recipes}/${r}"; done
 # shellcheck disable=SC2086 # recipe directories have no spaces (checked names)
 # shellcheck disable=SC2016
 unshare --mount --propagation private /bin/sh -eu -c '

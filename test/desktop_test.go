@@ -61,6 +61,8 @@ images:
     kind: compute
     versions:
       - {version: v1, sha256: %[7]s, size: %[8]d, path: compute/v1, created: "2026-11-20T09:00:00Z"}
+  # The lecturer's VM: its versions come with overtime image import.
+  - {name: demo-vm, kind: course-vm, pool: lab}
 modes:
   - name: cluster
     kind: cluster

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # desktop-minimal: a root that boots the same on every PC and keeps nothing (run by
 # images/build.sh with the root directory as $1, outside the chroot).
 root=$1

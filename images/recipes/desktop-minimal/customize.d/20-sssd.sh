@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # desktop-minimal: PAM and NSS ask sssd (packages libnss-sss, libpam-sss); sssd itself
 # starts only when /etc/sssd/sssd.conf exists (its unit's condition), which the site
 # provides at boot (docs/images.md "Directory logins").

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # desktop: the course VM player starts with every graphical session (XDG autostart, which
 # Xfce honours) as the user at the PC; outside course-vm modes it idles. It shows the
 # course VM full screen when the node agent names one (docs/course-vms.md).
