@@ -54,7 +54,7 @@ func NewMungeKey(t testing.TB, dir string) string {
 func StartController(t testing.TB, ns *netns.NS, ip, keyFile string) *Controller {
 	t.Helper()
 	needs.Servers(t, "root (mount namespaces)", "slurmctld", "munge")
-	spankSO, _, jobSubmit := BuildC(t)
+	_, _, jobSubmit := BuildC(t)
 	c := &Controller{T: t, NS: ns, Dir: t.TempDir(), IP: ip}
 	c.mungeDir = filepath.Join(c.Dir, "munge")
 	// munged wants its socket directory searchable by all, the key readable by it alone.
@@ -72,7 +72,12 @@ func StartController(t testing.TB, ns *netns.NS, ip, keyFile string) *Controller
 		_, err := os.Stat(filepath.Join(c.mungeDir, "munge.socket.2"))
 		return err == nil
 	}, munged)
-	c.Conf = writeSlurmConf(t, c.Dir, ip, "", "", jobSubmit, spankSO)
+	// Production's plugin directory only: the nodes are real images (the plugin comes
+	// with their overtime-slurm package), and slurmd refuses a PluginDir entry that does
+	// not exist. This test host, the submit host, has the plugin only in the build tree,
+	// so the plugin is optional here (it loads on the nodes, which is what the tests
+	// check: the job reports it sends).
+	c.Conf = writeSlurmConf(t, c.Dir, ip, "", "", jobSubmit, slurmPluginDir, "optional")
 	c.Ctld = startProc(t, "slurmctld", c.command("slurmctld", "-D", "-i", "-f", c.Conf))
 	waitFor(t, "slurmctld", 60*time.Second, func() bool {
 		return strings.Contains(c.Slurm("scontrol", "ping"), "is UP")

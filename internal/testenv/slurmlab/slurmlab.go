@@ -434,13 +434,14 @@ hosts:
 }
 
 func (l *Lab) writeSlurmConf(jobSubmit, spankSO string) {
-	l.Conf = writeSlurmConf(l.T, l.Dir, ServerIP, "socket="+l.munge, l.extra, jobSubmit, spankSO)
+	l.Conf = writeSlurmConf(l.T, l.Dir, ServerIP, "socket="+l.munge, l.extra, jobSubmit, slurmPluginDir+":"+filepath.Dir(spankSO), "required")
 }
 
 // writeSlurmConf writes dir/etc/slurm.conf (and what configless hands the nodes with it)
 // for a controller at ip and returns its path. authInfo is slurm.conf's AuthInfo ("" for
-// munge's default socket).
-func writeSlurmConf(t testing.TB, dir, ip, authInfo, extra, jobSubmit, spankSO string) string {
+// munge's default socket); pluginDir is PluginDir (every directory must exist on every
+// node); plugstack is "required" or "optional" for the Overtime SPANK plugin.
+func writeSlurmConf(t testing.TB, dir, ip, authInfo, extra, jobSubmit, pluginDir, plugstack string) string {
 	etc := filepath.Join(dir, "etc")
 	os.MkdirAll(etc, 0o755)
 	state := filepath.Join(dir, "ctld-state")
@@ -474,7 +475,7 @@ SchedulerParameters=sched_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MpiDefault=none
-PluginDir=%[7]s:%[8]s
+PluginDir=%[7]s
 MaxNodeCount=32
 TreeWidth=65533
 ReturnToService=1
@@ -488,7 +489,7 @@ JobSubmitPlugins=lua
 NodeName=overtime-features State=FUTURE CPUs=1 Features=dedicated,desktop,desk-empty,owner-active
 Nodeset=overtime Feature=overtime
 PartitionName=%[6]s Nodes=overtime Default=YES MaxTime=INFINITE State=UP
-`, ip, CtldPort, authInfo, state, etc, Partition, slurmPluginDir, filepath.Dir(spankSO), shortHostname())
+`, ip, CtldPort, authInfo, state, etc, Partition, pluginDir, "", shortHostname())
 	os.WriteFile(confPath, []byte(conf+extra), 0o644)
 	// The controller and the submit host need the plugin for --desktop; the guests get
 	// plugstack.conf with the configless configuration and read the agent's address
@@ -499,7 +500,7 @@ PartitionName=%[6]s Nodes=overtime Default=YES MaxTime=INFINITE State=UP
 	os.WriteFile(filepath.Join(etc, "cgroup.conf"), []byte("CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n"), 0o644)
 	// A relative plugin path is searched in PluginDir: Debian's directory (the guests
 	// have the plugin there) and then the build directory (this machine, the submit host).
-	os.WriteFile(filepath.Join(etc, "plugstack.conf"), []byte("required spank_overtime.so agent=file:/run/overtime/agent-url tasks=idle\n"), 0o644)
+	os.WriteFile(filepath.Join(etc, "plugstack.conf"), []byte(plugstack+" spank_overtime.so agent=file:/run/overtime/agent-url tasks=idle\n"), 0o644)
 	b, err := os.ReadFile(jobSubmit)
 	if err != nil {
 		t.Fatal(err)
