@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -602,11 +600,8 @@ func publishCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// publishDir uploads a verified build and publishes it; whatever fails, nothing is
-// published and the partial upload is discarded.
+// publishDir uploads a build that verifies against its SHA256SUMS and publishes it.
 func publishDir(cmd *cobra.Command, g *globals, c *client.Client, image, version, dir string, dry bool) error {
-	ctx := cmd.Context()
-	errw := cmd.ErrOrStderr()
 	files, err := artefact.Verify(dir)
 	if err != nil {
 		return fmt.Errorf("the build in %s does not verify, nothing published: %w", dir, err)
@@ -615,35 +610,5 @@ func publishDir(cmd *cobra.Command, g *globals, c *client.Client, image, version
 	for _, f := range files {
 		names = append(names, f.Name)
 	}
-	if dry {
-		ch, err := c.PublishImageVersion(ctx, image, version, nil, "", true)
-		if err != nil && !isNothingUploaded(err) {
-			return err
-		}
-		if ch == nil {
-			ch = &client.Changes{DryRun: true, Changes: []string{"+ image-version " + model.ImageVersionName(image, version)}}
-		}
-		return g.emitChanges(cmd.OutOrStdout(), *ch)
-	}
-	published := false
-	defer func() {
-		if !published {
-			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if derr := c.DiscardUpload(dctx, image, version); derr != nil {
-				fmt.Fprintf(errw, "warning: discarding the partial upload failed: %v\n", derr)
-			}
-		}
-	}()
-	for _, f := range files {
-		if err := uploadFile(ctx, c, errw, image, version, filepath.Join(dir, f.Name), f.Name); err != nil {
-			return err
-		}
-	}
-	ch, err := c.PublishImageVersion(ctx, image, version, names, "", false)
-	if err != nil {
-		return err
-	}
-	published = true
-	return g.emitChanges(cmd.OutOrStdout(), *ch)
+	return uploadAndPublish(cmd, g, c, image, version, dir, names, "", dry)
 }

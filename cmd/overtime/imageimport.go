@@ -87,38 +87,7 @@ fails: the upload is discarded and the input is never changed.`,
 			}
 			fmt.Fprintf(errw, "%s: %s, %d MiB memory, %d CPUs, %s firmware, disk %s (%d MiB)\n",
 				res.VM.Name, orDash(res.VM.OSType), res.VM.MemoryMB, res.VM.CPUs, res.VM.Firmware, res.Disk, res.VM.DiskBytes>>20)
-			if dry {
-				ch, err := c.PublishImageVersion(ctx, image, version, nil, "", true)
-				if err != nil && !isNothingUploaded(err) {
-					return err
-				}
-				if ch == nil {
-					ch = &client.Changes{DryRun: true, Changes: []string{"+ image-version " + model.ImageVersionName(image, version)}}
-				}
-				return g.emitChanges(cmd.OutOrStdout(), *ch)
-			}
-			published := false
-			defer func() {
-				if !published {
-					// Nothing half-uploaded stays behind on the server.
-					dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					defer cancel()
-					if derr := c.DiscardUpload(dctx, image, version); derr != nil {
-						fmt.Fprintf(errw, "warning: discarding the partial upload failed: %v\n", derr)
-					}
-				}
-			}()
-			for _, name := range res.Files {
-				if err := uploadFile(ctx, c, errw, image, version, filepath.Join(res.Dir, name), name); err != nil {
-					return err
-				}
-			}
-			ch, err := c.PublishImageVersion(ctx, image, version, res.Files, res.Disk, false)
-			if err != nil {
-				return err
-			}
-			published = true
-			return g.emitChanges(cmd.OutOrStdout(), *ch)
+			return uploadAndPublish(cmd, g, c, image, version, res.Dir, res.Files, res.Disk, dry)
 		},
 	}
 	f := cmd.Flags()
@@ -211,4 +180,47 @@ func uploadFile(ctx context.Context, c *client.Client, errw io.Writer, image, ve
 	}
 	fmt.Fprintf(errw, "uploaded %s: %d bytes, sha256 %s\n", name, up.Size, up.SHA256)
 	return nil
+}
+
+// uploadAndPublish streams the named files of dir into the site manager's store as
+// image/version and publishes them (root: the file the version records; "" for the
+// server's default). A dry run asks the server whether the publication would be accepted.
+// Whatever fails, nothing is published and nothing half-uploaded stays on the server.
+func uploadAndPublish(cmd *cobra.Command, g *globals, c *client.Client, image, version, dir string, files []string, root string, dry bool) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	errw := cmd.ErrOrStderr()
+	if dry {
+		ch, err := c.PublishImageVersion(ctx, image, version, nil, "", true)
+		if err != nil && !isNothingUploaded(err) {
+			return err
+		}
+		if ch == nil {
+			ch = &client.Changes{DryRun: true, Changes: []string{"+ image-version " + model.ImageVersionName(image, version)}}
+		}
+		return g.emitChanges(cmd.OutOrStdout(), *ch)
+	}
+	published := false
+	defer func() {
+		if !published {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if derr := c.DiscardUpload(dctx, image, version); derr != nil {
+				fmt.Fprintf(errw, "warning: discarding the partial upload failed: %v\n", derr)
+			}
+		}
+	}()
+	for _, name := range files {
+		if err := uploadFile(ctx, c, errw, image, version, filepath.Join(dir, name), name); err != nil {
+			return err
+		}
+	}
+	ch, err := c.PublishImageVersion(ctx, image, version, files, root, false)
+	if err != nil {
+		return err
+	}
+	published = true
+	return g.emitChanges(cmd.OutOrStdout(), *ch)
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/node-agent/coursevm"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
+	"github.com/overtime-hpc/overtime/node-agent/hostinfo"
 	"github.com/overtime-hpc/overtime/node-agent/policy"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -170,7 +171,7 @@ func New(o Options) (*Agent, error) {
 		o.HostCPUs = runtime.NumCPU()
 	}
 	if o.HostMemMB == 0 {
-		o.HostMemMB = memTotalMB()
+		o.HostMemMB = hostinfo.MemTotalMB()
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -829,20 +830,6 @@ func specKey(s guest.Spec) string {
 	s.CPULimit = 0
 	b, _ := json.Marshal(s)
 	return string(b)
-}
-
-func memTotalMB() int {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return kb / 1024
-		}
-	}
-	return 0
 }
 
 // watch starts the backend's event stream when it has one (nil channel otherwise).

@@ -49,6 +49,7 @@ import (
 	"github.com/overtime-hpc/overtime/images/artefact"
 	"github.com/overtime-hpc/overtime/images/vmspec"
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/node-agent/hostinfo"
 	"github.com/overtime-hpc/overtime/node-agent/kvmprobe"
 )
 
@@ -209,7 +210,7 @@ func New(o Options) *Player {
 		o.HostCPUs = runtime.NumCPU()
 	}
 	if o.HostMemMB == 0 {
-		o.HostMemMB = memTotalMB()
+		o.HostMemMB = hostinfo.MemTotalMB()
 	}
 	if o.MemoryPercent == 0 {
 		o.MemoryPercent = 75
@@ -620,18 +621,4 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.TrimSpace(string(t.b))
-}
-
-func memTotalMB() int {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return kb / 1024
-		}
-	}
-	return 0
 }

@@ -148,3 +148,39 @@ func TestBlockers(t *testing.T) {
 		})
 	}
 }
+
+// A course VM is gated like every image: the current version where its boot server
+// verified it, else the newest older one it holds.
+func TestCourseVMGate(t *testing.T) {
+	site := testSite(t)
+	day := func(d int) time.Time { return time.Date(2026, 11, d, 12, 0, 0, 0, time.UTC) }
+	site.Images = append(site.Images, model.Image{Name: "chem-vm", Kind: model.ImageCourseVM, Pool: "lab-a", Versions: []model.ImageVersion{
+		{Version: "ws1", SHA256: sha, Path: "chem-vm/ws1", Created: day(5)},
+		{Version: "ws2", SHA256: sha, Path: "chem-vm/ws2", Created: day(6)},
+	}})
+	site.Modes = append(site.Modes, model.Mode{Name: "lecture", Kind: model.KindCourseVM, Image: "desk", VM: "chem-vm"})
+	site.Hosts[0].Weekly = []string{"wed 10:00-14:00 lecture"}
+	wed := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		held      Held
+		want, why string
+	}{
+		{"not gated", nil, "ws2", ""},
+		{"current held", Held{"bs-a": {"desk/2": sha, "chem-vm/ws2": sha}}, "ws2", ""},
+		{"previous held", Held{"bs-a": {"desk/2": sha, "chem-vm/ws1": sha}}, "ws1", ""},
+		{"none held", Held{"bs-a": {"desk/2": sha}}, "", "chem-vm ws2 is not yet verified on boot server bs-a"},
+	} {
+		a, err := newResolver(t, site).Host("pc-a1", Query{At: wed, Held: tc.held})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if a.CourseVM != nil {
+			got = a.CourseVM.Resolved.Version
+		}
+		if got != tc.want || !match(a.CourseVMUnavailable, tc.why) {
+			t.Errorf("%s: course VM %q (%q), want %q (%q)", tc.name, got, a.CourseVMUnavailable, tc.want, tc.why)
+		}
+	}
+}

@@ -240,32 +240,46 @@ func (r *Resolver) resolve(h *model.Host, mac string, q Query) *Assignment {
 		a.Guest, a.GuestUnavailable = r.guest(h, a.Mode, a.Server, q.Held)
 	}
 	if a.Mode != nil && a.Mode.Kind == model.KindCourseVM {
-		a.CourseVM, a.CourseVMUnavailable = r.courseVM(h, a.Mode, a.Server)
+		a.CourseVM, a.CourseVMUnavailable = r.courseVM(h, a.Mode, a.Server, q.Held)
 	}
 	return a
 }
 
 // courseVM locates course-vm mode m's VM for h on srv: the image's newest version (what
 // Mode.VM promises; the version choice is Image.Version's), or why it cannot run.
-func (r *Resolver) courseVM(h *model.Host, m *model.Mode, srv *model.BootServer) (*wire.AgentCourseVM, string) {
+func (r *Resolver) courseVM(h *model.Host, m *model.Mode, srv *model.BootServer, held Held) (*wire.AgentCourseVM, string) {
 	im := r.site.Image(m.VM)
 	if im == nil {
 		return nil, fmt.Sprintf("mode %s: course VM image %q is not defined", m.Name, m.VM)
 	}
-	v := im.Version("")
+	// The current version, or the newest its boot server verified (as for every image).
+	v, why, _ := pick(im, "", srv, held)
 	switch {
+	case why != "":
+		return nil, why
 	case v == nil:
 		return nil, fmt.Sprintf("course VM image %s has no published version", im.Name)
-	case srv == nil:
-		return nil, "no boot server serves host " + h.Name + " (the site has none)"
+	}
+	resolved, url, nfs, why := locate(h, srv, v)
+	if why != "" {
+		return nil, why
+	}
+	return &wire.AgentCourseVM{Image: im.Name, Resolved: resolved, ImageURL: url, NFS: nfs}, ""
+}
+
+// locate is version v on the host's boot server srv: the version (its time in UTC), its
+// directory's HTTP base and NFS location, or why it cannot be reached.
+func locate(h *model.Host, srv *model.BootServer, v *model.ImageVersion) (resolved model.ImageVersion, url, nfs, why string) {
+	if srv == nil {
+		return resolved, "", "", "no boot server serves host " + h.Name + " (the site has none)"
 	}
 	url, err := render.ImageURL(srv, v)
 	if err != nil {
-		return nil, fmt.Sprintf("boot server %s: %v", srv.Name, err)
+		return resolved, "", "", fmt.Sprintf("boot server %s: %v", srv.Name, err)
 	}
-	resolved := *v
+	resolved = *v
 	resolved.Created = resolved.Created.UTC()
-	return &wire.AgentCourseVM{Image: im.Name, Resolved: resolved, ImageURL: url, NFS: render.NFSImageDir(srv, v)}, ""
+	return resolved, url, render.NFSImageDir(srv, v), ""
 }
 
 // guest resolves m's guest for h, located on srv, or says why it cannot run.
@@ -284,18 +298,14 @@ func (r *Resolver) guest(h *model.Host, m *model.Mode, srv *model.BootServer, he
 		return nil, fmt.Sprintf("image %s version %s is not published", im.Name, g.Version)
 	case v == nil:
 		return nil, fmt.Sprintf("image %s has no published version", im.Name)
-	case srv == nil:
-		return nil, "no boot server serves host " + h.Name + " (the site has none)"
 	}
-	url, err := render.ImageURL(srv, v)
-	if err != nil {
-		return nil, fmt.Sprintf("boot server %s: %v", srv.Name, err)
+	resolved, url, nfs, why := locate(h, srv, v)
+	if why != "" {
+		return nil, why
 	}
-	resolved := *v
-	resolved.Created = resolved.Created.UTC()
 	return &wire.AgentGuest{
 		Guest: g, Name: "overtime-" + h.Name, ImageKind: im.Kind, Resolved: resolved,
-		ImageURL: url, NFS: render.NFSImageDir(srv, v),
+		ImageURL: url, NFS: nfs,
 	}, ""
 }
 
