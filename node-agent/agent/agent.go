@@ -638,12 +638,31 @@ func (a *Agent) ensureImage(ctx context.Context, dir, nfs, probe string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	// NFSv3 like the root (stateless: a boot server restart is invisible), no locks.
-	out, err := exec.CommandContext(ctx, "mount", "-t", "nfs", "-o", "ro,nosuid,nodev,vers=3,proto=tcp,nolock", nfs, dir).CombinedOutput()
+	argv := []string{"mount", "-t", "nfs", "-o", "ro,nosuid,nodev,vers=3,proto=tcp,nolock", nfs, dir}
+	if inPrivateMountNS() {
+		// The unit's sandboxing (PrivateTmp, ProtectHome) gives the agent a mount
+		// namespace of its own; a mount made in it would be invisible to the session's
+		// course-VM player. Mounted in the system's namespace, it propagates here too.
+		argv = append([]string{"nsenter", "--mount=/proc/1/ns/mnt", "--"}, argv...)
+	}
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mounting %s at %s: %v: %s", nfs, dir, err, strings.TrimSpace(string(out)))
 	}
 	a.log.Info("image mounted", "nfs", nfs, "at", dir)
 	return nil
+}
+
+// inPrivateMountNS reports whether systemd started this agent in a mount namespace other
+// than the system's (PID 1's). Only under systemd (INVOCATION_ID): elsewhere (tests, a
+// shell) a private namespace is the caller's choice and mounts stay in it.
+func inPrivateMountNS() bool {
+	if os.Getenv("INVOCATION_ID") == "" {
+		return false
+	}
+	self, err1 := os.Readlink("/proc/self/ns/mnt")
+	init, err2 := os.Readlink("/proc/1/ns/mnt")
+	return err1 == nil && err2 == nil && self != init
 }
 
 func (a *Agent) stopGuest(ctx context.Context, b guest.Backend, name string) {
