@@ -46,10 +46,11 @@ check: lint
 	$(GO) test -short -count=1 $(PKGS)
 
 # Unit tests and integration tests against real servers (slapd, dnsmasq, slurmctld,
-# nfs-ganesha), plus static checks. -p 2: these machines have 2 cores.
+# nfs-ganesha), plus static checks. -p 2: these machines have 2 cores. -timeout 50m: the
+# test/ package boots real images end to end (test/desktop_test.go) after building them.
 test: deps lint
 	$(MAKE) -C scheduler-plugin check
-	$(GO) test -count=1 -p 2 -timeout 30m $(PKGS)
+	$(GO) test -count=1 -p 2 -timeout 50m $(PKGS)
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null; git ls-files -o --exclude-standard '*.go' 2>/dev/null)); \
