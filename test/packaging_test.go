@@ -116,7 +116,7 @@ func runtimeDepends(t *testing.T, debs map[string]string) []string {
 // verify` passes on every unit the packages install (systemd-analyze runs on the host
 // with --root: it needs no systemd as PID 1).
 func TestDebianPackages(t *testing.T) {
-	needs.Servers(t, "root", "dpkg-buildpackage (debhelper)", "mmdebstrap", "systemd-analyze")
+	needs.Servers(t, "root", "dpkg-buildpackage (debhelper)", "lintian", "mmdebstrap", "systemd-analyze")
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root (chroot, dpkg in the test root)")
 	}
@@ -127,6 +127,12 @@ func TestDebianPackages(t *testing.T) {
 	debVersion := output(t, root, "scripts/deb-version.sh", describe, date)
 
 	debs := buildDebs(t, root, debVersion)
+	// lintian: no error or warning (the overrides in packaging/debian say why each is
+	// there).
+	changes := filepath.Join(root, "bin", "deb", "overtime_"+debVersion+"_amd64.changes")
+	if out, err := exec.Command("lintian", "--fail-on", "error,warning", changes).CombinedOutput(); err != nil {
+		t.Errorf("lintian %s: %v\n%s", changes, err, out)
+	}
 	for p, f := range debs {
 		if v := output(t, "", "dpkg-deb", "-f", f, "Version"); v != debVersion {
 			t.Errorf("%s: package version %q, want %q (from git describe %q)", p, v, debVersion, describe)
