@@ -127,7 +127,7 @@ start() {
 	# pc-a01 has no TPM: its host credential goes on a small local disk labelled OVERTIME-ID.
 	"$BIN" host credential pc-a01 --out "$D/pc-a01.token" >/dev/null
 	mkdir -p "$D/id" && install -m 600 "$D/pc-a01.token" "$D/id/agent.token"
-	mkfs.ext4 -q -L OVERTIME-ID -E root_owner=0:0 -d "$D/id" "$D/pc-a01-id.img" 8M
+	mkfs.ext4 -q -L OVERTIME-ID -E root_owner=0:0 -d "$D/id" "$D/pc-a01-id.img" 8M >/dev/null
 
 	echo "== overtime bootserver run --name bs1 --nfs ganesha   (dnsmasq + nfs-ganesha, in $NS)"
 	# A private /run: rpcbind's socket must not meet another rpcbind's.
@@ -190,15 +190,17 @@ Overtime demo is running (state in $D, network namespace $NS).
   LDAP                   $OVERTIME_LDAP_URL inside $NS, base $OVERTIME_LDAP_BASE
   Users (password = <uid>-secret, admin: admin-secret)
       admin  site admin          alice  pool admin lab-a     bob   pool admin lab-b
-      carol  lecturer lab-a      dave   viewer               bootsrv  viewer (the boot server)
-  pc-a01 console log     $D/pc-a01.log   (interactive: socat - UNIX-CONNECT:$D/pc-a01.console)
+      carol  lecturer lab-a      dave   viewer               bootsrv  boot-server bs1 (its image sync)
+  pc-a01 console log     $D/pc-a01.log   (the desktop image has no console login: root is locked)
 
 Try (in another shell):
   export OVERTIME_SERVER=http://127.0.0.1:$HTTP_PORT OVERTIME_USER=admin OVERTIME_PASSWORD=admin-secret
   bin/overtime host list
   bin/overtime mode-at pc-a05 '2026-12-05 23:00'
-  bin/overtime schedule add --host pc-a01 'daily 00:00-24:00 maintenance'   # then reboot pc-a01:
-  echo 'reboot -f' | socat - UNIX-CONNECT:$D/pc-a01.console; tail -f $D/pc-a01.log
+  bin/overtime agent status pc-a01       # its node agent's last heartbeat
+  bin/overtime image show debian-desktop # versions, where each is verified, what keeps it
+  bin/overtime schedule add --host pc-a01 'daily 00:00-24:00 maintenance'   # then reset pc-a01:
+  echo system_reset | socat - UNIX-CONNECT:$D/pc-a01.monitor; tail -f $D/pc-a01.log
   bin/overtime render dnsmasq            # also: dnsmasq-hosts slurm ganesha exports
   curl http://127.0.0.1:$HTTP_PORT/boot/ipxe/52:54:00:0a:00:01
   curl http://127.0.0.1:$HTTP_PORT/pxelinux.cfg/01-52-54-00-0b-00-01

@@ -44,7 +44,7 @@ func imageShow(g *globals) func(cmd *cobra.Command, args []string) error {
 				}
 				kept := "(nothing: gc removes it)"
 				if len(v.Blockers) > 0 {
-					kept = strings.Join(v.Blockers, "; ")
+					kept = keptBy(v.Blockers)
 				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Version, cur, humanBytes(v.Size), g.formatTime(v.Created),
 					orNone(strings.Join(v.VerifiedOn, ",")), orNone(strings.Join(v.MissingOn, ",")), kept)
@@ -136,7 +136,7 @@ running PC keeps what it booted). Each kept version is shown with what keeps it.
 					fmt.Fprintln(w, "nothing to remove")
 				}
 				for _, k := range res.Kept {
-					fmt.Fprintf(w, "kept\t%s %s\t%s\n", k.Image, k.Version, strings.Join(k.Blockers, "; "))
+					fmt.Fprintf(w, "kept\t%s %s\t%s\n", k.Image, k.Version, keptBy(k.Blockers))
 				}
 			})
 		},
@@ -145,4 +145,14 @@ running PC keeps what it booted). Each kept version is shown with what keeps it.
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "only show what would be removed (the default)")
 	cmd.Flags().StringVar(&image, "image", "", "only this image's versions")
 	return cmd
+}
+
+// keptBy is what keeps a version, for a table: the first reasons, and how many more
+// there are (a current version is booted by every host of the site; -o json has them all).
+func keptBy(blockers []string) string {
+	const show = 3
+	if len(blockers) <= show {
+		return strings.Join(blockers, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more (-o json lists them)", strings.Join(blockers[:show], "; "), len(blockers)-show)
 }
