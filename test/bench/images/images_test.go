@@ -705,7 +705,7 @@ func markdown(date time.Time, cpus int, accel string, builds []buildRun, sizes [
 	p("dentry and inode caches, so the squashfs file's pages and the NFS attributes go), **warm** the same command right after. The boot\n")
 	p("server's caches (host page cache, ganesha's metadata cache) are warm for both roots: as on a boot server that 200 PCs read from.\n\n")
 	if accel == "tcg" {
-		p("TCG emulates the CPU (this machine's /dev/kvm does not run guests: KVM_CREATE_VM fails), so everything CPU-bound in the guest\n")
+		p("TCG emulates the CPU (this machine's /dev/kvm does not run guests: vmtest falls back to TCG), so everything CPU-bound in the guest\n")
 		p("(decompression of squashfs blocks, the kernel's NFS client, systemd) runs many times slower than on a real PC, while the boot\n")
 		p("server answers at native speed over a virtual bridge with no wire latency. Absolute times are upper bounds; the ratios are the\n")
 		p("result, and they are biased *against* squashfs (its cost is guest CPU, which TCG inflates; NFS round trips here cost far less than\n")

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # bench-desktop (benchmarks only, never published): root logs in on the serial console
 # without a password. systemd starts serial-getty@ttyS0 for console=ttyS0; this drop-in
 # makes its agetty log root in (login -f: no password, the locked one stays locked).
