@@ -719,6 +719,20 @@ func markdown(date time.Time, cpus int, accel string, builds []buildRun, sizes [
 			secs(c.Directory.Median), secs(c.Directory.Min), secs(c.Directory.Max),
 			c.Squashfs.N, c.Ratio, c.PairRatios.Min, c.PairRatios.Max)
 	}
+	p("\nIn short (directory against squashfs, medians; \"within the spread\" where the two min–max ranges overlap):\n\n")
+	for _, c := range cs {
+		verdict := fmt.Sprintf("%.2f×", c.Ratio)
+		if c.Squashfs.Min <= c.Directory.Max && c.Directory.Min <= c.Squashfs.Max {
+			verdict += ", within the spread"
+		} else if c.Ratio > 1 {
+			verdict += ", the directory root slower in every boot"
+		} else {
+			verdict += ", the directory root faster in every boot"
+		}
+		p("- %s: %s\n", c.Metric, verdict)
+	}
+	p("\nsystemd-analyze's split between \"kernel\" (here: until PID 1 of the real root starts, after the initramfs) and userspace is\n")
+	p("what it is; where the two roots shift time between them, the sum (the multi-user row) is the comparison to use.\n")
 	for _, c := range cs {
 		if !strings.HasPrefix(c.Metric, "`ls -lR /usr`, cold") {
 			continue
@@ -741,6 +755,23 @@ func markdown(date time.Time, cpus int, accel string, builds []buildRun, sizes [
 		p("primary source was not at hand, so its client cache state, NFS version and mount options are not known to us. A time of 0.04 s\n")
 		p("for a recursive long listing of a system tree is the order of a listing from the client's caches; a cold walk here, even of\n")
 		p("squashfs, reads the inode and directory tables through the NFS file first.\n")
+	}
+	if len(boots) > 0 {
+		var lsq, ldir, lb []float64
+		for _, r := range boots {
+			if r.Variant == variantSquashfs {
+				lsq = append(lsq, r.LoadBefore)
+			} else {
+				ldir = append(ldir, r.LoadBefore)
+			}
+		}
+		for _, r := range builds {
+			lb = append(lb, r.LoadBefore, r.LoadAfter)
+		}
+		sq, dr, bl := summarize(lsq), summarize(ldir), summarize(lb)
+		p("\nOther work on this 2-core machine (the host's 1-minute load average, before each boot): squashfs boots %.1f–%.1f, directory\n", sq.Min, sq.Max)
+		p("boots %.1f–%.1f; around the builds %.1f–%.1f. A load above 2 means other processes (other engineers' builds and tests) shared the\n", dr.Min, dr.Max, bl.Min, bl.Max)
+		p("cores with the VM or the build: the spreads above include it.\n")
 	}
 	if len(boots) > 0 {
 		p("\n`ls -lR /usr` printed %d lines (%d on the other root); first boot's systemd-analyze line: `%s`.\n", boots[0].LsLines, boots[len(boots)-1].LsLines, boots[0].AnalyzeLine)
