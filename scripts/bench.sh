@@ -26,3 +26,8 @@ go test -count=1 -timeout 20m -run '^$' -bench State -benchtime 1x ./test/bench/
 # Publishing a 2 GiB image version to three boot servers (site manager + three image
 # syncs on this machine): wall time and bytes moved, 3 runs. About 3 minutes, 9 GiB of disk.
 go test -count=1 -timeout 60m -run '^$' -bench Publish -benchtime 1x ./test/bench/publishbench -args -out "$PWD/docs/benchmarks"
+# Images (issue 14): size and build time per recipe (cold, base cached, up to date; cold
+# builds download from the Debian mirror), and the desktop's boot in QEMU from squashfs on
+# NFS against the same tree as a plain NFS directory, with ls -lR /usr and a large
+# program's start on each, interleaved. Needs root. About 40 minutes (48 with other work on the cores).
+go test -count=1 -timeout 90m -run '^$' -bench Images -benchtime 1x ./test/bench/images -args -out "$PWD/docs/benchmarks"
