@@ -229,6 +229,12 @@ func qemuArgs(cfg Config, accel string) ([]string, error) {
 	}
 	if accel == "kvm" {
 		args = append(args, "-cpu", "host")
+	} else {
+		// No virtualisation extensions in an emulated CPU: QEMU's default model offers
+		// SVM, the guest's kvm module then loads, and a VM started inside it (the course
+		// VM player of test/desktop_test.go) passed kvmprobe's probe and then hung the
+		// whole emulated desktop. A test VM runs nested guests with TCG.
+		args = append(args, "-cpu", "qemu64,svm=off")
 	}
 	if cfg.NS != nil {
 		if cfg.Tap == "" {

@@ -5,3 +5,8 @@
 root=$1
 grep -q '^passwd:.*sss' "${root}/etc/nsswitch.conf" || sed -i 's/^\(passwd\|group\|shadow\):\(.*\)$/\1:\2 sss/' "${root}/etc/nsswitch.conf"
 chroot "${root}" pam-auth-update --enable sss mkhomedir 2>/dev/null || chroot "${root}" pam-auth-update --package
+# sssd's socket-activated responders need sssd.conf too: without it, every boot would
+# report their sockets' dependency failed. sssd.service, once configured, starts the
+# responders its configuration names.
+rm -f "${root}"/etc/systemd/system/sockets.target.wants/sssd-*.socket \
+	"${root}"/etc/systemd/system/sssd.service.wants/sssd-*.socket
