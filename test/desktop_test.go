@@ -127,7 +127,7 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("--- desk1 console (end):\n%s", vm.Console.Tail(12000))
-			t.Logf("--- slurmctld log (end):\n%s", tailString(ctl.Log(), 4000))
+			t.Logf("--- slurmctld log (end):\n%s", tail(ctl.Log(), 4000))
 			if out, err := l.Run("agent", "status", "desk1"); err == nil {
 				t.Logf("--- desk1's last heartbeat:\n%s", out)
 			}
@@ -205,11 +205,4 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 		code, body, err := l.HTTPGet("http://10.20.0.21:9102/metrics")
 		return err == nil && code == 200 && strings.Contains(body, "overtime_coursevm_running 1")
 	})
-}
-
-func tailString(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
 }
