@@ -3,6 +3,7 @@ package model
 import (
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -116,6 +117,61 @@ type Policy struct {
 	GuestMemory int `json:"guestMemory,omitempty" yaml:"guestMemory,omitempty"`
 	// DesktopMemoryMB: memory protected for the desktop (cgroup memory.low of its slice).
 	DesktopMemoryMB int `json:"desktopMemoryMB,omitempty" yaml:"desktopMemoryMB,omitempty"`
+
+	// How a running PC follows a schedule change that needs a reboot (docs/operations.md).
+
+	// Switch says, per kind of the coming change, what happens when someone is logged in:
+	// SwitchForce reboots SwitchGrace after the boundary, SwitchWait when the last session
+	// ends. Keys are mode kinds (course-vm, cluster, …) and exception kinds (exam, lecture,
+	// …); an exception's kind decides before its mode's kind. Unnamed kinds: DefaultPolicy.
+	Switch map[string]SwitchRule `json:"switch,omitempty" yaml:"switch,omitempty"`
+	// SwitchWarn: logged-in users are told this long before the boundary (countdown).
+	SwitchWarn Duration `json:"switchWarn,omitempty" yaml:"switchWarn,omitempty"`
+	// SwitchGrace: after the boundary, a forced switch waits this long for users to save.
+	SwitchGrace Duration `json:"switchGrace,omitempty" yaml:"switchGrace,omitempty"`
+	// SwitchSpread: PCs nobody uses reboot at a random instant within this window after
+	// the boundary, so that a room does not reach the boot server in one instant.
+	SwitchSpread Duration `json:"switchSpread,omitempty" yaml:"switchSpread,omitempty"`
+	// PowerOffIdle: in a cluster mode, with no job in the guest and nobody logged in for
+	// this long, the agent switches the PC off (0: never). Woken again by the boot server
+	// before a mode that needs the PC, or by Slurm's ResumeProgram.
+	PowerOffIdle Duration `json:"powerOffIdle,omitempty" yaml:"powerOffIdle,omitempty"`
+}
+
+// SwitchRule is what a mode switch that needs a reboot does to a logged-in user.
+type SwitchRule string
+
+const (
+	SwitchForce SwitchRule = "force" // countdown, then reboot SwitchGrace after the boundary
+	SwitchWait  SwitchRule = "wait"  // reminder, reboot when the last session ends
+)
+
+// SwitchRules lists every rule.
+var SwitchRules = []SwitchRule{SwitchForce, SwitchWait}
+
+// SwitchKeys are the kinds a policy's Switch map may name: the mode kinds and the
+// exception kinds (an exception's kind decides before its mode's).
+func SwitchKeys() []string {
+	var k []string
+	for _, m := range ModeKinds {
+		k = append(k, string(m))
+	}
+	for _, e := range ExceptionKinds {
+		k = append(k, string(e))
+	}
+	return k
+}
+
+// SwitchFor is the rule for a change to a mode of kind mode, made by an exception of
+// kind exception ("" when a weekly rule makes it). p must be effective.
+func (p Policy) SwitchFor(mode ModeKind, exception ExceptionKind) SwitchRule {
+	if r, ok := p.Switch[string(exception)]; ok && exception != "" {
+		return r
+	}
+	if r, ok := p.Switch[string(mode)]; ok {
+		return r
+	}
+	return SwitchWait
 }
 
 // DefaultPolicy is what a pool without a policy gets: the guest runs when no one is
@@ -143,6 +199,16 @@ func DefaultPolicy() Policy {
 		RemoteActive:    &yes,
 		GuestMemory:     50,
 		DesktopMemoryMB: 1024,
+		// A lecture, an exam or a course VM starts on time; a room's switch to the cluster
+		// or back to the desktop waits for the student to leave.
+		Switch: map[string]SwitchRule{
+			string(KindCourseVM): SwitchForce, string(KindMaintenance): SwitchForce,
+			"exam": SwitchForce, "lecture": SwitchForce,
+			string(KindDesktop): SwitchWait, string(KindCluster): SwitchWait, string(KindLocalDisk): SwitchWait,
+		},
+		SwitchWarn:   Duration(10 * time.Minute),
+		SwitchGrace:  Duration(5 * time.Minute),
+		SwitchSpread: Duration(2 * time.Minute),
 	}
 }
 
@@ -188,6 +254,23 @@ func (p Policy) Effective() Policy {
 	if p.DesktopMemoryMB != 0 {
 		out.DesktopMemoryMB = p.DesktopMemoryMB
 	}
+	out.Switch = map[string]SwitchRule{}
+	for k, v := range d.Switch {
+		out.Switch[k] = v
+	}
+	for k, v := range p.Switch {
+		out.Switch[k] = v
+	}
+	if p.SwitchWarn != 0 {
+		out.SwitchWarn = p.SwitchWarn
+	}
+	if p.SwitchGrace != 0 {
+		out.SwitchGrace = p.SwitchGrace
+	}
+	if p.SwitchSpread != 0 {
+		out.SwitchSpread = p.SwitchSpread
+	}
+	out.PowerOffIdle = p.PowerOffIdle
 	return out
 }
 
@@ -205,9 +288,19 @@ func (p Policy) Validate() error {
 		name string
 		v    Duration
 		min  time.Duration
-	}{{"idleAfter", p.IdleAfter, time.Second}, {"evictAfter", p.EvictAfter, time.Second}, {"hold", p.Hold, 0}} {
+	}{{"idleAfter", p.IdleAfter, time.Second}, {"evictAfter", p.EvictAfter, time.Second}, {"hold", p.Hold, 0},
+		{"switchWarn", p.SwitchWarn, 0}, {"switchGrace", p.SwitchGrace, 0}, {"switchSpread", p.SwitchSpread, 0},
+		{"powerOffIdle", p.PowerOffIdle, time.Minute}} {
 		if d.v != 0 && (time.Duration(d.v) < d.min || time.Duration(d.v) > 7*24*time.Hour) {
 			return invalid("policy: %s %s out of range (%s to 168h)", d.name, d.v, d.min)
+		}
+	}
+	for k, r := range p.Switch {
+		if !slices.Contains(SwitchKeys(), k) {
+			return invalid("policy: switch: unknown kind %q (one of %s)", k, strings.Join(SwitchKeys(), ", "))
+		}
+		if !oneOf(r, SwitchRules) {
+			return invalid("policy: switch: unknown rule %q for %s (one of %s)", r, k, joinStrings(SwitchRules))
 		}
 	}
 	if p.ThrottleCPU < 0 || p.ThrottleCPU > 100 {
@@ -363,15 +456,21 @@ func (p *Policy) Clone() *Policy {
 		v := *p.RemoteActive
 		c.RemoteActive = &v
 	}
+	if p.Switch != nil {
+		c.Switch = make(map[string]SwitchRule, len(p.Switch))
+		for k, v := range p.Switch {
+			c.Switch[k] = v
+		}
+	}
 	return &c
 }
 
 // IsZero reports whether the policy sets nothing (it then means DefaultPolicy).
 func (p Policy) IsZero() bool {
-	if len(p.Actions) > 0 {
+	if len(p.Actions) > 0 || len(p.Switch) > 0 {
 		return false
 	}
-	p.Actions = nil
+	p.Actions, p.Switch = nil, nil
 	return reflect.ValueOf(p).IsZero()
 }
 
@@ -385,6 +484,9 @@ func SamePolicy(a, b *Policy) bool {
 		c := p.Clone()
 		if len(c.Actions) == 0 {
 			c.Actions = nil
+		}
+		if len(c.Switch) == 0 {
+			c.Switch = nil
 		}
 		return c
 	}

@@ -36,6 +36,11 @@ func TestPolicyValidate(t *testing.T) {
 		{"desktopLoad infinite", Policy{DesktopLoad: math.Inf(1)}, "policy: desktopLoad +Inf out of range"},
 		{"thaw above the default freeze", Policy{ThawPressure: 30}, "policy: thawPressure 30 must be below freezePressure 20 (hysteresis)"},
 		{"thaw equal to freeze", Policy{FreezePressure: 10, ThawPressure: 10}, "policy: thawPressure 10 must be below freezePressure 10"},
+		{"switch rules", Policy{Switch: map[string]SwitchRule{"exam": SwitchForce, "cluster": SwitchWait}, SwitchGrace: Duration(time.Minute)}, ""},
+		{"switch for an unknown kind", Policy{Switch: map[string]SwitchRule{"party": SwitchForce}}, `policy: switch: unknown kind "party"`},
+		{"unknown switch rule", Policy{Switch: map[string]SwitchRule{"exam": "ask"}}, `policy: switch: unknown rule "ask" for exam (one of force, wait)`},
+		{"negative spread", Policy{SwitchSpread: Duration(-time.Second)}, "policy: switchSpread -1s out of range"},
+		{"power off after seconds", Policy{PowerOffIdle: Duration(10 * time.Second)}, "policy: powerOffIdle 10s out of range (1m0s to 168h)"},
 	} {
 		err := tc.p.Validate()
 		switch {
@@ -70,6 +75,25 @@ func TestPolicyEffective(t *testing.T) {
 	*e.RemoteActive = true
 	if p.Actions[StateNoUser] != "" || *p.RemoteActive {
 		t.Fatal("Effective shares state with its receiver")
+	}
+}
+
+func TestPolicySwitchFor(t *testing.T) {
+	p := Policy{Switch: map[string]SwitchRule{"cluster": SwitchForce, "holiday": SwitchWait}}.Effective()
+	for _, tc := range []struct {
+		mode ModeKind
+		exc  ExceptionKind
+		want SwitchRule
+	}{
+		{KindCourseVM, "", SwitchForce},       // default
+		{KindCluster, "", SwitchForce},        // the pool's own rule
+		{KindDesktop, "exam", SwitchForce},    // the exception's kind decides first
+		{KindCourseVM, "holiday", SwitchWait}, // also against the mode's
+		{KindDesktop, "other", SwitchWait},    // no rule for "other": the mode's
+	} {
+		if got := p.SwitchFor(tc.mode, tc.exc); got != tc.want {
+			t.Errorf("SwitchFor(%s, %q) = %s, want %s", tc.mode, tc.exc, got, tc.want)
+		}
 	}
 }
 
@@ -207,7 +231,7 @@ func TestAgentFieldComparisonsSeeEveryField(t *testing.T) {
 		switch v.Kind() {
 		case reflect.Map:
 			v.Set(reflect.MakeMap(v.Type()))
-			v.SetMapIndex(reflect.ValueOf(StateNoUser), reflect.ValueOf(ActionEvict))
+			v.SetMapIndex(reflect.ValueOf("x").Convert(v.Type().Key()), reflect.ValueOf("x").Convert(v.Type().Elem()))
 		case reflect.Pointer:
 			v.Set(reflect.New(v.Type().Elem()))
 		case reflect.Slice:

@@ -35,6 +35,63 @@ type AgentConfig struct {
 	// version, no boot server).
 	CourseVM            *AgentCourseVM `json:"courseVM,omitempty"`
 	CourseVMUnavailable string         `json:"courseVMUnavailable,omitempty"`
+
+	// The coming change at NextChange, when the PC must restart for it (docs/operations.md):
+	// NextReboot says why ("" = the agent switches in place, as between desktop and
+	// cluster on one image), NextSwitch what happens to a logged-in user (Policy.SwitchFor
+	// of the next mode's and exception's kinds), NextLabel what users are told the PC
+	// becomes (an exception's or mode's description, else the mode's name; inert text).
+	NextReboot string           `json:"nextReboot,omitempty"`
+	NextSwitch model.SwitchRule `json:"nextSwitch,omitempty"`
+	NextLabel  string           `json:"nextLabel,omitempty"`
+	// Exam: the mode in force comes from an exam exception. The agent runs no compute
+	// guest and tells the desktop (/run/overtime/exam) so that the image can lock down.
+	Exam bool `json:"exam,omitempty"`
+	// Power is a pending request of an operator (overtime host reboot|poweroff) or of
+	// Slurm's SuspendProgram for this PC; nil: none.
+	Power *PowerCommand `json:"power,omitempty"`
+}
+
+// PowerOp is what a power command asks of a PC.
+type PowerOp string
+
+const (
+	OpReboot   PowerOp = "reboot"   // the agent restarts the PC (it boots what the schedule gives)
+	OpPowerOff PowerOp = "poweroff" // the agent switches the PC off; never with a user logged in
+	OpWake     PowerOp = "wake"     // the host's boot server sends Wake-on-LAN
+)
+
+// PowerOps lists every operation.
+var PowerOps = []PowerOp{OpReboot, OpPowerOff, OpWake}
+
+// PowerCommand is one request to reboot, switch off or wake a PC (overtime host
+// reboot|poweroff|wake, Slurm's SuspendProgram), as the site manager records it (audit
+// trail) and hands it to the agent (reboot, poweroff) or the boot server (wake).
+type PowerCommand struct {
+	ID        string    `json:"id"` // unique; the agent reports it back when done or refused
+	Op        PowerOp   `json:"op"`
+	Requested time.Time `json:"requested"`
+	By        string    `json:"by"`               // user, or "slurm" for SuspendProgram
+	Reason    string    `json:"reason,omitempty"` // shown to logged-in users; inert text
+	// Force: a reboot goes ahead with users logged in, after the pool's SwitchGrace
+	// countdown. A power-off is refused while anyone is logged in, forced or not.
+	Force bool `json:"force,omitempty"`
+}
+
+// CommandState is how far the agent got with a power command.
+type CommandState string
+
+const (
+	CommandPending CommandState = "pending" // accepted, waiting (a countdown, a logout)
+	CommandDone    CommandState = "done"    // carried out (sent just before the restart or power-off)
+	CommandRefused CommandState = "refused" // not carried out; Reason says why
+)
+
+// CommandStatus is what the agent reports of the last power command it saw.
+type CommandStatus struct {
+	ID     string       `json:"id"`
+	State  CommandState `json:"state"`
+	Reason string       `json:"reason,omitempty"`
 }
 
 // AgentCourseVM is a course-vm mode's VM image version and where it is: Resolved.Path
@@ -92,6 +149,24 @@ type Heartbeat struct {
 	GuestCPUSeconds float64           `json:"guestCPUSeconds"`
 	Restarts        int               `json:"restarts"` // guest restarts after crashes since agent start
 	Version         string            `json:"version,omitempty"`
+
+	// Sessions counts logged-in sessions (local and remote): power-offs are refused while
+	// it is not 0. Jobs counts the Slurm jobs the guest's SPANK plugin reported running.
+	Sessions int `json:"sessions,omitempty"`
+	Jobs     int `json:"jobs,omitempty"`
+	// The guest's size as Slurm should record it: CPUs and memory the guest may use, and
+	// GPUs passed through (0: none).
+	CPUs     int `json:"cpus,omitempty"`
+	MemoryMB int `json:"memoryMB,omitempty"`
+	GPUs     int `json:"gpus,omitempty"`
+	// BootSeconds: from the kernel's start to the agent's first configuration in this
+	// boot (the measured boot time the site manager wakes PCs ahead by).
+	BootSeconds float64 `json:"bootSeconds,omitempty"`
+	// Switch describes a pending mode switch that needs a reboot ("" = none), e.g.
+	// "reboot at 10:00:37 for lecture (forced)" or "waiting for logout to switch to cluster".
+	Switch string `json:"switch,omitempty"`
+	// Power is the agent's answer to the last power command it saw.
+	Power *CommandStatus `json:"power,omitempty"`
 }
 
 // HostStatus is the site manager's record of a host's last heartbeat (GET /api/v1/agent/status).
@@ -144,7 +219,8 @@ func (h Heartbeat) Validate() error {
 	for _, f := range []struct {
 		name, v string
 		max     int
-	}{{"guestState", h.GuestState, 64}, {"guestReason", h.GuestReason, MaxGuestReason}, {"backend", h.Backend, 64}, {"version", h.Version, 64}, {"instance", h.Instance, 64}} {
+	}{{"guestState", h.GuestState, 64}, {"guestReason", h.GuestReason, MaxGuestReason}, {"backend", h.Backend, 64}, {"version", h.Version, 64}, {"instance", h.Instance, 64},
+		{"switch", h.Switch, MaxGuestReason}, {"power.id", h.Power.id(), 64}, {"power.reason", h.Power.reason(), MaxGuestReason}} {
 		if len(f.v) > f.max {
 			return model.Invalid("heartbeat: %s too long (%d bytes, at most %d)", f.name, len(f.v), f.max)
 		}
@@ -161,7 +237,35 @@ func (h Heartbeat) Validate() error {
 	if h.Restarts < 0 {
 		return model.Invalid("heartbeat: negative restarts")
 	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"sessions", h.Sessions}, {"jobs", h.Jobs}, {"cpus", h.CPUs}, {"memoryMB", h.MemoryMB}, {"gpus", h.GPUs}} {
+		if n.v < 0 || n.v > 1<<30 {
+			return model.Invalid("heartbeat: %s %d out of range", n.name, n.v)
+		}
+	}
+	if !(h.BootSeconds >= 0 && h.BootSeconds < 1e9) {
+		return model.Invalid("heartbeat: bootSeconds %g out of range", h.BootSeconds)
+	}
+	if h.Power != nil && h.Power.State != CommandPending && h.Power.State != CommandDone && h.Power.State != CommandRefused {
+		return model.Invalid("heartbeat: power.state %q must be %s, %s or %s", h.Power.State, CommandPending, CommandDone, CommandRefused)
+	}
 	return nil
+}
+
+func (p *CommandStatus) id() string {
+	if p == nil {
+		return ""
+	}
+	return p.ID
+}
+
+func (p *CommandStatus) reason() string {
+	if p == nil {
+		return ""
+	}
+	return p.Reason
 }
 
 // AgentStatus is one entry of GET /api/v1/agent/status: a host's last heartbeat as the
