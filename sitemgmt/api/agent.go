@@ -279,11 +279,11 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) {
 // resolver's assignment (sitemgmt/resolve) as the agent's document. An unknown host is a
 // *resolve.UnknownHostError (404).
 func (s *Server) AgentConfigFor(snap *service.Snapshot, host string, now time.Time) (*wire.AgentConfig, error) {
-	a, err := snap.Resolver.Host(host, resolve.Query{At: now, BootServer: s.opt.BootServer, Held: s.svc.Held()})
-	if err != nil {
-		return nil, err
+	h := snap.Site.Host(host)
+	if h == nil {
+		return nil, &resolve.UnknownHostError{Name: host}
 	}
-	return a.AgentConfig()
+	return snap.Resolver.AgentConfig(h, resolve.Query{At: now, BootServer: s.opt.BootServer, Held: s.svc.Held()})
 }
 
 // ---- guest secrets ----

@@ -325,7 +325,24 @@ func (a *Assignment) Boot() render.Boot {
 	return b
 }
 
-// AgentConfig is the assignment as the node agent's configuration document.
+// AgentConfig is the node agent's configuration document for h at q.At: the assignment,
+// whether it is an exam, and what the coming change asks of the running PC.
+func (r *Resolver) AgentConfig(h *model.Host, q Query) (*wire.AgentConfig, error) {
+	a := r.For(h, q)
+	cfg, err := a.AgentConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Exam = r.IsExam(a)
+	if sw := r.NextSwitch(a, q); sw != nil {
+		cfg.NextChange, cfg.NextMode = sw.At, sw.Mode
+		cfg.NextReboot, cfg.NextSwitch, cfg.NextLabel = sw.Reboot, sw.Rule, sw.Label
+	}
+	return cfg, nil
+}
+
+// AgentConfig is the assignment as the node agent's configuration document, without
+// what needs the resolver (Resolver.AgentConfig adds it).
 func (a *Assignment) AgentConfig() (*wire.AgentConfig, error) {
 	if a.Host == nil {
 		return nil, fmt.Errorf("an agent configuration needs a host in the directory (MAC %q is not)", a.MAC)
