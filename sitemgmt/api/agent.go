@@ -258,7 +258,17 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, model.Invalid("give the host: GET /api/v1/agent/config?host=NAME"))
 		return
 	}
-	cfg, err := s.AgentConfigFor(s.svc.Snapshot(), host, s.opt.Now())
+	// What the PC booted (its agent reads the kernel command line): the configuration
+	// then says whether the PC must restart to follow the schedule now.
+	var booted resolve.Running
+	if m := r.URL.Query().Get("booted"); m != "" {
+		if err := model.ValidName("mode", m); err != nil {
+			s.httpError(w, model.Invalid("booted: %v", err))
+			return
+		}
+		booted = resolve.Running{Mode: m, Exam: r.URL.Query().Get("exam") == "1"}
+	}
+	cfg, err := s.agentConfigFor(s.svc.Snapshot(), host, s.opt.Now(), booted)
 	if err != nil {
 		s.serviceError(w, err)
 		return
@@ -279,11 +289,15 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) {
 // resolver's assignment (sitemgmt/resolve) as the agent's document. An unknown host is a
 // *resolve.UnknownHostError (404).
 func (s *Server) AgentConfigFor(snap *service.Snapshot, host string, now time.Time) (*wire.AgentConfig, error) {
+	return s.agentConfigFor(snap, host, now, resolve.Running{})
+}
+
+func (s *Server) agentConfigFor(snap *service.Snapshot, host string, now time.Time, b resolve.Running) (*wire.AgentConfig, error) {
 	h := snap.Site.Host(host)
 	if h == nil {
 		return nil, &resolve.UnknownHostError{Name: host}
 	}
-	return snap.Resolver.AgentConfig(h, resolve.Query{At: now, BootServer: s.opt.BootServer, Held: s.svc.Held()})
+	return snap.Resolver.AgentConfig(h, resolve.Query{At: now, BootServer: s.opt.BootServer, Held: s.svc.Held()}, b)
 }
 
 // ---- guest secrets ----

@@ -326,14 +326,18 @@ func (a *Assignment) Boot() render.Boot {
 }
 
 // AgentConfig is the node agent's configuration document for h at q.At: the assignment,
-// whether it is an exam, and what the coming change asks of the running PC.
-func (r *Resolver) AgentConfig(h *model.Host, q Query) (*wire.AgentConfig, error) {
+// whether it is an exam, what the coming change asks of the running PC, and what the
+// present asks of a PC that booted b (zero: not said).
+func (r *Resolver) AgentConfig(h *model.Host, q Query, b Running) (*wire.AgentConfig, error) {
 	a := r.For(h, q)
 	cfg, err := a.AgentConfig()
 	if err != nil {
 		return nil, err
 	}
 	cfg.Exam = r.IsExam(a)
+	if sw := r.RebootFrom(a, b, q); sw != nil {
+		cfg.Reboot, cfg.RebootSwitch, cfg.Label = sw.Reboot, sw.Rule, sw.Label
+	}
 	if sw := r.NextSwitch(a, q); sw != nil {
 		cfg.NextChange, cfg.NextMode = sw.At, sw.Mode
 		cfg.NextReboot, cfg.NextSwitch, cfg.NextLabel = sw.Reboot, sw.Rule, sw.Label

@@ -73,6 +73,41 @@ func targets(x *model.Exception, h *model.Host) bool {
 	return false
 }
 
+// Running is what a running PC booted, as its agent reports it (the kernel command line's
+// overtime.mode= and whether the boot was an exam's).
+type Running struct {
+	Mode string
+	Exam bool
+}
+
+// RebootFrom is what the schedule's state in a asks of a PC that booted b: the switch it
+// must still make (At is a.At), or nil when what it runs is what a gives (or b names no
+// mode of the site: the agent cannot judge then, and the PC follows at its next boot).
+// Image versions are compared as the site gives them now: publishing a new version
+// changes what PCs boot next, it does not restart a room.
+func (r *Resolver) RebootFrom(a *Assignment, b Running, q Query) *Switch {
+	if a.Host == nil || a.Mode == nil || b.Mode == "" {
+		return nil
+	}
+	bm := r.site.Mode(b.Mode)
+	if bm == nil {
+		return nil
+	}
+	booted := *a
+	booted.Mode = bm
+	booted.Image, _, _ = r.imageFor(bm, a.Server, q.Held)
+	x := r.Exception(a.Host, a.At, a.Decision)
+	var xkind model.ExceptionKind
+	if x != nil {
+		xkind = x.Kind
+	}
+	why := rebootReason(&booted, a, b.Exam, xkind == "exam")
+	if why == "" {
+		return nil
+	}
+	return &Switch{At: a.At, Mode: a.Mode.Name, Reboot: why, Rule: a.Policy.SwitchFor(a.Mode.Kind, xkind), Label: label(a.Mode, x)}
+}
+
 // IsExam reports whether a's mode comes from an exam exception.
 func (r *Resolver) IsExam(a *Assignment) bool {
 	x := r.Exception(a.Host, a.At, a.Decision)
@@ -123,6 +158,8 @@ func (r *Resolver) NextSwitch(a *Assignment, q Query) *Switch {
 func rebootReason(a, n *Assignment, examNow, examNext bool) string {
 	am, nm := a.Mode, n.Mode
 	switch {
+	case am.Name == nm.Name && examNow == examNext && versionOf(a.Image) == versionOf(n.Image):
+		return ""
 	case nm.Kind == model.KindLocalDisk && am.Kind != model.KindLocalDisk:
 		return "the PC boots its local disk (" + nm.Name + ")"
 	case nm.Kind == model.KindMaintenance && am.Kind != model.KindMaintenance:

@@ -68,7 +68,7 @@ func TestNextSwitch(t *testing.T) {
 			}
 			r := newResolver(t, site)
 			h := site.Host(tc.host)
-			cfg, err := r.AgentConfig(h, Query{At: tc.at})
+			cfg, err := r.AgentConfig(h, Query{At: tc.at}, Running{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func TestExamConfig(t *testing.T) {
 	site.Exceptions = append(site.Exceptions, model.Exception{Name: "exam1", Kind: "exam",
 		Start: at(10), End: at(11), Mode: "desktop", Targets: []model.Target{{Pool: "lab-a"}}})
 	r := newResolver(t, site)
-	cfg, err := r.AgentConfig(site.Host("pc-a1"), Query{At: at(10).Add(30 * time.Minute)})
+	cfg, err := r.AgentConfig(site.Host("pc-a1"), Query{At: at(10).Add(30 * time.Minute)}, Running{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +98,52 @@ func TestExamConfig(t *testing.T) {
 	if !cfg.Exam || !cfg.NextChange.Equal(at(11)) || cfg.NextMode != "desktop" || cfg.NextReboot != "the exam's lockdown ends" || cfg.NextSwitch != model.SwitchWait {
 		t.Fatalf("in the exam: exam %v, next %s %s, reboot %q, rule %s", cfg.Exam, cfg.NextChange, cfg.NextMode, cfg.NextReboot, cfg.NextSwitch)
 	}
-	cfg, _ = r.AgentConfig(site.Host("pc-a1"), Query{At: at(9)})
+	cfg, _ = r.AgentConfig(site.Host("pc-a1"), Query{At: at(9)}, Running{})
 	if cfg.Exam || !cfg.NextChange.Equal(at(10)) || cfg.NextReboot != "an exam starts on a freshly booted PC" || cfg.NextSwitch != model.SwitchForce {
 		t.Fatalf("before the exam: exam %v, next %s, reboot %q, rule %s", cfg.Exam, cfg.NextChange, cfg.NextReboot, cfg.NextSwitch)
 	}
-	cfg, _ = r.AgentConfig(site.Host("pc-b1"), Query{At: at(10).Add(30 * time.Minute)})
+	cfg, _ = r.AgentConfig(site.Host("pc-b1"), Query{At: at(10).Add(30 * time.Minute)}, Running{})
 	if cfg.Exam {
 		t.Fatal("another pool's host is told it is in the exam")
+	}
+}
+
+// A PC still running what it booted before the boundary is told to restart, by the rule
+// of the mode in force; one that booted what the schedule gives now is not.
+func TestRebootFrom(t *testing.T) {
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	at := time.Date(2026, 12, 2, 18, 5, 0, 0, berlin) // lab-a: local disk from 18:00
+	site := testSite(t)
+	r := newResolver(t, site)
+	h := site.Host("pc-a1")
+	for _, tc := range []struct {
+		booted Running
+		reboot string
+	}{
+		{Running{Mode: "desktop"}, "the PC boots its local disk (local)"},
+		{Running{Mode: "local"}, ""},
+		{Running{}, ""},                     // not said: nothing to judge
+		{Running{Mode: "no-such-mode"}, ""}, // a mode since deleted: follows at its next boot
+	} {
+		cfg, err := r.AgentConfig(h, Query{At: at}, tc.booted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Reboot != tc.reboot {
+			t.Errorf("booted %+v: reboot %q, want %q", tc.booted, cfg.Reboot, tc.reboot)
+		}
+	}
+	// Evening: pc-b2 booted the desktop and the cluster (same image) is in force: in place.
+	site = testSite(t)
+	site.Mode("cluster").ImageVersion = ""
+	r = newResolver(t, site)
+	cfg, _ := r.AgentConfig(site.Host("pc-b2"), Query{At: time.Date(2026, 12, 2, 21, 0, 0, 0, berlin)}, Running{Mode: "desktop"})
+	if cfg.Reboot != "" {
+		t.Errorf("desktop booted, cluster in force: reboot %q", cfg.Reboot)
+	}
+	// An exam booted, its end passed: the lockdown must go.
+	cfg, _ = r.AgentConfig(site.Host("pc-a1"), Query{At: time.Date(2026, 12, 2, 11, 0, 0, 0, berlin)}, Running{Mode: "desktop", Exam: true})
+	if cfg.Reboot != "the exam's lockdown ends" || cfg.RebootSwitch != model.SwitchWait {
+		t.Errorf("after an exam: reboot %q rule %s", cfg.Reboot, cfg.RebootSwitch)
 	}
 }

@@ -44,6 +44,13 @@ type AgentConfig struct {
 	NextReboot string           `json:"nextReboot,omitempty"`
 	NextSwitch model.SwitchRule `json:"nextSwitch,omitempty"`
 	NextLabel  string           `json:"nextLabel,omitempty"`
+	// Reboot is set when the PC runs a boot that differs from what the schedule gives now
+	// (its boundary passed, or someone picked another menu entry): why, as NextReboot.
+	// RebootSwitch is what happens to a logged-in user (the rule for the mode in force),
+	// Label what the PC becomes. Only when the agent said what it booted (?booted=).
+	Reboot       string           `json:"reboot,omitempty"`
+	RebootSwitch model.SwitchRule `json:"rebootSwitch,omitempty"`
+	Label        string           `json:"label,omitempty"`
 	// Exam: the mode in force comes from an exam exception. The agent runs no compute
 	// guest and tells the desktop (/run/overtime/exam) so that the image can lock down.
 	Exam bool `json:"exam,omitempty"`
