@@ -36,6 +36,9 @@ const (
 	// CourseVMSpec is where the agent tells the desktop session's course-VM player which
 	// VM to show (node-agent/coursevm); absent outside course-vm modes. World-readable.
 	CourseVMSpec = "/run/overtime/course-vm.json"
+	// ExamMarker exists while the PC is in an exam (the agent writes it; the desktop's
+	// overtime-exam.path locks the session down).
+	ExamMarker = "/run/overtime/exam"
 	// AgentListen is the agent's HTTP address for /metrics and the guest's job calls.
 	AgentListen = ":9101"
 )

@@ -37,6 +37,7 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/node-agent/hostinfo"
 	"github.com/overtime-hpc/overtime/node-agent/policy"
+	"github.com/overtime-hpc/overtime/node-agent/powerctl"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
@@ -82,6 +83,20 @@ type Options struct {
 	// stalls for job reports (default /proc/pressure/cpu).
 	DesktopCPUPressure string
 
+	// Machine restarts and switches off the PC (default: systemctl); Notifier tells the
+	// people logged in (default: wall and desktop notifications). See switch.go.
+	Machine  powerctl.Machine
+	Notifier powerctl.Notifier
+	// ExamFile exists while the configuration says exam ("": not written; `overtime-agent
+	// run` passes paths.ExamMarker). Uptime is /proc/uptime (tests may point elsewhere).
+	ExamFile string
+	Uptime   string
+	// Booted is the mode this PC booted (overtime.mode= on the kernel command line; the
+	// site manager's client sends it with every configuration request). Only a PC that
+	// Overtime booted follows schedule switches by restarting: a machine it did not boot
+	// (a hand-installed desktop, a test host) is never restarted by a schedule.
+	Booted string
+
 	HostCPUs  int // default runtime.NumCPU()
 	HostMemMB int // default from /proc/meminfo
 	Now       func() time.Time
@@ -115,6 +130,7 @@ type Agent struct {
 	// keeps a site without them from filling the log.
 	secrets         *wire.GuestSecrets
 	noSecretsLogged bool
+	sw              switchState // switch.go
 
 	hbMu sync.Mutex
 	hb   wire.Heartbeat
@@ -181,6 +197,16 @@ func New(o Options) (*Agent, error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if o.Machine == nil {
+		o.Machine = powerctl.Systemd{}
+	}
+	if o.Notifier == nil {
+		log := o.Log
+		o.Notifier = powerctl.Sessions{Log: log.Debug}
+	}
+	if o.Uptime == "" {
+		o.Uptime = "/proc/uptime"
 	}
 	instance, err := newInstanceID()
 	if err != nil {
@@ -293,6 +319,9 @@ func (a *Agent) armTimer(t *time.Timer) {
 	if a.cfg != nil && !a.cfg.NextChange.IsZero() && a.cfg.NextChange.Before(next) && a.cfg.NextChange.After(now) {
 		next = a.cfg.NextChange
 	}
+	if w := a.sw.wake; !w.IsZero() && w.Before(next) {
+		next = w
+	}
 	d := next.Sub(now)
 	if d < time.Millisecond {
 		d = time.Millisecond
@@ -335,7 +364,9 @@ func (a *Agent) signal(ev sensor.Event) {
 func (a *Agent) apply(ctx context.Context, c *wire.AgentConfig, from string) {
 	first := a.cfg == nil
 	a.cfg = c
+	a.sw.cfgAt = a.o.Now()
 	a.setConfigSource(from)
+	a.examMarker(c)
 	if a.engine == nil || !reflect.DeepEqual(a.engine.Policy(), c.Policy) {
 		p := c.Policy
 		a.log.Info("policy in force", "ownerActive", p.Actions[model.StateOwnerActive], "ownerIdle", p.Actions[model.StateOwnerIdle],
@@ -451,6 +482,10 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 	a.obs.Now = a.o.Now()
 	a.foldCounters(false) // the time until now counts under the previous decision
 	d := a.engine.Decide(a.obs)
+	if a.cfg.Exam && d.Action != model.ActionEvict {
+		d.Reason = "exam: no compute guest"
+	}
+	d.State, d.Action = examDecision(a.cfg, d.State, d.Action)
 	if d.Changed || d.State != a.dec.State {
 		a.log.Info("decision", "state", d.State, "action", d.Action, "reason", d.Reason)
 	}
@@ -468,6 +503,7 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 		a.updateHeartbeat()
 		go a.sendHeartbeat(context.WithoutCancel(ctx))
 	}
+	a.planSwitch(ctx)
 }
 
 // foldCounters accounts the time since the last fold under what was in force, and takes
@@ -946,8 +982,22 @@ func (a *Agent) updateHeartbeat() {
 		GuestState: string(a.lastStatus.State), GuestCPUSeconds: a.lastStatus.CPUTime.Seconds(),
 		GuestReason: wire.OneLine(a.lastStatus.Reason, wire.MaxGuestReason),
 	}
+	hb.Sessions = a.obs.LocalSessions + a.obs.RemoteSessions
+	hb.Jobs = a.runningJobs()
+	hb.Switch = wire.OneLine(a.sw.status, wire.MaxGuestReason)
+	if ans := a.sw.answer; ans != nil {
+		c := *ans
+		c.Reason = wire.OneLine(c.Reason, wire.MaxGuestReason)
+		hb.Power = &c
+	}
+	hb.BootSeconds = a.bootSeconds()
 	if a.cfg != nil {
 		hb.Host, hb.Mode = a.cfg.Host, a.cfg.Mode
+		if spec, err := a.spec(a.cfg); err == nil && !a.cfg.Exam {
+			// What the guest may use, as Slurm should record it (no GPUs are passed
+			// through yet).
+			hb.CPUs, hb.MemoryMB = spec.VCPUs, spec.MemoryMB
+		}
 		if a.cfg.Guest != nil {
 			hb.Backend = string(a.cfg.Guest.Backend)
 			if hb.GuestState == "" {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,7 +38,7 @@ import (
 func NewRunCmd(server *string, version string) *cobra.Command {
 	var (
 		tokenFile, mac, stateDir, imageRoot, listen, libvirtURI string
-		courseVMFile                                            string
+		courseVMFile, cmdlineFile, examFile                     string
 		inputDir, utmpPath, pressureGroup, guestURL             string
 		refresh, heartbeat, checkEvery                          time.Duration
 		backoff                                                 time.Duration
@@ -100,8 +101,17 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 				}
 				return a.GuestCPU()
 			}
+			// What Overtime booted here, from the kernel command line the site manager
+			// rendered: the configuration then says whether the PC must restart to follow
+			// its schedule. Absent on a PC Overtime did not boot: never restarted by one.
+			booted, exam := BootedFrom(cmdlineFile)
+			site := client.NewWithToken(*server, token)
+			site.BootedMode, site.BootedExam = booted, exam
+			if booted != "" {
+				log.Info("booted by Overtime", "mode", booted, "exam", exam)
+			}
 			a, err = agent.New(agent.Options{
-				Site: client.NewWithToken(*server, token), MAC: mac,
+				Site: site, MAC: mac, Booted: booted, ExamFile: examFile,
 				StateDir: stateDir, ImageRoot: imageRoot, Backends: backends, CourseVMFile: courseVMFile,
 				Sensors: sensor.Desktop(sensor.DesktopOptions{InputDir: inputDir, Utmp: utmpPath,
 					PressureGroup: pressureGroup, GuestCPU: guestCPU, Log: log}),
@@ -140,6 +150,8 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 	f.StringVar(&imageRoot, "image-root", paths.AgentImages, "where the image export is mounted read-only (version paths below it)")
 	f.StringVar(&courseVMFile, "course-vm-file", paths.CourseVMSpec, "where the course VM of a course-vm mode is named for the session's player (overtime-agent course-vm); empty: not written")
 	f.StringVar(&listen, "listen", paths.AgentListen, "HTTP address for /metrics and the guest's job calls /v1/jobs (empty: off)")
+	f.StringVar(&cmdlineFile, "cmdline", "/proc/cmdline", "kernel command line to read overtime.mode= (and overtime.exam=) from: what Overtime booted")
+	f.StringVar(&examFile, "exam-file", paths.ExamMarker, "file that exists while the PC is in an exam (read by overtime-exam.path); empty: not written")
 	f.StringVar(&libvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection for the qemu backend")
 	f.StringVar(&inputDir, "input-dir", "/dev/input", "input devices to watch (timestamps only)")
 	f.StringVar(&utmpPath, "utmp", sensor.DefaultUtmp, "utmp file: sessions and terminal activity")
@@ -152,6 +164,24 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 	f.BoolVar(&logJSON, "log-json", false, "structured JSON logs (journald keeps them as they are)")
 	f.BoolVar(&debug, "debug", false, "log every sensor signal")
 	return c
+}
+
+// BootedFrom reads the mode Overtime booted (overtime.mode=) and whether it was an exam's
+// boot (overtime.exam=1) from a kernel command line file; "" when it names none.
+func BootedFrom(cmdline string) (mode string, exam bool) {
+	b, err := os.ReadFile(cmdline)
+	if err != nil {
+		return "", false
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if v, ok := strings.CutPrefix(f, "overtime.mode="); ok && model.ValidName("mode", v) == nil {
+			mode = v
+		}
+		if f == "overtime.exam=1" {
+			exam = true
+		}
+	}
+	return mode, exam
 }
 
 // TokenFile is the host credential the agent reads when --token-file is not given, in the

@@ -76,9 +76,18 @@ func (c *Client) sendCtx(ctx context.Context, method, path string, in, out any) 
 }
 
 // AgentConfig fetches the configuration of the client's own host (token clients).
+// With BootedMode set, the server also says whether the PC must restart to follow the
+// schedule now (wire.AgentConfig.Reboot).
 func (c *Client) AgentConfig(ctx context.Context) (*wire.AgentConfig, error) {
 	var cfg wire.AgentConfig
-	if err := c.getCtx(ctx, "/api/v1/agent/config", nil, &cfg); err != nil {
+	var q url.Values
+	if c.BootedMode != "" {
+		q = url.Values{"booted": {c.BootedMode}}
+		if c.BootedExam {
+			q.Set("exam", "1")
+		}
+	}
+	if err := c.getCtx(ctx, "/api/v1/agent/config", q, &cfg); err != nil {
 		return nil, err
 	}
 	return &cfg, nil

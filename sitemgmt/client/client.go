@@ -24,6 +24,9 @@ type Client struct {
 	Password string
 	Token    string // host credential: sent as "Authorization: Bearer <Token>" (User is then ignored)
 	HTTP     *http.Client
+	// What the agent's PC booted (kernel command line), sent with AgentConfig.
+	BootedMode string
+	BootedExam bool
 }
 
 // NewWithToken is a client for a node agent: it authenticates with the host's bearer

@@ -1,0 +1,127 @@
+// Package powerctl carries out what node-agent/switching decides: it restarts or
+// switches off the PC through systemd, and tells the people logged in — on every terminal
+// with wall(1), and in every graphical session as a desktop notification over its D-Bus
+// session bus (org.freedesktop.Notifications).
+//
+// Both use tools every Debian desktop has (systemctl, wall from util-linux, busctl from
+// systemd, setpriv from util-linux), so the agent package adds no dependency.
+package powerctl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Machine restarts or switches off the PC.
+type Machine interface {
+	Reboot(ctx context.Context) error
+	PowerOff(ctx context.Context) error
+}
+
+// Systemd asks systemd (PID 1) through systemctl, which stops services in order: the
+// agent's own stop leaves the guest to systemd's shutdown like every other service.
+type Systemd struct{}
+
+func (Systemd) Reboot(ctx context.Context) error { return run(ctx, nil, nil, "systemctl", "reboot") }
+func (Systemd) PowerOff(ctx context.Context) error {
+	return run(ctx, nil, nil, "systemctl", "poweroff")
+}
+
+// Notifier tells the people logged in.
+type Notifier interface {
+	Notify(ctx context.Context, title, text string) error
+}
+
+// Sessions notifies every terminal (wall) and every graphical session whose user runs a
+// session bus under RunUser (/run/user/UID/bus).
+type Sessions struct {
+	RunUser string // default /run/user
+	// Wall false: no terminal messages (tests that check only desktop notifications).
+	NoWall bool
+	Log    func(msg string, args ...any)
+}
+
+// Notify sends the message everywhere it can; it fails only when it reached nobody
+// although there was somewhere to send it.
+func (s Sessions) Notify(ctx context.Context, title, text string) error {
+	var errs []error
+	sent := 0
+	if !s.NoWall {
+		// wall's banner names the sender (root); the title says what it is about.
+		if err := run(ctx, strings.NewReader(title+"\n"+text+"\n"), nil, "wall"); err != nil {
+			errs = append(errs, fmt.Errorf("wall: %w", err))
+		} else {
+			sent++
+		}
+	}
+	dir := s.RunUser
+	if dir == "" {
+		dir = "/run/user"
+	}
+	buses, _ := filepath.Glob(filepath.Join(dir, "*", "bus"))
+	for _, bus := range buses {
+		uid := filepath.Base(filepath.Dir(bus))
+		if _, err := strconv.Atoi(uid); err != nil {
+			continue
+		}
+		if err := desktopNotify(ctx, bus, uid, title, text); err != nil {
+			// A session bus without a notification daemon (a text login with lingering):
+			// not an error of the switch, only of this channel.
+			if s.Log != nil {
+				s.Log("desktop notification not delivered", "bus", bus, "err", err)
+			}
+			continue
+		}
+		sent++
+	}
+	if sent == 0 && len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// desktopNotify calls org.freedesktop.Notifications.Notify on the user's session bus as
+// that user: a session bus accepts only its own user, so root drops to the user's ids
+// (setpriv) for the one call. Urgency critical (2): the notice stays until dismissed.
+func desktopNotify(ctx context.Context, bus, uid, title, text string) error {
+	u, err := user.LookupId(uid)
+	if err != nil {
+		return err
+	}
+	env := []string{"DBUS_SESSION_BUS_ADDRESS=unix:path=" + bus, "XDG_RUNTIME_DIR=" + filepath.Dir(bus),
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.HomeDir}
+	args := []string{"busctl", "--user", "--timeout=5", "call", "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+		"org.freedesktop.Notifications", "Notify", "susssasa{sv}i",
+		"Overtime", "0", "system-reboot", title, text, "0", "1", "urgency", "y", "2", "0"}
+	if os.Geteuid() == 0 && uid != "0" {
+		args = append([]string{"setpriv", "--reuid=" + uid, "--regid=" + u.Gid, "--init-groups", "--"}, args...)
+	}
+	return run(ctx, nil, env, args[0], args[1:]...)
+}
+
+func run(ctx context.Context, stdin *strings.Reader, env []string, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	if env != nil {
+		cmd.Env = env
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
