@@ -82,6 +82,9 @@ modes:
 pools:
   - name: lab
     bootServer: bs1
+    # Switches of an empty room spread over 10 s (the default 2 minutes would only make
+    # the test wait).
+    policy: {switchSpread: 10s}
 roles:
   - {name: site-admins, role: site-admin, members: [admin]}
 hosts:
@@ -193,10 +196,17 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.MustRun("image", "import", disk, "--image", "demo-vm", "--pool", "lab", "--version", "ws26", "--memory", "64")
-	l.MustRun("schedule", "add", "--host", "desk1", "wed 10:00-12:00 lecture")
-	if _, err := vm.Monitor().Command("system_reset", nil); err != nil {
-		t.Fatal(err)
-	}
+	// Nobody restarts the PC but its schedule: the site's clock is put two minutes before
+	// a lecture booked for desk1; its agent learns of the coming switch, reports it, and
+	// restarts the PC at the boundary (nobody is logged in), into the course-vm mode.
+	l.RestartServe("2026-12-02T11:48:00+01:00")
+	l.MustRun("schedule", "add", "--host", "desk1", "wed 11:50-13:00 lecture")
+	bootlab.Eventually(t, "desk1's agent reporting the coming restart", 3*time.Minute, func() bool {
+		out, err := l.Run("agent", "status", "desk1", "-o", "json")
+		return err == nil && json.Unmarshal([]byte(out), &st) == nil && strings.HasPrefix(st.Switch, "reboot at ")
+	})
+	t.Logf("desk1: %s", st.Switch)
+	expect(`reboot: Restarting system`, 5*time.Minute)
 	expect(`Overtime: desk1 mode lecture\b`, desktopBootWithin)
 	expect(`Welcome to .*Debian GNU/Linux 12`, desktopBootWithin)
 	expect(`OVERTIME-COURSE-VM-UP`, desktopBootWithin)

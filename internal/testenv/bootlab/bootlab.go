@@ -59,6 +59,9 @@ type Lab struct {
 	mu         sync.Mutex
 	bootserver *exec.Cmd
 	bsDone     chan struct{}
+	serveArgs  []string
+	serve      *exec.Cmd
+	serveDone  chan struct{}
 }
 
 // built are the commands built by this process, by package: each is built once (the
@@ -168,23 +171,37 @@ func Start(t testing.TB, opt Options) *Lab {
 	}
 	args := []string{"serve", "--listen", ServerIP + ":" + HTTPPort, "--boot-server", "bs1", "--reload", "1s",
 		"--menu-timeout", opt.MenuTimeout.String(), "--images-dir", l.Images, "--syslinux-dir", "/usr/lib/syslinux/modules/bios"}
-	if opt.Now != "" {
-		args = append(args, "--now", opt.Now)
+	l.serveArgs = append(args, opt.ServeArgs...)
+	l.startServe(opt.Now)
+	l.env = append(l.env, "OVERTIME_SERVER="+HTTPURL, "OVERTIME_USER=admin", "OVERTIME_PASSWORD="+AdminPassword)
+	return l
+}
+
+// startServe starts `overtime serve` (now: its --now, "" = real time) and waits until it
+// answers.
+func (l *Lab) startServe(now string) {
+	t := l.t
+	args := append([]string(nil), l.serveArgs...)
+	if now != "" {
+		args = append(args, "--now", now)
 	}
-	args = append(args, opt.ServeArgs...)
-	serveLog, err := os.Create(filepath.Join(dir, "serve.log"))
+	serveLog, err := os.OpenFile(filepath.Join(l.Dir, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve := ns.Command(bin, args...)
+	serve := l.NS.Command(l.Bin, args...)
 	serve.Env = append(os.Environ(), l.env...)
 	serve.Stdout, serve.Stderr = serveLog, serveLog
 	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = serve.Wait(); serveLog.Close() }()
-	hc := ns.HTTPClient()
+	done := make(chan struct{})
+	go func() { _ = serve.Wait(); serveLog.Close(); close(done) }()
+	l.mu.Lock()
+	l.serve, l.serveDone = serve, done
+	l.mu.Unlock()
+	hc := l.NS.HTTPClient()
 	hc.Timeout = 2 * time.Second
 	Eventually(t, "overtime serve answering", 30*time.Second, func() bool {
 		resp, err := hc.Get(HTTPURL + "/healthz")
@@ -194,8 +211,24 @@ func Start(t testing.TB, opt Options) *Lab {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	l.env = append(l.env, "OVERTIME_SERVER="+HTTPURL, "OVERTIME_USER=admin", "OVERTIME_PASSWORD="+AdminPassword)
-	return l
+}
+
+// RestartServe stops `overtime serve` and starts it again with --now now: the site's
+// clock jumps (a test puts a boundary a minute ahead). The directory keeps everything.
+func (l *Lab) RestartServe(now string) {
+	l.mu.Lock()
+	serve, done := l.serve, l.serveDone
+	l.mu.Unlock()
+	if serve != nil {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = serve.Process.Kill()
+			<-done
+		}
+	}
+	l.startServe(now)
 }
 
 // Run runs the overtime CLI inside the namespace as the site admin.
