@@ -90,9 +90,7 @@ start() {
 	mkdir -p "$D/images" "$D/files" && chmod 755 "$D/images" "$D/files"
 	NOW_ARGS=()
 	[ -z "${OVERTIME_DEMO_NOW:-}" ] || NOW_ARGS=(--now "$OVERTIME_DEMO_NOW")
-	inns "$BIN" serve --listen "$SERVER_IP:8080" --boot-server bs1 --reload 5s --menu-timeout 2s \
-		--images-dir "$D/images" --files-dir "$D/files" --syslinux-dir /usr/lib/syslinux/modules/bios "${NOW_ARGS[@]}" > "$D/serve.log" 2>&1 &
-	echo $! > "$D/serve.pid"
+	start_serve "${NOW_ARGS[@]}"
 	"$BIN" dev forward --netns "$NS" --listen "127.0.0.1:$HTTP_PORT" --to "$SERVER_IP:8080" > "$D/forward.log" 2>&1 &
 	echo $! > "$D/forward.pid"
 	wait_for "overtime serve" 20 curl -fsS "http://127.0.0.1:$HTTP_PORT/healthz"
@@ -179,6 +177,9 @@ start() {
 		echo "   (the node agent part of the demo needs desktop mode: set OVERTIME_DEMO_NOW to a lecture slot)"
 	fi
 
+	if [ "$MODE" = desktop ]; then
+		switch_demo || exit 1
+	fi
 	slurm_demo || exit 1
 	powersave_demo || exit 1
 
@@ -215,6 +216,37 @@ EOT
 		wait "$(cat "$D/serve.pid")" || true
 		stop
 	fi
+}
+
+# start_serve [--now T]: overtime serve in the namespace (also to move the site's clock).
+start_serve() {
+	inns "$BIN" serve --listen "$SERVER_IP:8080" --boot-server bs1 --reload 5s --menu-timeout 2s \
+		--images-dir "$D/images" --files-dir "$D/files" --syslinux-dir /usr/lib/syslinux/modules/bios "$@" >> "$D/serve.log" 2>&1 &
+	echo $! > "$D/serve.pid"
+}
+
+# switch_demo: pc-a01 follows its schedule by itself. The site's clock is put two minutes
+# before a lecture booked for pc-a01 (the course-bio101 mode: a course VM on a freshly
+# booted desktop); its node agent learns of the switch, reports it, and restarts the PC at
+# the boundary (nobody is logged in) into the lecture.
+switch_demo() {
+	echo
+	echo "== the schedule on a running PC: a lecture for pc-a01 two minutes ahead; nobody touches the PC"
+	kill "$(cat "$D/serve.pid")" && wait_for "overtime serve to stop" 20 sh -c '! kill -0 "$0" 2>/dev/null' "$(cat "$D/serve.pid")"
+	start_serve --now 2026-12-02T15:48:00+01:00
+	wait_for "overtime serve" 20 curl -fsS "http://127.0.0.1:$HTTP_PORT/healthz"
+	"$BIN" exception add bio101-demo --kind lecture --description "BIO101 practical" --mode course-bio101 \
+		--host pc-a01 --start "2026-12-02 15:50" --end "2026-12-02 17:00" | sed 's/^/   /'
+	lines=$(wc -l < "$D/pc-a01.log")
+	if ! wait_for "pc-a01's agent to report the coming restart" 180 sh -c '"$0" agent status pc-a01 -o json | grep -q "\"switch\": *\"reboot at"' "$BIN"; then
+		"$BIN" agent status pc-a01 || true; return 1
+	fi
+	echo "   pc-a01's agent: $("$BIN" agent status pc-a01 -o json | sed -n 's/.*"switch": *"\([^"]*\)".*/\1/p')"
+	if ! wait_for "pc-a01 to boot the lecture" 900 sh -c 'tail -n +"$0" "$1" | grep -aq "Overtime: pc-a01 mode course-bio101"' "$lines" "$D/pc-a01.log"; then
+		tail -30 "$D/pc-a01.log"; return 1
+	fi
+	tail -n +"$lines" "$D/pc-a01.log" | tr -d '\r' | grep -aoE "reboot: Restarting system|Overtime: pc-a01 mode .*" | sed 's/^/   | /'
+	echo "   pc-a01 restarted by itself at the boundary and booted the lecture's mode."
 }
 
 # slurm_demo: a Slurm pool of one desktop (real slurmctld + munge, the desktop's node agent

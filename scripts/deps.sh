@@ -28,6 +28,8 @@ cd "$(dirname "$0")/.."
 #   libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
 #                          scheduler-plugin: the sync daemon (libslurm) and the SPANK plugin
 #                          (spank.h, libcurl, json-c); lua5.1 runs job_submit.lua's unit test
+#   dbus-daemon systemd util-linux bsdutils   the agent's notices (dbus-daemon and busctl for
+#                          the desktop-notification test; wall, setpriv)
 #   debhelper lintian mmdebstrap   make deb (dpkg-buildpackage, debhelper compat 13), the
 #                          lintian check of the .debs, the clean bookworm root the install test uses
 PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
@@ -36,7 +38,7 @@ PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-
 	shellcheck netbase binutils e2fsprogs dosfstools mtools
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils libxml2-utils passt crun
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
-	debhelper lintian mmdebstrap)
+	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils)
 
 missing=()
 for p in "${PKGS[@]}"; do
