@@ -1,5 +1,6 @@
 #include "feed.h"
 #include "log.h"
+#include "resv.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -129,6 +130,27 @@ static int parse_node(struct json_object *o, size_t i, struct feed_node *n,
 	if (!n->reason) {
 		set_err(err, errlen, "out of memory");
 		return -1;
+	}
+	{
+		static const char *const keys[] = { "cpus", "memoryMB", "gpus" };
+		int *dst[] = { &n->cpus, &n->memory_mb, &n->gpus };
+
+		for (size_t k = 0; k < 3; k++) {
+			int64_t x;
+
+			if (!json_object_object_get_ex(o, keys[k], &v))
+				continue;
+			x = json_object_get_int64(v);
+			/* Sizes only decorate a declared node: a bad one is
+			 * dropped, not a reason to refuse the node states. */
+			if (!json_object_is_type(v, json_type_int) || x < 0 ||
+			    x > (1 << 30)) {
+				log_warn("feed node size ignored", "node",
+					 n->name, "field", keys[k], NULL);
+				continue;
+			}
+			*dst[k] = (int)x;
+		}
 	}
 	if (json_object_object_get_ex(o, "weight", &v)) {
 		int64_t w;
@@ -444,54 +466,93 @@ void feed_client_free(struct feed_client *c)
 	curl_global_cleanup();
 }
 
+/* One GET of path (relative to the server) with a timeout; the body in *b
+ * (caller frees b->data). Returns 0 on a 200 answer, -1 after logging. */
+static int http_get(struct feed_client *c, const char *url, long timeout_s,
+		    struct body *b)
+{
+	char num[21];
+	long status = 0;
+	CURLcode res;
+
+	c->errbuf[0] = '\0';
+	curl_easy_setopt(c->curl, CURLOPT_URL, url);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, b);
+	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, timeout_s);
+
+	res = curl_easy_perform(c->curl);
+	if (res != CURLE_OK) {
+		if (*c->stop)
+			log_debug("request aborted by signal", NULL);
+		else if (b->too_big)
+			log_error("answer unusable", "url", url, "error",
+				  "body exceeds the 4 MiB cap", NULL);
+		else
+			log_error("site manager unreachable", "url", url,
+				  "error", c->errbuf[0] ? c->errbuf :
+				  curl_easy_strerror(res), NULL);
+		return -1;
+	}
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200) {
+		char snippet[201];
+		size_t n = b->len < 200 ? b->len : 200;
+
+		if (n)
+			memcpy(snippet, b->data, n);
+		snippet[n] = '\0';
+		log_error("request failed", "url", url, "status",
+			  log_i64(num, status), "body", snippet, NULL);
+		return -1;
+	}
+	return 0;
+}
+
 int feed_fetch(struct feed_client *c, int64_t since, int wait_s,
 	       struct feed *out)
 {
 	struct body b = { 0 };
 	char *url = NULL;
-	char err[256], num[21];
-	long status = 0;
-	CURLcode res;
+	char err[256];
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
 	if (asprintf(&url, "%s/api/v1/slurm/nodes?since=%" PRId64 "&wait=%d",
 		     c->base, since, wait_s) < 0)
 		return -1;
-	c->errbuf[0] = '\0';
-	curl_easy_setopt(c->curl, CURLOPT_URL, url);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &b);
 	/* The server holds the request up to wait_s; the margin covers a slow
 	 * network, and the timeout catches a server that never answers. */
-	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, (long)wait_s + 30L);
-
-	res = curl_easy_perform(c->curl);
-	if (res != CURLE_OK) {
-		if (*c->stop)
-			log_debug("feed request aborted by signal", NULL);
-		else if (b.too_big)
-			log_error("feed unusable", "url", url, "error",
-				  "body exceeds the 4 MiB cap", NULL);
-		else
-			log_error("feed unreachable", "url", url, "error",
-				  c->errbuf[0] ? c->errbuf :
-				  curl_easy_strerror(res), NULL);
+	if (http_get(c, url, (long)wait_s + 30L, &b))
 		goto out;
-	}
-	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
-	if (status != 200) {
-		char snippet[201];
-		size_t n = b.len < 200 ? b.len : 200;
-
-		if (n)
-			memcpy(snippet, b.data, n);
-		snippet[n] = '\0';
-		log_error("feed request failed", "url", url, "status",
-			  log_i64(num, status), "body", snippet, NULL);
-		goto out;
-	}
 	if (feed_parse(b.data ? b.data : "", b.len, out, err, sizeof(err))) {
 		log_error("feed unusable", "url", url, "error", err, NULL);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(b.data);
+	free(url);
+	return rc;
+}
+
+int feed_fetch_windows(struct feed_client *c, int64_t horizon_s,
+		       struct windows *out)
+{
+	struct body b = { 0 };
+	char *url = NULL;
+	char err[256];
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (asprintf(&url, "%s/api/v1/slurm/reservations?horizon=%" PRId64,
+		     c->base, horizon_s) < 0)
+		return -1;
+	if (http_get(c, url, 30L, &b))
+		goto out;
+	if (windows_parse(b.data ? b.data : "", b.len, out, err,
+			  sizeof(err))) {
+		log_error("reservations unusable", "url", url, "error", err,
+			  NULL);
 		goto out;
 	}
 	rc = 0;

@@ -34,6 +34,9 @@ struct feed_node {
 	 * downs and tells them from an administrator's. */
 	char *reason;
 	char *comment;     /* informational only; not pushed to Slurm */
+	/* The guest's size from the agent's heartbeat; 0: not reported. Used
+	 * only to declare nodes Slurm has never seen (--declare-nodes). */
+	int cpus, memory_mb, gpus;
 };
 
 struct feed_report {
@@ -73,5 +76,12 @@ void feed_client_free(struct feed_client *c);
  * why (unreachable, non-200, bad JSON). */
 int feed_fetch(struct feed_client *c, int64_t since, int wait_s,
 	       struct feed *out);
+
+struct windows;
+
+/* GET /api/v1/slurm/reservations?horizon=S. Returns 0 with *out filled (free
+ * with windows_free), or -1 after logging why. */
+int feed_fetch_windows(struct feed_client *c, int64_t horizon_s,
+		       struct windows *out);
 
 #endif

@@ -3,6 +3,7 @@
  * states the site manager computes, via its long-poll feed. */
 #include "feed.h"
 #include "log.h"
+#include "resv.h"
 #include "slurm_apply.h"
 
 #include <errno.h>
@@ -34,6 +35,11 @@ struct opts {
 	const char *server, *user, *password_file;
 	int wait_s, resync_s;
 	bool once;
+	int horizon_h;        /* reservation horizon; 0: no reservations */
+	int warn_lead_s;
+	int warn_signal;
+	const char *warn_signame;
+	bool declare_nodes;
 };
 
 static void usage(FILE *f)
@@ -41,6 +47,8 @@ static void usage(FILE *f)
 	fputs(
 "Usage: overtime-slurm-sync --server URL --user NAME --password-file PATH\n"
 "                           [--wait SECONDS] [--resync SECONDS] [--once] [--debug]\n"
+"                           [--horizon HOURS] [--warn-signal SIG] [--warn-lead SECONDS]\n"
+"                           [--declare-nodes]\n"
 "\n"
 "Maps each Overtime host's node agent state, as computed by the site manager,\n"
 "onto Slurm: node features and weight; drain while the guest is frozen and\n"
@@ -55,6 +63,18 @@ static void usage(FILE *f)
 "  --wait SECONDS        long-poll wait asked of the server (default 25)\n"
 "  --resync SECONDS      reconcile at least this often without changes\n"
 "                        (default 30)\n"
+"  --horizon HOURS       keep a maintenance reservation (overtime-NODE-START,\n"
+"                        flags MAINT,IGNORE_JOBS) for every window within\n"
+"                        this many hours in which the schedule stops a\n"
+"                        node's guest (default 168; 0: no reservations,\n"
+"                        no warnings)\n"
+"  --warn-signal SIG     signal for jobs a window will hit anyway, sent to\n"
+"                        the batch shell and every step (default USR1)\n"
+"  --warn-lead SECONDS   how long before the window (default 300); the job\n"
+"                        is requeued when the window starts\n"
+"  --declare-nodes       declare hosts Slurm has never seen as powered-down\n"
+"                        dynamic nodes (State=CLOUD) with the CPUs, memory\n"
+"                        and GPUs their agent reported (power saving)\n"
 "  --once                one fetch and one reconcile, then exit 0 (all\n"
 "                        applied) or 1\n"
 "  --debug               debug log lines\n"
@@ -82,11 +102,50 @@ static int parse_seconds(const char *flag, const char *s, int *out)
 	return 0;
 }
 
+static const struct { const char *name; int sig; } warn_signals[] = {
+	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM },
+	{ "INT", SIGINT }, { "HUP", SIGHUP }, { "URG", SIGURG },
+	{ "CONT", SIGCONT }, { "XCPU", SIGXCPU }, { "WINCH", SIGWINCH },
+};
+
+static int parse_signal(const char *s, struct opts *o)
+{
+	if (!strncmp(s, "SIG", 3))
+		s += 3;
+	for (size_t i = 0; i < sizeof(warn_signals) / sizeof(warn_signals[0]);
+	     i++)
+		if (!strcmp(s, warn_signals[i].name)) {
+			o->warn_signal = warn_signals[i].sig;
+			o->warn_signame = warn_signals[i].name;
+			return 0;
+		}
+	fprintf(stderr, "overtime-slurm-sync: --warn-signal: \"%s\" is not "
+		"one of USR1 USR2 TERM INT HUP URG CONT XCPU WINCH\n", s);
+	return -1;
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi,
+		     int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi) {
+		fprintf(stderr, "overtime-slurm-sync: %s wants a whole number "
+			"between %ld and %ld, not \"%s\"\n", flag, lo, hi, s);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
 /* Returns 0 (run), 1 (exit 0: --help) or -1 (exit 2: usage error). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_SERVER = 256, O_USER, O_PWFILE, O_WAIT, O_RESYNC, O_ONCE,
-	       O_DEBUG, O_HELP };
+	       O_DEBUG, O_HELP, O_HORIZON, O_WSIG, O_WLEAD, O_DECLARE };
 	static const struct option longopts[] = {
 		{ "server", required_argument, NULL, O_SERVER },
 		{ "user", required_argument, NULL, O_USER },
@@ -96,11 +155,17 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "once", no_argument, NULL, O_ONCE },
 		{ "debug", no_argument, NULL, O_DEBUG },
 		{ "help", no_argument, NULL, O_HELP },
+		{ "horizon", required_argument, NULL, O_HORIZON },
+		{ "warn-signal", required_argument, NULL, O_WSIG },
+		{ "warn-lead", required_argument, NULL, O_WLEAD },
+		{ "declare-nodes", no_argument, NULL, O_DECLARE },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
-	*o = (struct opts){ .wait_s = 25, .resync_s = 30 };
+	*o = (struct opts){ .wait_s = 25, .resync_s = 30, .horizon_h = 168,
+			    .warn_lead_s = 300, .warn_signal = SIGUSR1,
+			    .warn_signame = "USR1" };
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_SERVER: o->server = optarg; break;
@@ -116,6 +181,22 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case O_ONCE:   o->once = true; break;
 		case O_DEBUG:  log_debug_enabled = true; break;
+		case O_HORIZON:
+			/* At most the site manager's own bound (31 days). */
+			if (parse_int("--horizon", optarg, 0, 744,
+				      &o->horizon_h))
+				return -1;
+			break;
+		case O_WSIG:
+			if (parse_signal(optarg, o))
+				return -1;
+			break;
+		case O_WLEAD:
+			if (parse_int("--warn-lead", optarg, 0, 86400,
+				      &o->warn_lead_s))
+				return -1;
+			break;
+		case O_DECLARE: o->declare_nodes = true; break;
 		case O_HELP:   usage(stdout); return 1;
 		default:       usage(stderr); return -1;
 		}
@@ -205,8 +286,52 @@ static void sleep_s(int seconds)
 		nanosleep(&slice, NULL);
 }
 
+/* The windows are fetched at most once per --resync (they change with the
+ * schedule and the clock, not with heartbeats) and trusted for three resyncs:
+ * acting on an older list could requeue a job for a lecture since cancelled. */
+struct win_state {
+	struct windows ws;
+	bool have;
+	time_t fetched;
+};
+
+static void refresh_windows(const struct opts *o, struct feed_client *fc,
+			    struct win_state *w)
+{
+	time_t now = time(NULL);
+	struct windows fresh;
+	char n[21];
+
+	if (!o->horizon_h)
+		return;
+	if (w->have && now - w->fetched < o->resync_s)
+		return;
+	if (feed_fetch_windows(fc, (int64_t)o->horizon_h * 3600, &fresh)) {
+		if (w->have && now - w->fetched > 3 * o->resync_s) {
+			log_warn("reservation windows too old; reservations "
+				 "and warnings paused until the site manager "
+				 "answers", NULL);
+			windows_free(&w->ws);
+			w->have = false;
+		}
+		return;
+	}
+	if (w->have)
+		windows_free(&w->ws);
+	w->ws = fresh;
+	w->have = true;
+	w->fetched = now;
+	log_debug("reservation windows", "windows", log_u64(n, fresh.n), NULL);
+}
+
 static int run(const struct opts *o, struct feed_client *fc)
 {
+	struct win_state win = { 0 };
+	struct apply_opts ao = {
+		.warn_lead_s = o->warn_lead_s, .warn_signal = o->warn_signal,
+		.warn_signame = o->warn_signame,
+		.declare_nodes = o->declare_nodes,
+	};
 	/* Each answer triggers a reconcile, and the server answers within
 	 * its wait even with no change, so capping the wait at --resync is
 	 * what makes "reconcile at least every --resync seconds" hold. */
@@ -217,9 +342,19 @@ static int run(const struct opts *o, struct feed_client *fc)
 
 	while (!stop) {
 		struct feed feed;
-		int rc;
+		int rc, w = wait_s;
 
-		if (feed_fetch(fc, since, wait_s, &feed)) {
+		/* A warning or requeue due before the long poll would end:
+		 * ask for a shorter wait so it happens on time. */
+		if (win.have) {
+			time_t d = next_deadline(&win.ws, time(NULL),
+						 o->warn_lead_s);
+			time_t left = d ? d - time(NULL) : 0;
+
+			if (d && left < w)
+				w = left < 1 ? 1 : (int)left;
+		}
+		if (feed_fetch(fc, since, w, &feed)) {
 			if (stop)
 				break;
 			if (o->once)
@@ -239,11 +374,18 @@ static int run(const struct opts *o, struct feed_client *fc)
 			 "nodes", log_u64(b, feed.nnodes),
 			 "reports", log_u64(c, feed.nreports), NULL);
 		since = feed.revision;
-		rc = apply_cycle(&feed);
+		refresh_windows(o, fc, &win);
+		ao.windows = win.have ? &win.ws : NULL;
+		rc = apply_cycle(&feed, &ao);
 		feed_free(&feed);
-		if (o->once)
+		if (o->once) {
+			if (win.have)
+				windows_free(&win.ws);
 			return rc == 0 ? 0 : 1;
+		}
 	}
+	if (win.have)
+		windows_free(&win.ws);
 	log_info("stopping on signal", NULL);
 	/* An interrupted --once did not do its one reconcile. */
 	return o->once ? 1 : 0;
@@ -255,7 +397,7 @@ int main(int argc, char **argv)
 	struct feed_client *fc;
 	struct opts o;
 	char *password;
-	char w[21], r[21];
+	char w[21], r[21], h[21], l[21];
 	int rc;
 
 	rc = parse_opts(argc, argv, &o);
@@ -290,6 +432,9 @@ int main(int argc, char **argv)
 	log_info("starting", "server", o.server, "user", o.user,
 		 "wait_s", log_i64(w, o.wait_s),
 		 "resync_s", log_i64(r, o.resync_s),
+		 "horizon_h", log_i64(h, o.horizon_h),
+		 "warn", o.warn_signame, "warn_lead_s", log_i64(l, o.warn_lead_s),
+		 "declare_nodes", o.declare_nodes ? "true" : NULL,
 		 "once", o.once ? "true" : NULL, NULL);
 	rc = run(&o, fc);
 	feed_client_free(fc);

@@ -3,6 +3,7 @@
 #include "reconcile.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -188,6 +189,213 @@ static void requeue_job(struct cycle *c, const char *node,
 	free(cm);
 }
 
+/* ---- short notice ----------------------------------------------------- */
+
+static void warn_job(struct cycle *c, const char *node, uint32_t job_id,
+		     const struct window *w, const struct apply_opts *o)
+{
+	char id[21], *cm;
+
+	log_u64(id, job_id);
+	/* Signal first, comment second: a daemon that dies in between signals
+	 * again after its restart (the job's trap runs twice), rather than
+	 * never (the job is requeued unwarned). The comment is what stops
+	 * every later cycle, and a restarted daemon, from signalling again. */
+	if (slurm_kill_job(job_id, (uint16_t)o->warn_signal, KILL_FULL_JOB) !=
+	    SLURM_SUCCESS) {
+		failed(c, "slurm_kill_job", errno, "job", id, "node", node);
+		return;
+	}
+	c->changes++;
+	log_info("job warned", "job", id, "node", node, "signal",
+		 o->warn_signame, "reason", w->reason, NULL);
+	cm = comment_warned(time(NULL), o->warn_signame, w);
+	set_comment(c, job_id, node, cm);
+	free(cm);
+}
+
+static void short_notice_jobs(struct cycle *c, const char *node,
+			      const struct cur_job *cj, size_t njobs,
+			      const slurm_job_info_t *const *info,
+			      const struct action *acts, size_t na,
+			      const struct apply_opts *o)
+{
+	for (size_t i = 0; i < njobs; i++) {
+		const struct window *hit;
+		struct warn_job wj = {
+			.id = cj[i].id, .state = cj[i].state,
+			.end_time = info[i]->end_time,
+			.admin_comment = info[i]->admin_comment,
+			.resv_name = info[i]->resv_name,
+		};
+		bool acted = false;
+
+		/* The node's own rules (down, frozen) already act on this
+		 * job: a second requeue would only fail. */
+		for (size_t k = 0; k < na; k++)
+			if (acts[k].kind != ACT_NODE_UPDATE &&
+			    acts[k].job_id == cj[i].id)
+				acted = true;
+		if (acted)
+			continue;
+		switch (short_notice(o->windows->w, o->windows->n, node, &wj,
+				     time(NULL), o->warn_lead_s, &hit)) {
+		case WA_SIGNAL:
+			warn_job(c, node, cj[i].id, hit, o);
+			break;
+		case WA_REQUEUE: {
+			struct action a = { .kind = ACT_JOB_REQUEUE,
+					    .job_id = cj[i].id,
+					    .reason = hit->reason };
+			requeue_job(c, node, &a);
+			break;
+		}
+		case WA_NONE:
+			break;
+		}
+	}
+}
+
+/* ---- reservations ----------------------------------------------------- */
+
+static void apply_resv(struct cycle *c, const struct resv_action *a)
+{
+	char name[300], s[32], e[32];
+	resv_desc_msg_t d;
+
+	rfc3339_utc(s, sizeof(s), a->start);
+	rfc3339_utc(e, sizeof(e), a->end);
+	if (a->kind == RA_DELETE) {
+		reservation_name_msg_t m = { .name = (char *)a->name };
+
+		if (slurm_delete_reservation(&m) != SLURM_SUCCESS) {
+			failed(c, "slurm_delete_reservation", errno,
+			       "reservation", a->name, NULL, NULL);
+			return;
+		}
+		c->changes++;
+		log_info("reservation deleted", "reservation", a->name,
+			 "node", a->node, NULL);
+		return;
+	}
+	slurm_init_resv_desc_msg(&d);
+	d.end_time = a->end;
+	if (a->kind == RA_UPDATE) {
+		d.name = (char *)a->name;
+		if (slurm_update_reservation(&d) != SLURM_SUCCESS) {
+			failed(c, "slurm_update_reservation", errno,
+			       "reservation", a->name, NULL, NULL);
+			return;
+		}
+		c->changes++;
+		log_info("reservation updated", "reservation", a->name,
+			 "node", a->node, "end", e, NULL);
+		return;
+	}
+	d.name = resv_name(name, sizeof(name), a->node, a->start);
+	d.start_time = a->start;
+	d.node_list = (char *)a->node;
+	/* MAINT: the node is out of service in the window, and Slurm lets it
+	 * overlap an administrator's reservation. IGNORE_JOBS: a reservation
+	 * for a change made at short notice can still be placed over the job
+	 * that runs there (short_notice() warns and requeues that job). The
+	 * reservation is for nobody's jobs but root's. */
+	d.flags = RESERVE_FLAG_MAINT | RESERVE_FLAG_IGN_JOBS;
+	d.users = (char *)"root";
+	char *got = slurm_create_reservation(&d);
+	if (!got) {
+		failed(c, "slurm_create_reservation", errno, "reservation",
+		       name, "node", a->node);
+		return;
+	}
+	c->changes++;
+	log_info("reservation created", "reservation", got, "node", a->node,
+		 "start", s, "end", e, "reason", a->reason, NULL);
+	free(got);
+}
+
+static bool node_known(const node_info_msg_t *nodes, const char *name)
+{
+	for (uint32_t i = 0; i < nodes->record_count; i++)
+		if (nodes->node_array[i].name &&
+		    !strcmp(nodes->node_array[i].name, name))
+			return true;
+	return false;
+}
+
+static void reservation_cycle(struct cycle *c, const node_info_msg_t *nodes,
+			      const struct windows *ws)
+{
+	reserve_info_msg_t *rm = NULL;
+	struct window *want = NULL;
+	struct cur_resv *cur = NULL;
+	struct resv_action *acts = NULL;
+	size_t nwant = 0, ncur = 0, na;
+
+	if (slurm_load_reservations(0, &rm) != SLURM_SUCCESS) {
+		failed(c, "slurm_load_reservations", errno, NULL, NULL, NULL,
+		       NULL);
+		return;
+	}
+	want = calloc(ws->n + 1, sizeof(*want));
+	cur = calloc(rm->record_count + 1, sizeof(*cur));
+	acts = calloc(ws->n + rm->record_count + 1, sizeof(*acts));
+	if (!want || !cur || !acts) {
+		log_error("out of memory in reservation reconcile", NULL);
+		c->failures++;
+		goto out;
+	}
+	/* Slurm refuses a reservation on a node it does not know; a host that
+	 * has never registered gets its reservations once it has. */
+	for (size_t i = 0; i < ws->n; i++)
+		if (node_known(nodes, ws->w[i].node))
+			want[nwant++] = ws->w[i];
+	for (uint32_t i = 0; i < rm->record_count; i++) {
+		const reserve_info_t *r = &rm->reservation_array[i];
+
+		if (!r->name || strncmp(r->name, RESV_PREFIX,
+					strlen(RESV_PREFIX)))
+			continue;
+		cur[ncur++] = (struct cur_resv){ .name = r->name,
+			.node_list = r->node_list, .start = r->start_time,
+			.end = r->end_time };
+	}
+	na = reconcile_reservations(want, nwant, cur, ncur, time(NULL), acts);
+	for (size_t i = 0; i < na; i++)
+		apply_resv(c, &acts[i]);
+out:
+	free(want);
+	free(cur);
+	free(acts);
+	slurm_free_reservation_info_msg(rm);
+}
+
+/* ---- node declaration ------------------------------------------------- */
+
+static void declare_node(struct cycle *c, const struct feed_node *fn)
+{
+	update_node_msg_t m;
+	char line[512];
+
+	if (node_decl_line(line, sizeof(line), fn->name, fn->cpus,
+			   fn->memory_mb, fn->gpus)) {
+		log_debug("node not declared: no size reported", "node",
+			  fn->name, NULL);
+		return;
+	}
+	slurm_init_update_node_msg(&m);
+	/* slurm_create_node takes a slurm.conf node line, as
+	 * `scontrol create` passes it. */
+	m.extra = line;
+	if (slurm_create_node(&m) != SLURM_SUCCESS) {
+		failed(c, "slurm_create_node", errno, "node", fn->name, "line",
+		       line);
+		return;
+	}
+	c->changes++;
+	log_info("node declared", "node", fn->name, "line", line, NULL);
+}
+
 static void apply(struct cycle *c, const char *node, const struct action *a)
 {
 	switch (a->kind) {
@@ -211,8 +419,9 @@ static enum cur_job_state job_state(const slurm_job_info_t *j)
 
 static void node_cycle(struct cycle *c, const struct feed *feed,
 		       const node_info_t *n, const struct active_job *act,
-		       size_t nact, struct cur_job *cj, struct action *acts,
-		       bool *seen)
+		       size_t nact, struct cur_job *cj,
+		       const slurm_job_info_t **cinfo, struct action *acts,
+		       bool *seen, const struct apply_opts *o)
 {
 	const struct feed_node *want = feed_find_node(feed, n->name);
 	struct feed_node absent;
@@ -244,6 +453,7 @@ static void node_cycle(struct cycle *c, const struct feed *feed,
 		cj[cur.njobs].id = act[i].info->job_id;
 		cj[cur.njobs].state = job_state(act[i].info);
 		cj[cur.njobs].admin_comment = act[i].info->admin_comment;
+		cinfo[cur.njobs] = act[i].info;
 		cur.njobs++;
 	}
 	na = reconcile_node(want, &cur, acts);
@@ -252,14 +462,18 @@ static void node_cycle(struct cycle *c, const struct feed *feed,
 			 "node", n->name, "state", want->state_str, NULL);
 	for (size_t i = 0; i < na; i++)
 		apply(c, n->name, &acts[i]);
+	if (o->windows)
+		short_notice_jobs(c, n->name, cj, cur.njobs, cinfo, acts, na,
+				  o);
 }
 
-int apply_cycle(const struct feed *feed)
+int apply_cycle(const struct feed *feed, const struct apply_opts *o)
 {
 	node_info_msg_t *nodes = NULL;
 	job_info_msg_t *jobs = NULL;
 	struct active_job *act = NULL;
 	struct cur_job *cj = NULL;
+	const slurm_job_info_t **cinfo = NULL;
 	struct action *acts = NULL;
 	bool *seen = NULL;
 	struct cycle c = { 0 };
@@ -278,10 +492,11 @@ int apply_cycle(const struct feed *feed)
 
 	act = calloc(jobs->record_count + 1, sizeof(*act));
 	cj = calloc(jobs->record_count + 1, sizeof(*cj));
+	cinfo = calloc(jobs->record_count + 1, sizeof(*cinfo));
 	acts = calloc(RECONCILE_MAX_ACTIONS(jobs->record_count + 1),
 		      sizeof(*acts));
 	seen = calloc(feed->nnodes + 1, sizeof(*seen));
-	if (!act || !cj || !acts || !seen) {
+	if (!act || !cj || !cinfo || !acts || !seen) {
 		log_error("out of memory in reconcile", NULL);
 		c.failures = -1;
 		goto out;
@@ -304,11 +519,18 @@ int apply_cycle(const struct feed *feed)
 	for (uint32_t i = 0; i < nodes->record_count; i++)
 		if (nodes->node_array[i].name)
 			node_cycle(&c, feed, &nodes->node_array[i], act, nact,
-				   cj, acts, seen);
-	for (size_t i = 0; i < feed->nnodes; i++)
-		if (!seen[i])
+				   cj, cinfo, acts, seen, o);
+	for (size_t i = 0; i < feed->nnodes; i++) {
+		if (seen[i])
+			continue;
+		if (o->declare_nodes)
+			declare_node(&c, &feed->nodes[i]);
+		else
 			log_debug("node not registered in Slurm yet", "node",
 				  feed->nodes[i].name, NULL);
+	}
+	if (o->windows)
+		reservation_cycle(&c, nodes, o->windows);
 
 	/* feed->reports are not written to Slurm: a report arrives after the
 	 * job's epilog, and Slurm takes no update of a finished job. The SPANK
@@ -322,6 +544,7 @@ out:
 		slurm_hostlist_destroy(act[i].hl);
 	free(act);
 	free(cj);
+	free(cinfo);
 	free(acts);
 	free(seen);
 	slurm_free_job_info_msg(jobs);

@@ -1,13 +1,28 @@
-/* The libslurm side of the reconcile: load nodes and jobs, describe them to
- * reconcile_node(), and carry out the actions it returns. */
+/* The libslurm side of the reconcile: load nodes, jobs and reservations,
+ * describe them to the pure decisions (reconcile.c, resv.c), and carry out
+ * the actions they return. */
 #ifndef OT_SLURM_APPLY_H
 #define OT_SLURM_APPLY_H
 
+#include <stdbool.h>
+
 #include "feed.h"
+#include "resv.h"
+
+struct apply_opts {
+	/* The schedule's windows without a guest; NULL: not known (never
+	 * fetched, or the last fetch is too old), so reservations are left as
+	 * they are and no job is warned or requeued for a window. */
+	const struct windows *windows;
+	int warn_lead_s;      /* signal this long before a window starts */
+	int warn_signal;      /* e.g. SIGUSR1 */
+	const char *warn_signame; /* "USR1", for comments and logs */
+	bool declare_nodes;   /* create unseen feed nodes State=CLOUD */
+};
 
 /* One reconcile cycle against slurmctld. Returns the number of libslurm calls
  * that failed (0: everything applied), or -1 if nodes or jobs could not be
  * loaded at all. Failures are logged and never stop the cycle. */
-int apply_cycle(const struct feed *feed);
+int apply_cycle(const struct feed *feed, const struct apply_opts *o);
 
 #endif

@@ -7,6 +7,7 @@
  * Usage: test_fixtures TESTDATA_DIR */
 #include "feed.h"
 #include "reconcile.h"
+#include "resv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,15 @@ static void test_feed_fixture(const char *dir)
 			CHECK(!n->comment, "%s: comment \"%s\", want absent",
 			      n->name, n->comment);
 	}
+	/* Sizes: only pc-a03 reports one; absent is 0 (not declared). */
+	for (size_t i = 0; i < f.nnodes; i++) {
+		const struct feed_node *n = &f.nodes[i];
+		bool a03 = !strcmp(n->name, "pc-a03");
+
+		CHECK(n->cpus == (a03 ? 8 : 0) && n->memory_mb == (a03 ? 15000 : 0) &&
+		      n->gpus == (a03 ? 1 : 0), "%s: size %d/%d/%d", n->name,
+		      n->cpus, n->memory_mb, n->gpus);
+	}
 	/* The array job's report (124_7) is skipped: slurm_update_job takes
 	 * plain job ids only. */
 	CHECK(f.nreports == 1, "%zu reports, want 1", f.nreports);
@@ -143,6 +153,54 @@ static void test_feed_fixture(const char *dir)
 	feed_free(&f);
 }
 
+/* GET /api/v1/slurm/reservations (wire.SlurmReservations). */
+static void test_reservations_fixture(const char *dir)
+{
+	static const struct {
+		const char *node;
+		time_t start, end; /* from now */
+		const char *mode, *exception, *reason;
+	} want[] = {
+		{ "pc-a01", 0, 2 * 3600, "local", NULL, "overtime: local now" },
+		{ "pc-a01", 24 * 3600, 26 * 3600, "course-bio", NULL,
+		  "overtime: course-bio at Mon 11:00" },
+		{ "pc-b1.lab", 1800, 7 * 86400, "desktop", "exam-1",
+		  "overtime: desktop (exception exam-1) at 11:30" },
+	};
+	const size_t nwant = sizeof(want) / sizeof(want[0]);
+	struct windows ws;
+	char err[256] = "";
+	size_t len;
+	char *buf = read_fixture(dir, "slurm_reservations.json", &len);
+
+	if (!buf)
+		return;
+	CHECK(windows_parse(buf, len, &ws, err, sizeof(err)) == 0,
+	      "slurm_reservations.json: %s", err);
+	free(buf);
+	/* 2026-11-22T10:00:00Z, the fixtures' instant. */
+	CHECK(ws.now == 1795341600, "now %lld", (long long)ws.now);
+	CHECK(ws.horizon_s == 7 * 86400, "horizon %lld", (long long)ws.horizon_s);
+	CHECK(ws.n == nwant, "%zu windows, want %zu", ws.n, nwant);
+	for (size_t i = 0; i < nwant && i < ws.n; i++) {
+		const struct window *w = &ws.w[i];
+
+		CHECK_STR(w->node, want[i].node);
+		CHECK(w->start - ws.now == want[i].start &&
+		      w->end - ws.now == want[i].end, "%s: window %lld-%lld",
+		      w->node, (long long)(w->start - ws.now),
+		      (long long)(w->end - ws.now));
+		CHECK_STR(w->mode, want[i].mode);
+		if (want[i].exception)
+			CHECK_STR(w->exception, want[i].exception);
+		else
+			CHECK(!w->exception, "%s: exception %s", w->node,
+			      w->exception);
+		CHECK_STR(w->reason, want[i].reason);
+	}
+	windows_free(&ws);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -150,6 +208,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	test_feed_fixture(argv[1]);
+	test_reservations_fixture(argv[1]);
 	printf("test_fixtures: %d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }

@@ -698,6 +698,26 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	if f, err := admin.SlurmNodes(ctx, feed.Revision, 0); err != nil || len(f.Reports) != 2 || f.Reports[0].Host != "pc-b01" || f.Reports[1].Host != "pc-b02" {
 		t.Fatalf("feed reports: %+v %v", f, err)
 	}
+
+	// Reservation windows: computed from the schedule at the API's clock, default horizon
+	// a week; a bad horizon is refused.
+	rs, err := admin.SlurmReservations(ctx, 0)
+	if err != nil || !rs.Now.Equal(env.Now.UTC().Truncate(time.Second)) || rs.HorizonSeconds != 7*86400 {
+		t.Fatalf("reservations: %+v %v", rs, err)
+	}
+	for _, w := range rs.Windows {
+		if !w.End.After(w.Start) || w.Start.Before(rs.Now) || !strings.HasPrefix(w.Reason, "overtime: ") {
+			t.Fatalf("malformed window %+v", w)
+		}
+	}
+	if rs, err = admin.SlurmReservations(ctx, 48*time.Hour); err != nil || rs.HorizonSeconds != 2*86400 {
+		t.Fatalf("reservations within 48h: %+v %v", rs, err)
+	}
+	for _, bad := range []string{"soon", "-1h", "800h"} {
+		if _, err := admin.Get("/api/v1/slurm/reservations", url.Values{"horizon": {bad}}, nil); status(err) != 400 {
+			t.Fatalf("horizon %q: %v, want 400", bad, err)
+		}
+	}
 }
 
 // runPowerSaveSuite: Slurm's ResumeProgram/SuspendProgram calls. bob administers lab-b,

@@ -14,6 +14,8 @@ import (
 //	GET  /api/v1/slurm/nodes?since=REV&wait=S  desired Slurm node states + new job reports
 //	                                           (long poll: answers at once when the
 //	                                           revision is past REV, else after S seconds)
+//	GET  /api/v1/slurm/reservations?horizon=D  every host's coming windows without a compute
+//	                                           guest (default 168h, at most 744h)
 //	POST /api/v1/agent/jobs                    a node agent's job interference report
 //	                                           (a host, for itself; it replaces only its
 //	                                           own report of the job)
@@ -35,6 +37,7 @@ func (s *Server) slurmRoutes() {
 	m.HandleFunc("POST /api/v1/slurm/resume", s.write(s.slurmPower(true)))
 	m.HandleFunc("POST /api/v1/slurm/suspend", s.write(s.slurmPower(false)))
 	m.HandleFunc("GET /api/v1/slurm/nodes", s.read(s.slurmNodes))
+	m.HandleFunc("GET /api/v1/slurm/reservations", s.read(s.slurmReservations))
 	m.HandleFunc("POST /api/v1/agent/jobs", s.agent(s.postJobReport))
 	m.HandleFunc("GET /api/v1/jobs/{id}", s.anyUser(s.getJobReport))
 	m.HandleFunc("GET /api/v1/jobs", s.read(s.listJobReports))
@@ -68,6 +71,29 @@ func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 		return // the client went away during the long poll
 	}
 	writeJSON(w, http.StatusOK, feed)
+}
+
+// slurmReservations answers the sync daemon's reservation round: horizon is a Go duration
+// ("168h") or whole seconds ("604800").
+func (s *Server) slurmReservations(w http.ResponseWriter, r *http.Request) {
+	horizon := wire.DefaultReservationHorizon
+	if v := r.URL.Query().Get("horizon"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			n, nerr := strconv.ParseInt(v, 10, 64)
+			if nerr != nil {
+				s.httpError(w, model.Invalid("horizon: %q is neither a duration (168h) nor whole seconds", v))
+				return
+			}
+			d = time.Duration(n) * time.Second
+		}
+		if d <= 0 || d > wire.MaxReservationHorizon {
+			s.httpError(w, model.Invalid("horizon: %s out of range (more than 0, at most %s)", d, wire.MaxReservationHorizon))
+			return
+		}
+		horizon = d
+	}
+	writeJSON(w, http.StatusOK, s.svc.SlurmReservations(s.opt.Now(), horizon))
 }
 
 // slurmPower answers Slurm's power saving programs: the caller must administer every

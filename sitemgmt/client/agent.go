@@ -203,6 +203,20 @@ func (c *Client) SlurmNodes(ctx context.Context, since uint64, wait time.Duratio
 	return &out, nil
 }
 
+// SlurmReservations fetches every host's coming windows without a compute guest within
+// horizon (0: the server's default, a week).
+func (c *Client) SlurmReservations(ctx context.Context, horizon time.Duration) (*wire.SlurmReservations, error) {
+	q := url.Values{}
+	if horizon > 0 {
+		q.Set("horizon", horizon.String())
+	}
+	var out wire.SlurmReservations
+	if err := c.getCtx(ctx, "/api/v1/slurm/reservations", q, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // SlurmResume asks the site manager to make hosts available to Slurm (power saving's
 // ResumeProgram); SlurmSuspend gives them back to their schedule (SuspendProgram).
 func (c *Client) SlurmResume(ctx context.Context, req wire.PowerRequest) (*wire.PowerResponse, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
 	"github.com/overtime-hpc/overtime/sitemgmt/slurmnode"
+	"github.com/overtime-hpc/overtime/sitemgmt/slurmres"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
@@ -52,6 +53,15 @@ func (s *Service) SlurmFeed(ctx context.Context, since uint64, wait time.Duratio
 		feed.Reports = append(feed.Reports, wire.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
 	}
 	return feed, nil
+}
+
+// SlurmReservations is every host's coming windows without a compute guest in
+// [now, now+horizon), from the current snapshot's schedule (sitemgmt/slurmres). It is not
+// part of the long-poll feed: windows change with the schedule and the clock, not with
+// heartbeats, and a week of them for every host would multiply the size of every feed
+// answer; the sync daemon asks for them once per resync instead.
+func (s *Service) SlurmReservations(now time.Time, horizon time.Duration) wire.SlurmReservations {
+	return slurmres.All(s.Snapshot().Resolver, now, horizon)
 }
 
 // SlurmPower carries out Slurm's power saving calls (resume: wake hosts, putting local-disk

@@ -25,6 +25,11 @@ import (
 // mode the site no longer has).
 func Desired(host string, st *wire.AgentStatus, running *model.Mode) wire.SlurmNode {
 	n := wire.SlurmNode{Name: host, Weight: wire.WeightOwnerActive}
+	if st != nil {
+		// The size is the PC's, not the guest's state: a stale or downed host's last
+		// report still says what the node is when the daemon declares it.
+		n.CPUs, n.MemoryMB, n.GPUs = st.CPUs, st.MemoryMB, st.GPUs
+	}
 	feat := []string{wire.FeatureOvertime}
 	down := func(state wire.SlurmNodeState, why string) wire.SlurmNode {
 		n.State = state

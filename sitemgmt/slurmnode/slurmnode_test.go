@@ -76,3 +76,28 @@ func TestDesiredIgnoresAgentClock(t *testing.T) {
 		t.Fatalf("got %+v, want up with the receive time in the comment", n)
 	}
 }
+
+// The guest's size travels with the node whatever its state: the daemon declares nodes
+// Slurm has not seen (often ones whose desktop is off now) with the last reported size.
+func TestDesiredCarriesSize(t *testing.T) {
+	now := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name  string
+		stale bool
+		guest string
+	}{{"up", false, "running"}, {"stale", true, "running"}, {"no guest", false, "none"}} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &wire.AgentStatus{HostStatus: wire.HostStatus{Heartbeat: wire.Heartbeat{
+				Host: "pc1", Mode: "desktop", OwnerState: model.StateNoUser, Action: model.ActionRun, GuestState: c.guest,
+				CPUs: 6, MemoryMB: 12000, GPUs: 1,
+			}, Received: now}, Stale: c.stale}
+			n := Desired("pc1", st, &model.Mode{Name: "desktop", Kind: model.KindDesktop})
+			if n.CPUs != 6 || n.MemoryMB != 12000 || n.GPUs != 1 {
+				t.Fatalf("got %+v, want cpus 6 memoryMB 12000 gpus 1", n)
+			}
+		})
+	}
+	if n := Desired("pc1", nil, nil); n.CPUs != 0 || n.MemoryMB != 0 || n.GPUs != 0 {
+		t.Fatalf("no heartbeat: got size %+v", n)
+	}
+}

@@ -87,7 +87,8 @@ func slurmFeedFixture() SlurmFeed {
 				Comment: "overtime: mode cluster, owner after-hours, guest run, running (heartbeat 2026-11-22T10:00:00Z)"},
 			{Name: "pc-a02", State: SlurmUp, Features: features(FeatureOvertime, FeatureDesktop, FeatureDeskEmpty), Weight: WeightDeskEmpty,
 				Comment: "overtime: mode desktop, owner no-user, guest run, running (heartbeat 2026-11-22T10:00:00Z)"},
-			{Name: "pc-a03", State: SlurmUp, Features: features(FeatureOvertime, FeatureDesktop, FeatureOwnerActive), Weight: WeightOwnerActive},
+			{Name: "pc-a03", State: SlurmUp, Features: features(FeatureOvertime, FeatureDesktop, FeatureOwnerActive), Weight: WeightOwnerActive,
+				CPUs: 8, MemoryMB: 15000, GPUs: 1},
 			{Name: "pc-a04", State: SlurmFrozen, Features: features(FeatureOvertime, FeatureDesktop), Weight: WeightOwnerActive,
 				Reason:  "overtime: guest on pc-a04 frozen: the owner needs the desktop",
 				Comment: "overtime: mode desktop, owner owner-active, guest freeze, running (heartbeat 2026-11-22T10:00:00Z)"},
@@ -105,6 +106,23 @@ func slurmFeedFixture() SlurmFeed {
 	}
 }
 
+// slurmReservationsFixture has a window with and without an exception, one in progress
+// (starting at Now) and one clipped at the horizon, on two nodes.
+func slurmReservationsFixture() SlurmReservations {
+	return SlurmReservations{
+		Now:            fixtureStart,
+		HorizonSeconds: 7 * 86400,
+		Windows: []SlurmWindow{
+			{Node: "pc-a01", Start: fixtureStart, End: fixtureStart.Add(2 * time.Hour), Mode: "local",
+				Reason: "overtime: local now"},
+			{Node: "pc-a01", Start: fixtureStart.Add(24 * time.Hour), End: fixtureStart.Add(26 * time.Hour), Mode: "course-bio",
+				Reason: "overtime: course-bio at Mon 11:00"},
+			{Node: "pc-b1.lab", Start: fixtureStart.Add(30 * time.Minute), End: fixtureStart.Add(7 * 24 * time.Hour), Mode: "desktop",
+				Exception: "exam-1", Reason: "overtime: desktop (exception exam-1) at 11:30"},
+		},
+	}
+}
+
 func TestFixtures(t *testing.T) {
 	for _, f := range []struct {
 		name   string
@@ -114,6 +132,8 @@ func TestFixtures(t *testing.T) {
 		// GET /api/v1/slurm/nodes (sitemgmt/api writes indented JSON), parsed by
 		// scheduler-plugin/sync/feed.c.
 		{"slurm_feed.json", slurmFeedFixture(), true},
+		// GET /api/v1/slurm/reservations, parsed by scheduler-plugin/sync/resv.c.
+		{"slurm_reservations.json", slurmReservationsFixture(), true},
 		// POST /v1/jobs/{id}/end and /progress on the node agent (compact JSON), parsed by
 		// scheduler-plugin/spank/report.c. node-agent/agent writes the handlers' own
 		// answers (agent_job_*.json); these two cover every field and no optional one.

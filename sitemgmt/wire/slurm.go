@@ -58,6 +58,11 @@ type SlurmNode struct {
 	Weight   int            `json:"weight"`
 	Reason   string         `json:"reason,omitempty"`  // for frozen, evicted, down; starts with "overtime:"
 	Comment  string         `json:"comment,omitempty"` // the agent state behind it, for `scontrol show node`
+	// The guest's size from the agent's last heartbeat (0 or absent: not reported), for
+	// the node record the sync daemon declares (CPUs=, RealMemory=, Gres=gpu:N).
+	CPUs     int `json:"cpus,omitempty"`
+	MemoryMB int `json:"memoryMB,omitempty"`
+	GPUs     int `json:"gpus,omitempty"`
 }
 
 // SlurmFeed is the answer of GET /api/v1/slurm/nodes: every host's desired node state
@@ -67,6 +72,42 @@ type SlurmFeed struct {
 	Nodes    []SlurmNode     `json:"nodes"`
 	Reports  []JobReportLine `json:"reports"`
 }
+
+// SlurmWindow is one coming stretch of time in which a host's compute guest will be
+// stopped by its schedule (a mode without a guest: course VM, local disk, maintenance; or
+// an exam exception), as GET /api/v1/slurm/reservations gives it. The sync daemon keeps
+// one Slurm maintenance reservation per window, so that Slurm's scheduler never starts a
+// job whose time limit crosses it, and warns and requeues jobs that run into a window
+// anyway (one added at short notice).
+type SlurmWindow struct {
+	Node string `json:"node"` // Slurm NodeName = host name
+	// Start and End in UTC, whole seconds. A window already in progress starts at the
+	// answer's Now; one that reaches past the horizon ends at Now+horizon (the daemon
+	// extends it as the horizon rolls on).
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	// Mode is the mode the window starts with; Exception the exception that decides it
+	// ("" for the weekly schedule); Reason names the change for users and job comments,
+	// e.g. "overtime: course-bio at 10:00" (site's time zone), always "overtime:"-prefixed.
+	Mode      string `json:"mode"`
+	Exception string `json:"exception,omitempty"`
+	Reason    string `json:"reason"`
+}
+
+// SlurmReservations is the answer of GET /api/v1/slurm/reservations: every host's
+// windows without a guest in [Now, Now+HorizonSeconds), sorted by node, then start.
+type SlurmReservations struct {
+	Now            time.Time     `json:"now"`
+	HorizonSeconds int64         `json:"horizonSeconds"`
+	Windows        []SlurmWindow `json:"windows"`
+}
+
+// Reservation horizon bounds: a week by default (what Slurm's backfill can use), at
+// most a month (Slurm keeps every reservation in its state; more buys nothing).
+const (
+	DefaultReservationHorizon = 7 * 24 * time.Hour
+	MaxReservationHorizon     = 31 * 24 * time.Hour
+)
 
 // JobReportLine is a job report as the sync daemon writes it to the job's AdminComment.
 type JobReportLine struct {

@@ -71,6 +71,12 @@ type Options struct {
 	// PowerSave turns Slurm's power saving on with `overtime slurm resume|suspend` as
 	// ResumeProgram/SuspendProgram (wrappers that log to PowerLog) and this SuspendTime.
 	PowerSave time.Duration
+	// Now is the site manager's fixed clock (testenv.Options.Now; zero: testenv's
+	// default, a Wednesday in 2026). Tests of reservations give the real time, so that
+	// the windows the site manager computes and the daemon's own clock agree.
+	Now time.Time
+	// SyncArgs are added to the sync daemon's command line (e.g. --warn-lead).
+	SyncArgs []string
 }
 
 // Lab is a running cluster.
@@ -189,7 +195,7 @@ func Start(t testing.TB, opt Options) *Lab {
 	l.waitFor("munged socket", 20*time.Second, func() bool { _, err := os.Stat(l.munge); return err == nil }, munged)
 
 	// The site manager, reachable from the namespace.
-	l.Env = testenv.New(t, testenv.Options{})
+	l.Env = testenv.New(t, testenv.Options{Now: opt.Now})
 	ln, err := ns.Listen("tcp", fmt.Sprintf("%s:%d", ServerIP, APIPort))
 	if err != nil {
 		t.Fatal(err)
@@ -265,8 +271,8 @@ func Start(t testing.TB, opt Options) *Lab {
 	}
 
 	// The sync daemon.
-	l.Sync = l.start("overtime-slurm-sync", l.slurmCmd(syncBin, "--server", l.API, "--user", "admin",
-		"--password-file", l.password, "--wait", "25", "--resync", "10"))
+	l.Sync = l.start("overtime-slurm-sync", l.slurmCmd(syncBin, append([]string{"--server", l.API, "--user", "admin",
+		"--password-file", l.password, "--wait", "25", "--resync", "10"}, opt.SyncArgs...)...))
 	return l
 }
 
@@ -583,6 +589,23 @@ func (l *Lab) GuestLog(h *Host) string {
 	prev, _ := os.ReadFile(dir + ".console.prev")
 	b, _ := os.ReadFile(filepath.Join(dir, "console.log"))
 	return string(prev) + string(b)
+}
+
+// GuestFile reads a file inside a host's running container guest (through /proc/PID/root
+// of one of its processes): what a job wrote there.
+func (l *Lab) GuestFile(h *Host, path string) ([]byte, error) {
+	hi, err := cgroup.Detect()
+	if err != nil {
+		return nil, err
+	}
+	pids, err := hi.Group("overtime/guest-overtime-" + h.Name).AllProcs()
+	if err != nil {
+		return nil, err
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("guest of %s runs no process", h.Name)
+	}
+	return os.ReadFile(fmt.Sprintf("/proc/%d/root/%s", pids[0], strings.TrimPrefix(path, "/")))
 }
 
 // shortHostname: slurmctld runs only where the host name matches SlurmctldHost.
