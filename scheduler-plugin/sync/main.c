@@ -40,6 +40,7 @@ struct opts {
 	int warn_signal;
 	const char *warn_signame;
 	bool declare_nodes;
+	enum { RESERVE_LOCAL_AUTO, RESERVE_LOCAL_YES, RESERVE_LOCAL_NO } reserve_local;
 };
 
 static void usage(FILE *f)
@@ -72,6 +73,12 @@ static void usage(FILE *f)
 "                        the batch shell and every step (default USR1)\n"
 "  --warn-lead SECONDS   how long before the window (default 300); the job\n"
 "                        is requeued when the window starts\n"
+"  --reserve-local-disk auto|yes|no\n"
+"                        reserve windows in which the schedule gives a node\n"
+"                        to its local disk; auto (default): not when\n"
+"                        slurmctld has a SuspendProgram, since power saving\n"
+"                        fills those slots on demand and a reservation would\n"
+"                        keep Slurm from ever waking the PC\n"
 "  --declare-nodes       declare hosts Slurm has never seen as powered-down\n"
 "                        dynamic nodes (State=CLOUD) with the CPUs, memory\n"
 "                        and GPUs their agent reported (power saving)\n"
@@ -145,7 +152,8 @@ static int parse_int(const char *flag, const char *s, long lo, long hi,
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_SERVER = 256, O_USER, O_PWFILE, O_WAIT, O_RESYNC, O_ONCE,
-	       O_DEBUG, O_HELP, O_HORIZON, O_WSIG, O_WLEAD, O_DECLARE };
+	       O_DEBUG, O_HELP, O_HORIZON, O_WSIG, O_WLEAD, O_DECLARE,
+	       O_RLOCAL };
 	static const struct option longopts[] = {
 		{ "server", required_argument, NULL, O_SERVER },
 		{ "user", required_argument, NULL, O_USER },
@@ -159,6 +167,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "warn-signal", required_argument, NULL, O_WSIG },
 		{ "warn-lead", required_argument, NULL, O_WLEAD },
 		{ "declare-nodes", no_argument, NULL, O_DECLARE },
+		{ "reserve-local-disk", required_argument, NULL, O_RLOCAL },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -197,6 +206,19 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return -1;
 			break;
 		case O_DECLARE: o->declare_nodes = true; break;
+		case O_RLOCAL:
+			if (!strcmp(optarg, "auto"))
+				o->reserve_local = RESERVE_LOCAL_AUTO;
+			else if (!strcmp(optarg, "yes"))
+				o->reserve_local = RESERVE_LOCAL_YES;
+			else if (!strcmp(optarg, "no"))
+				o->reserve_local = RESERVE_LOCAL_NO;
+			else {
+				fprintf(stderr, "overtime-slurm-sync: "
+					"--reserve-local-disk: auto, yes or no\n");
+				return -1;
+			}
+			break;
 		case O_HELP:   usage(stdout); return 1;
 		default:       usage(stderr); return -1;
 		}
@@ -316,6 +338,17 @@ static void refresh_windows(const struct opts *o, struct feed_client *fc,
 		}
 		return;
 	}
+	if (o->reserve_local == RESERVE_LOCAL_NO) {
+		size_t k = 0;
+
+		for (size_t i = 0; i < fresh.n; i++) {
+			if (fresh.w[i].power_save)
+				window_free(&fresh.w[i]);
+			else
+				fresh.w[k++] = fresh.w[i];
+		}
+		fresh.n = k;
+	}
 	if (w->have)
 		windows_free(&w->ws);
 	w->ws = fresh;
@@ -429,12 +462,17 @@ int main(int argc, char **argv)
 	}
 
 	slurm_init(NULL);
+	if (o.reserve_local == RESERVE_LOCAL_AUTO)
+		o.reserve_local = slurm_power_saving() ? RESERVE_LOCAL_NO :
+							  RESERVE_LOCAL_YES;
 	log_info("starting", "server", o.server, "user", o.user,
 		 "wait_s", log_i64(w, o.wait_s),
 		 "resync_s", log_i64(r, o.resync_s),
 		 "horizon_h", log_i64(h, o.horizon_h),
 		 "warn", o.warn_signame, "warn_lead_s", log_i64(l, o.warn_lead_s),
 		 "declare_nodes", o.declare_nodes ? "true" : NULL,
+		 "reserve_local_disk",
+		 o.reserve_local == RESERVE_LOCAL_YES ? "yes" : "no",
 		 "once", o.once ? "true" : NULL, NULL);
 	rc = run(&o, fc);
 	feed_client_free(fc);

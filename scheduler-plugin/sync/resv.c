@@ -74,7 +74,7 @@ static int get_time(struct json_object *o, const char *key, time_t *out)
 	return parse_rfc3339_utc(json_object_get_string(v), out);
 }
 
-static void window_free(struct window *w)
+void window_free(struct window *w)
 {
 	free(w->node);
 	free(w->mode);
@@ -106,6 +106,18 @@ static int parse_window(struct json_object *o, size_t i, struct window *w,
 		set_err(err, errlen, "window of %s: a string field has another "
 			"type", w->node);
 		return -1;
+	}
+	{
+		struct json_object *ps;
+
+		if (json_object_object_get_ex(o, "powerSave", &ps)) {
+			if (!json_object_is_type(ps, json_type_boolean)) {
+				set_err(err, errlen, "window of %s: powerSave "
+					"is not a boolean", w->node);
+				return -1;
+			}
+			w->power_save = json_object_get_boolean(ps);
+		}
 	}
 	/* Job comments start with our prefix; so must the reason. */
 	if (!w->reason || strncmp(w->reason, OT_PREFIX, strlen(OT_PREFIX))) {

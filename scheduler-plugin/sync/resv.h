@@ -32,6 +32,7 @@ struct window {
 	char *mode;
 	char *exception; /* NULL: weekly schedule */
 	char *reason;    /* "overtime: course-bio at 10:00" */
+	bool power_save; /* all local disk: slots Slurm's power saving may fill */
 };
 
 struct windows {
@@ -47,6 +48,7 @@ struct windows {
 int windows_parse(const char *buf, size_t len, struct windows *out,
 		  char *err, size_t errlen);
 void windows_free(struct windows *w);
+void window_free(struct window *w);
 
 /* "2026-11-22T10:00:00Z" -> time_t (UTC). Only this form: the site manager
  * writes whole seconds in UTC. */

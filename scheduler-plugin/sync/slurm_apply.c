@@ -551,3 +551,20 @@ out:
 	slurm_free_node_info_msg(nodes);
 	return c.failures;
 }
+
+bool slurm_power_saving(void)
+{
+	slurm_conf_t *conf = NULL;
+	bool on;
+
+	if (slurm_load_ctl_conf((time_t)0, &conf) != SLURM_SUCCESS || !conf) {
+		/* Unknown: reserving is the safe side for jobs. */
+		log_warn("cannot read slurmctld's configuration; reserving "
+			 "local-disk windows", "error",
+			 slurm_strerror(slurm_get_errno()), NULL);
+		return false;
+	}
+	on = conf->suspend_program && conf->suspend_program[0];
+	slurm_free_ctl_conf(conf);
+	return on;
+}

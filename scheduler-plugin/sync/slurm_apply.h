@@ -25,4 +25,7 @@ struct apply_opts {
  * loaded at all. Failures are logged and never stop the cycle. */
 int apply_cycle(const struct feed *feed, const struct apply_opts *o);
 
+/* slurm_power_saving: slurmctld has a SuspendProgram (power saving is on). */
+bool slurm_power_saving(void);
+
 #endif

@@ -29,12 +29,12 @@ static int failures, checks;
 static void test_reservation_table(void)
 {
 	static const struct window W_LEC = { "pc1", NOW + H, NOW + 3 * H, "course-bio",
-					     NULL, "overtime: course-bio at 10:00" };
+					     NULL, "overtime: course-bio at 10:00", false };
 	static const struct window W_LEC_LONGER = { "pc1", NOW + H, NOW + 4 * H,
-						    "course-bio", NULL, "r" };
-	static const struct window W_NOW = { "pc1", NOW, NOW + H, "local", NULL, "r" };
-	static const struct window W_PC2 = { "pc2", NOW + H, NOW + 3 * H, "maint", NULL, "r" };
-	static const struct window W_OVER = { "pc1", NOW - 2 * H, NOW - H, "x", NULL, "r" };
+						    "course-bio", NULL, "r", false };
+	static const struct window W_NOW = { "pc1", NOW, NOW + H, "local", NULL, "r", true };
+	static const struct window W_PC2 = { "pc2", NOW + H, NOW + 3 * H, "maint", NULL, "r", false };
+	static const struct window W_OVER = { "pc1", NOW - 2 * H, NOW - H, "x", NULL, "r", false };
 	static const struct {
 		const char *name;
 		struct window want[2];
@@ -100,9 +100,9 @@ static void test_reservation_table(void)
 static void test_reservations_converge(void)
 {
 	struct window want[] = {
-		{ "pc1", NOW, NOW + H, "local", NULL, "r" },
-		{ "pc1", NOW + 5 * H, NOW + 6 * H, "course", NULL, "r" },
-		{ "pc2", NOW + 2 * H, NOW + 9 * H, "maint", NULL, "r" },
+		{ "pc1", NOW, NOW + H, "local", NULL, "r", false },
+		{ "pc1", NOW + 5 * H, NOW + 6 * H, "course", NULL, "r", false },
+		{ "pc2", NOW + 2 * H, NOW + 9 * H, "maint", NULL, "r", false },
 	};
 	struct cur_resv cur[8] = {
 		{ "overtime-pc1-1", "pc1", NOW + 5 * H, NOW + 7 * H },
@@ -161,9 +161,9 @@ static void test_short_notice_table(void)
 {
 	static const struct window WS[] = {
 		{ "pc1", NOW + 200, NOW + 2 * H, "course-bio", NULL,
-		  "overtime: course-bio at 10:00" },
-		{ "pc2", NOW - 10, NOW + H, "maint", NULL, "overtime: maint now" },
-		{ "pc3", NOW + 2 * H, NOW + 3 * H, "local", NULL, "r" },
+		  "overtime: course-bio at 10:00", false },
+		{ "pc2", NOW - 10, NOW + H, "maint", NULL, "overtime: maint now", false },
+		{ "pc3", NOW + 2 * H, NOW + 3 * H, "local", NULL, "r", false },
 	};
 	char *warned = comment_warned(NOW - 60, "USR1", &WS[0]);
 	char *warned_other;
@@ -242,9 +242,9 @@ static void test_short_notice_table(void)
 static void test_next_deadline(void)
 {
 	struct window w[] = {
-		{ "pc1", NOW + 1000, NOW + 2000, "m", NULL, "r" },
-		{ "pc2", NOW + 200, NOW + 2000, "m", NULL, "r" },
-		{ "pc3", NOW - 5, NOW + 2000, "m", NULL, "r" },
+		{ "pc1", NOW + 1000, NOW + 2000, "m", NULL, "r", false },
+		{ "pc2", NOW + 200, NOW + 2000, "m", NULL, "r", false },
+		{ "pc3", NOW - 5, NOW + 2000, "m", NULL, "r", false },
 	};
 	struct windows ws = { NOW, 0, w, 3 };
 

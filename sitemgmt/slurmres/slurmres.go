@@ -34,10 +34,11 @@ const maxSteps = 4096
 // segment is the schedule between two consecutive candidate instants: constant mode and
 // constant deciding exception.
 type segment struct {
-	start   time.Time
-	noGuest bool
-	mode    string
-	exc     *model.Exception
+	start     time.Time
+	noGuest   bool
+	localDisk bool // a local-disk mode outside an exam: power saving may fill it
+	mode      string
+	exc       *model.Exception
 }
 
 // Windows is host h's windows without a guest in [from, from+horizon), in order, with
@@ -94,7 +95,10 @@ func Windows(r *resolve.Resolver, h *model.Host, from time.Time, horizon time.Du
 		for j+1 < len(segs) && segs[j+1].noGuest {
 			j++
 		}
-		w := wire.SlurmWindow{Node: h.Name, Start: segs[i].start, End: end, Mode: segs[i].mode}
+		w := wire.SlurmWindow{Node: h.Name, Start: segs[i].start, End: end, Mode: segs[i].mode, PowerSave: true}
+		for k := i; k <= j; k++ {
+			w.PowerSave = w.PowerSave && segs[k].localDisk
+		}
 		if j+1 < len(segs) {
 			w.End = segs[j+1].start
 		}
@@ -141,6 +145,7 @@ func at(r *resolve.Resolver, h *model.Host, excs []*model.Exception, t time.Time
 	}
 	exam := s.exc != nil && s.exc.Kind == ExceptionExam
 	s.noGuest = m == nil || m.Guest == nil || exam
+	s.localDisk = m != nil && m.Kind == model.KindLocalDisk && !exam
 	return s
 }
 

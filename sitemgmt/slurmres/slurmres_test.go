@@ -80,7 +80,7 @@ func TestWindows(t *testing.T) {
 		host    string
 		from    time.Time
 		horizon time.Duration
-		want    []string // "start-end mode exception | reason", site time "Mon 15:04"
+		want    []string // "start-end mode exception | reason [(power save)]", site time "Mon 15:04"
 	}{
 		{"pc1", now, 7 * day, nil},
 		{"pc-lec", now, 7 * day, []string{
@@ -98,14 +98,14 @@ func TestWindows(t *testing.T) {
 			"Wed 10:00-Wed 10:30 course-bio  | overtime: course-bio at Wed 10:00",
 		}},
 		{"pc-local", now, 2 * day, []string{
-			"Tue 09:00-Thu 09:00 local  | overtime: local now",
+			"Tue 09:00-Thu 09:00 local  | overtime: local now (power save)",
 		}},
 		{"pc-exam", now, 7 * day, []string{
 			"Wed 08:00-Wed 10:00 desktop exam-1 | overtime: desktop (exception exam-1) at Wed 08:00",
 			"Thu 14:00-Thu 16:00 course-bio bio-extra | overtime: course-bio (exception bio-extra) at Thu 14:00",
 		}},
 		{"pc-powersave", now, 20 * time.Hour, []string{
-			"Tue 23:00-Wed 00:00 local  | overtime: local at 23:00",
+			"Tue 23:00-Wed 00:00 local  | overtime: local at 23:00 (power save)",
 		}},
 	} {
 		t.Run(fmt.Sprintf("%s from %s for %s", c.host, c.from.Format("Mon 15:04"), c.horizon), func(t *testing.T) {
@@ -114,7 +114,11 @@ func TestWindows(t *testing.T) {
 				if w.Node != c.host || !w.End.After(w.Start) || w.Start.Location() != time.UTC || !strings.HasPrefix(w.Reason, "overtime: ") {
 					t.Errorf("malformed window %+v", w)
 				}
-				got = append(got, fmt.Sprintf("%s-%s %s %s | %s", w.Start.In(loc).Format("Mon 15:04"), w.End.In(loc).Format("Mon 15:04"), w.Mode, w.Exception, w.Reason))
+				ps := ""
+				if w.PowerSave {
+					ps = " (power save)"
+				}
+				got = append(got, fmt.Sprintf("%s-%s %s %s | %s%s", w.Start.In(loc).Format("Mon 15:04"), w.End.In(loc).Format("Mon 15:04"), w.Mode, w.Exception, w.Reason, ps))
 			}
 			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
 				t.Errorf("windows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))

@@ -92,6 +92,10 @@ type SlurmWindow struct {
 	Mode      string `json:"mode"`
 	Exception string `json:"exception,omitempty"`
 	Reason    string `json:"reason"`
+	// PowerSave: the whole window gives the host to a local-disk mode, slots Slurm's
+	// power saving fills on demand (schedule.LevelPowerSave); a daemon running with
+	// power saving leaves these unreserved, or Slurm would never wake the PC.
+	PowerSave bool `json:"powerSave,omitempty"`
 }
 
 // SlurmReservations is the answer of GET /api/v1/slurm/reservations: every host's
