@@ -150,6 +150,7 @@ func (s *Server) routes() {
 	s.slurmRoutes()
 	s.fileRoutes()
 	s.imageRoutes()
+	s.powerRoutes()
 }
 
 // healthz is liveness: it answers 200 as long as the server serves (boot scripts and
@@ -468,7 +469,8 @@ func (s *Server) user(allow func(authz.Principal) string, h http.HandlerFunc) ht
 
 // contextWith is r's context carrying the authenticated principal (principal reads it).
 func contextWith(r *http.Request, p authz.Principal) context.Context {
-	return context.WithValue(r.Context(), ctxKey{}, p)
+	// The service's audit trail records who made a site write.
+	return service.WithUser(context.WithValue(r.Context(), ctxKey{}, p), p.UID)
 }
 
 // admitBody reserves r's body against uid's budget (bodyBudget.admitUpTo); when it is
