@@ -30,7 +30,8 @@ var structuredOutput = []string{
 	"agent status", "agent config",
 	"job-report",
 	"slurm nodes", "slurm resume", "slurm suspend",
-	"host credential",
+	"host credential", "host reboot", "host poweroff", "host wake", "host power-status",
+	"audit",
 	"image publish", "image import", "image current", "image gc",
 }
 
