@@ -342,7 +342,7 @@ func (s *Service) ackPower(st wire.HostStatus, now time.Time) {
 		switch {
 		case st.Power != nil && st.Power.ID == r.ID && st.Power.State != wire.CommandPending:
 			p.finishLocked(s, r, st.Power.State, st.Power.Reason, now)
-		case r.Instance != "" && st.Instance != "" && st.Instance != r.Instance && st.Received.After(r.Requested):
+		case r.Instance != "" && st.Instance != "" && st.Instance != r.Instance && !st.Received.Before(r.Requested):
 			p.finishLocked(s, r, wire.CommandDone, "the agent restarted after the request (new instance "+st.Instance+")", now)
 		case st.Power != nil && st.Power.ID == r.ID && st.Power.Reason != r.Result:
 			// Still pending (a countdown, waiting for a logout): shown, not written.
