@@ -174,6 +174,11 @@ func (s *Service) RequestPower(ctx context.Context, by string, op wire.PowerOp, 
 	p.mu.Lock()
 	for _, rec := range put {
 		p.cmds[rec.ID] = rec
+		if rec.Final() { // superseded: its end belongs in the trail like any other
+			e := finishEntry(rec, now)
+			p.audit[e.ID] = e
+			p.markLocked(s, stateAudit, e.ID)
+		}
 	}
 	p.evictLocked(s.state != nil)
 	p.mu.Unlock()
@@ -249,13 +254,18 @@ func (p *powerState) finishLocked(s *Service, r wire.PowerRecord, state wire.Com
 	r.State, r.Result, r.Updated = state, result, now.UTC()
 	p.cmds[r.ID] = r
 	p.markLocked(s, statePower, r.ID)
-	sum := fmt.Sprintf("%s %s (%s, by %s): %s", r.Op, r.Host, r.ID, r.By, state)
-	if result != "" {
-		sum += ": " + result
-	}
-	e := wire.AuditEntry{ID: newID("", now), Time: now.UTC(), Kind: wire.AuditPower, User: r.By, Target: r.Host, Hosts: []string{r.Host}, Summary: sum}
+	e := finishEntry(r, now)
 	p.audit[e.ID] = e
 	p.markLocked(s, stateAudit, e.ID)
+}
+
+// finishEntry is the audit entry of a command's end.
+func finishEntry(r wire.PowerRecord, now time.Time) wire.AuditEntry {
+	sum := fmt.Sprintf("%s %s (%s, by %s): %s", r.Op, r.Host, r.ID, r.By, r.State)
+	if r.Result != "" {
+		sum += ": " + r.Result
+	}
+	return wire.AuditEntry{ID: newID("", now), Time: now.UTC(), Kind: wire.AuditPower, User: r.By, Target: r.Host, Hosts: []string{r.Host}, Summary: sum}
 }
 
 func (p *powerState) markLocked(s *Service, kind, id string) {
