@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -70,25 +71,43 @@ func (p *powerState) init() {
 	}
 }
 
+// idSeq orders the IDs one process makes within the same microsecond (a fixed demo
+// clock makes every instant the same): audit entries sort by ID after their time.
+var idSeq atomic.Uint64
+
+// newID is prefix, the time, a sequence number and a random part: sortable by time,
+// unique across replicas.
 func newID(prefix string, now time.Time) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return prefix + now.UTC().Format("20060102T150405.000000Z") + "-" + hex.EncodeToString(b[:])
+	return fmt.Sprintf("%s%s-%06d-%s", prefix, now.UTC().Format("20060102T150405.000000Z"), idSeq.Add(1)%1000000, hex.EncodeToString(b[:]))
 }
 
-type userKey struct{}
+type actorKey struct{}
 
-// WithUser is ctx carrying the uid of the person a request acts for: the audit trail
-// records it for site writes (Update), which take an Authorizer, not a user.
-func WithUser(ctx context.Context, uid string) context.Context {
-	return context.WithValue(ctx, userKey{}, uid)
+type actor struct {
+	uid string
+	now func() time.Time
 }
 
-func userFrom(ctx context.Context) string {
-	if u, ok := ctx.Value(userKey{}).(string); ok && u != "" {
-		return u
+// WithUser is ctx carrying the uid of the person a request acts for and the API's clock
+// (nil: time.Now): the audit trail records them for site writes (Update), which take an
+// Authorizer, not a user, and must stamp entries on the same clock as power commands
+// (`overtime serve --now` moves it).
+func WithUser(ctx context.Context, uid string, now func() time.Time) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor{uid, now})
+}
+
+func actorFrom(ctx context.Context) (string, time.Time) {
+	a, _ := ctx.Value(actorKey{}).(actor)
+	uid, now := a.uid, time.Now()
+	if uid == "" {
+		uid = "system"
 	}
-	return "system"
+	if a.now != nil {
+		now = a.now()
+	}
+	return uid, now
 }
 
 // ---- requests ----
@@ -546,7 +565,7 @@ func (s *Service) auditSiteWrite(ctx context.Context, done []model.Change) {
 	if len(done) == 0 {
 		return
 	}
-	now := time.Now()
+	user, now := actorFrom(ctx)
 	var detail, hosts []string
 	for _, c := range done {
 		detail = append(detail, c.String())
@@ -562,7 +581,7 @@ func (s *Service) auditSiteWrite(ctx context.Context, done []model.Change) {
 	if len(detail) > 3 {
 		sum += fmt.Sprintf("; … (%d changes)", len(detail))
 	}
-	s.addAudit(wire.AuditEntry{ID: newID("", now), Time: now.UTC(), Kind: wire.AuditSite, User: userFrom(ctx), Target: target, Hosts: hosts, Summary: sum, Detail: detail})
+	s.addAudit(wire.AuditEntry{ID: newID("", now), Time: now.UTC(), Kind: wire.AuditSite, User: user, Target: target, Hosts: hosts, Summary: sum, Detail: detail})
 }
 
 // Audit lists the trail, oldest first: entries concerning host (if not ""), at or after
