@@ -272,6 +272,7 @@ func (s *Service) CancelPower(host, why string, now time.Time) {
 func (p *powerState) finishLocked(s *Service, r wire.PowerRecord, state wire.CommandState, result string, now time.Time) {
 	r.State, r.Result, r.Updated = state, result, now.UTC()
 	p.cmds[r.ID] = r
+	delete(p.failures, r.ID)
 	p.markLocked(s, statePower, r.ID)
 	e := finishEntry(r, now)
 	p.audit[e.ID] = e
@@ -521,10 +522,18 @@ func (s *Service) WakesSent(server string, rep wire.WakesSent, now time.Time) er
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.init()
+	// Only wakes this boot server was given count: its account must not end another's.
+	mine := func(r wire.PowerRecord) bool {
+		h := snap.Site.Host(r.Host)
+		b := (*model.BootServer)(nil)
+		if h != nil {
+			b = wakeTarget(snap.Resolver, h, now)
+		}
+		return r.Op == wire.OpWake && !r.Final() && b != nil && b.Name == server
+	}
 	for _, id := range rep.Sent {
 		if r, ok := p.cmds[id]; ok {
-			if r.Op == wire.OpWake && !r.Final() {
-				delete(p.failures, id)
+			if mine(r) {
 				p.finishLocked(s, r, wire.CommandSent, "magic packet sent by boot server "+server, now)
 			}
 			continue
@@ -538,7 +547,7 @@ func (s *Service) WakesSent(server string, rep wire.WakesSent, now time.Time) er
 		}
 	}
 	for id, why := range rep.Failed {
-		if r, ok := p.cmds[id]; ok && !r.Final() {
+		if r, ok := p.cmds[id]; ok && mine(r) {
 			p.failures[id] = wire.OneLine(why, wire.MaxGuestReason)
 		}
 	}
