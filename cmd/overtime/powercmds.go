@@ -139,7 +139,7 @@ duration back from now such as 24h).`,
 				if d < 0 {
 					return cmdline.Usagef("--since %s: a duration back from now must be positive", since)
 				}
-				since = time.Now().Add(-d).Format(time.RFC3339)
+				since = queryTime(time.Now().Add(-d))
 			}
 			c, err := g.client()
 			if err != nil {
