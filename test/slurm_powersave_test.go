@@ -133,6 +133,23 @@ func TestSlurmPowerSave(t *testing.T) {
 			t.Fatalf("pc3 after suspend: State=%s Reason=%q; want powered down, not DOWN", n["State"], n["Reason"])
 		}
 		t.Logf("after SuspendTime idle: exception released, guest stopped, Slurm node State=%s", n["State"])
+		// SuspendProgram really switches the PC off: a power-off by "slurm" for its agent
+		// (recorded in the same call that released the exception).
+		var off *wire.PowerRecord
+		bootlab.Eventually(t, "power-off by slurm recorded for pc3", 10*time.Second, func() bool {
+			list, err := admin.PowerCommands(context.Background(), "pc3")
+			if err != nil {
+				return false
+			}
+			for i := range list {
+				if list[i].Op == wire.OpPowerOff && list[i].By == "slurm" {
+					off = &list[i]
+					return true
+				}
+			}
+			return false
+		})
+		t.Logf("SuspendProgram's power-off of pc3: %s %s %s", off.ID, off.State, off.Result)
 		log, _ := os.ReadFile(l.PowerLog)
 		for _, want := range []string{"resume pc3", "pc3  cluster", "suspend pc3", "pc3  released"} {
 			if !bytes.Contains(bytes.Join(bytes.Fields(log), []byte(" ")), []byte(strings.Join(strings.Fields(want), " "))) {

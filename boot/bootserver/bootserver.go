@@ -40,6 +40,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/internal/tools"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
+	"github.com/overtime-hpc/overtime/sitemgmt/wol"
 )
 
 // NFS server kinds.
@@ -83,6 +84,13 @@ type Config struct {
 	// when set, counts what the syncs did.
 	SyncImages bool
 	ImageStats *ImageStats
+
+	// Wake: send the Wake-on-LAN packets the site manager asks for (wakes.go); needs
+	// the boot server's own account to report them sent. Dial makes the UDP socket
+	// (default net.Dialer; tests dial inside a network namespace).
+	Wake  bool
+	Dial  wol.Dialer
+	wakes *wakeState
 
 	// Command makes the command of a daemon; default exec.Command. Tests put the
 	// daemons into a network namespace with it.
@@ -339,6 +347,16 @@ func Run(ctx context.Context, cfg Config) error {
 		go func() {
 			defer close(done)
 			c.imageLoop(ictx, c.ImageStats)
+		}()
+		defer func() { cancel(); <-done }()
+	}
+
+	if c.Wake {
+		done := make(chan struct{})
+		wctx, cancel := context.WithCancel(ctx)
+		go func() {
+			defer close(done)
+			c.wakeLoop(wctx)
 		}()
 		defer func() { cancel(); <-done }()
 	}

@@ -31,7 +31,12 @@ need from the site manager's store into --export-root, verifies each against its
 SHA256SUMS and the catalogue's sha256 before it counts, deletes versions it fetched once
 they are no longer published, and reports what it holds; hosts are only given versions
 their boot server reported. Reporting needs a boot-server role for --name on the
-account. See docs/boot.md and docs/publishing.md.`,
+account. See docs/boot.md and docs/publishing.md.
+
+With --wake (the default) it sends the Wake-on-LAN magic packets the site manager asks
+for: 'overtime host wake' commands and the wakes before a scheduled mode that needs a PC
+that is off (the pool's measured boot time ahead), to the broadcast address of its
+subnet, and reports them sent (also needs the boot-server role). See docs/operations.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
@@ -56,5 +61,6 @@ account. See docs/boot.md and docs/publishing.md.`,
 	f.StringVar(&cfg.Clients, "nfs-clients", "*", "kernel NFS: who may mount (exports(5) client, e.g. 10.20.0.0/24)")
 	f.StringVar(&cfg.Dnsmasq, "dnsmasq", "", "path of dnsmasq (default: from PATH)")
 	f.BoolVar(&cfg.SyncImages, "sync-images", true, "pull the image versions this boot server's hosts need from the site manager into --export-root, verify and report them (needs a boot-server role; docs/publishing.md)")
+	f.BoolVar(&cfg.Wake, "wake", true, "send the Wake-on-LAN packets the site manager asks for and report them (needs a boot-server role; docs/operations.md)")
 	return cmd
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // entity describes the list/show/add/set/delete commands of one kind. add and set share
@@ -261,7 +262,8 @@ func entityCmds(g *globals) []*cobra.Command {
 		},
 	}
 	hostCmd := host.commands(g)
-	hostCmd.AddCommand(importCmd(g), newHostCredentialCmd(g))
+	hostCmd.AddCommand(importCmd(g), newHostCredentialCmd(g),
+		newHostPowerCmd(g, wire.OpReboot), newHostPowerCmd(g, wire.OpPowerOff), newHostPowerCmd(g, wire.OpWake), newHostPowerStatusCmd(g))
 	for _, c := range hostCmd.Commands() {
 		if c.Name() == "list" {
 			c.Flags().StringVar(&listPool, "pool", "", "only hosts of this pool")

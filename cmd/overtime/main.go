@@ -93,6 +93,7 @@ func newRootGlobals() (*cobra.Command, *globals) {
 		newAgentCmd(g),
 		newJobReportCmd(g),
 		newSlurmCmd(g),
+		newAuditCmd(g),
 		newVersionCmd(g),
 		newDocsCmd(),
 	)

@@ -30,7 +30,8 @@ var structuredOutput = []string{
 	"agent status", "agent config",
 	"job-report",
 	"slurm nodes", "slurm resume", "slurm suspend",
-	"host credential",
+	"host credential", "host reboot", "host poweroff", "host wake", "host power-status",
+	"audit",
 	"image publish", "image import", "image current", "image gc",
 }
 
@@ -135,3 +136,7 @@ func (g *globals) useSiteZone(c *client.Client) {
 // version alphabet (2026.12.02-093005). A name, not a time shown to people, so not
 // formatTime's form.
 func versionStamp(t time.Time) string { return t.UTC().Format("2006.01.02-150405") }
+
+// queryTime is t as a query parameter for the server (RFC 3339), never shown to people:
+// they get formatTime.
+func queryTime(t time.Time) string { return t.Format(time.RFC3339) }

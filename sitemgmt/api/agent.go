@@ -273,6 +273,8 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) {
 		s.serviceError(w, err)
 		return
 	}
+	// A pending reboot or power-off, until the agent's heartbeat answers it.
+	cfg.Power = s.svc.PendingPower(host)
 	if p.IsHost() {
 		// The guest's version stays on the boot server while the agent may run it (gc).
 		var guest []string

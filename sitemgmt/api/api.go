@@ -150,6 +150,7 @@ func (s *Server) routes() {
 	s.slurmRoutes()
 	s.fileRoutes()
 	s.imageRoutes()
+	s.powerRoutes()
 }
 
 // healthz is liveness: it answers 200 as long as the server serves (boot scripts and
@@ -462,13 +463,14 @@ func (s *Server) user(allow func(authz.Principal) string, h http.HandlerFunc) ht
 			return
 		}
 		defer release()
-		h(w, r.WithContext(contextWith(r, p)))
+		h(w, r.WithContext(s.contextWith(r, p)))
 	}
 }
 
 // contextWith is r's context carrying the authenticated principal (principal reads it).
-func contextWith(r *http.Request, p authz.Principal) context.Context {
-	return context.WithValue(r.Context(), ctxKey{}, p)
+func (s *Server) contextWith(r *http.Request, p authz.Principal) context.Context {
+	// The service's audit trail records who made a site write, on the API's clock.
+	return service.WithUser(context.WithValue(r.Context(), ctxKey{}, p), p.UID, s.opt.Now)
 }
 
 // admitBody reserves r's body against uid's budget (bodyBudget.admitUpTo); when it is

@@ -521,4 +521,5 @@ func runAPISuite(t *testing.T, env *testenv.Env) {
 	t.Run("image uploads", func(t *testing.T) { runUploadSuite(t, env) })
 	t.Run("slurm power saving", func(t *testing.T) { runPowerSaveSuite(t, env) })
 	t.Run("image distribution", func(t *testing.T) { runImageSuite(t, env) })
+	t.Run("host power", func(t *testing.T) { runHostPowerSuite(t, env) })
 }

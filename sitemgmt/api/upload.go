@@ -181,7 +181,7 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, why)
 		return
 	}
-	r = r.WithContext(contextWith(r, p))
+	r = r.WithContext(s.contextWith(r, p))
 	im, version, ok := s.uploadTarget(w, r)
 	if !ok {
 		return

@@ -126,6 +126,21 @@ func (p Principal) CheckPowerSave(h *model.Host) error {
 	return &Forbidden{Msg: fmt.Sprintf("user %s may not wake or release host %s for Slurm: only a site admin or an admin of pool %s may", p.UID, h.Name, h.Pool)}
 }
 
+// CheckPower authorises a power command (reboot, power-off, wake) for host h: a site
+// admin, or an admin of h's pool. Lecturers are refused although they book their pool's
+// slots: a lecturer never changes how a PC boots, and switching a room off or restarting
+// it under its users is that and more. Viewers and hosts are refused.
+func (p Principal) CheckPower(h *model.Host, op string) error {
+	if p.adminsHost(h) {
+		return nil
+	}
+	why := "only a site admin or an admin of pool " + h.Pool + " may"
+	if !p.IsHost() && p.Lecturer[h.Pool] {
+		why += " (a lecturer books slots but never changes how a PC boots or runs)"
+	}
+	return &Forbidden{Msg: fmt.Sprintf("user %s may not %s host %s: %s", p.UID, op, h.Name, why)}
+}
+
 // CheckUpload authorises uploading artefacts of a new version of image im (and
 // publishing them: PUT .../versions/{v}/files/{name}, POST .../publish) before a byte of
 // the upload is read: a site admin for any image; an admin or lecturer of the pool that

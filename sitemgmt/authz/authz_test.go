@@ -392,3 +392,34 @@ func TestCheckUpload(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckPower: reboot, power-off and wake are for site admins and the admins of the
+// host's pool; a lecturer of the pool, a viewer, another pool's admin and a host are refused.
+func TestCheckPower(t *testing.T) {
+	s := baseSite()
+	for _, tc := range []struct {
+		who  Principal
+		host string
+		ok   bool
+		why  string
+	}{
+		{For(s, "root"), "a1", true, ""},
+		{For(s, "root"), "b1", true, ""},
+		{For(s, "alice"), "a1", true, ""},
+		{For(s, "alice"), "b1", false, "user alice may not reboot host b1: only a site admin or an admin of pool b may"},
+		{For(s, "carol"), "a1", false, "never changes how a PC boots"},
+		{For(s, "frank"), "a1", false, "only a site admin or an admin of pool a may"},
+		{For(s, "dave"), "a1", false, "user dave may not reboot"},
+		{For(s, "eve"), "a1", false, "user eve may not reboot"},
+		{ForHost("a1"), "a1", false, "may not reboot host a1"},
+	} {
+		err := tc.who.CheckPower(s.Host(tc.host), "reboot")
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), tc.why)) {
+			t.Errorf("%s rebooting %s: %v, want ok=%v %q", tc.who.UID, tc.host, err, tc.ok, tc.why)
+		}
+		var f *Forbidden
+		if err != nil && !errors.As(err, &f) {
+			t.Errorf("%s: %T is not *Forbidden", tc.who.UID, err)
+		}
+	}
+}

@@ -34,9 +34,11 @@ const (
 	StateReports    = "reports"
 	StateBootImages = "bootimages" // per boot server: the image versions it holds verified
 	StateBooted     = "booted"     // per host: the image versions it was last given
+	StatePower      = "power"      // per command: a reboot, power-off or wake and how far it got
+	StateAudit      = "audit"      // per entry: the audit trail (power commands, site writes)
 )
 
-var stateKinds = []string{StateHeartbeats, StateReports, StateBootImages, StateBooted}
+var stateKinds = []string{StateHeartbeats, StateReports, StateBootImages, StateBooted, StatePower, StateAudit}
 
 func (l layout) stateRoot() string { return "ou=state," + l.site }
 func (l layout) stateKind(kind string) string {

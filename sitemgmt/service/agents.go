@@ -242,7 +242,10 @@ func (s *Service) PutHeartbeat(hb wire.Heartbeat, received time.Time, remote str
 	if s.Snapshot().Site.Host(hb.Host) == nil {
 		return wire.HostStatus{}, &resolve.UnknownHostError{Name: hb.Host}
 	}
-	return s.agents.put(wire.HostStatus{Heartbeat: hb, Received: received.UTC(), Remote: remote}), nil
+	st := s.agents.put(wire.HostStatus{Heartbeat: hb, Received: received.UTC(), Remote: remote})
+	// The newest heartbeat answers the host's pending power commands (power.go).
+	s.ackPower(st, received)
+	return st, nil
 }
 
 // AgentStatus is host's last heartbeat as of now; ok is false when the host has posted

@@ -74,6 +74,7 @@ type Service struct {
 	snap    atomic.Pointer[Snapshot]
 	agents  agentState // heartbeats and job reports (agents.go)
 	images  imageState // boot servers' verified image versions, versions hosts were given (images.go)
+	power   powerState // power commands and the audit trail (power.go)
 	state   StateStore // where they are kept beyond this process (state.go); nil: memory only
 	// directory is the outcome of the last contact with the directory (directory.go).
 	directory directoryState
@@ -227,6 +228,8 @@ func (s *Service) update(ctx context.Context, authz Authorizer, dryRun bool, fn 
 	for _, c := range done {
 		s.log.Info("changed", "change", c.String())
 	}
+	// The audit trail: who changed what, at the one place every site write passes.
+	s.auditSiteWrite(ctx, done)
 	return done, nil
 }
 

@@ -89,6 +89,9 @@ func (s *Service) SlurmPower(ctx context.Context, authz Authorizer, dryRun, resu
 		return nil, err
 	}
 	powersave.Describe(s.Snapshot().Resolver, plan.Results, now)
+	if !dryRun {
+		s.slurmPowerCommands(ctx, resume, plan.Results, now)
+	}
 	for _, res := range plan.Results {
 		s.log.Info("slurm power saving", "resume", resume, "host", res.Host, "action", res.Action, "mode", res.Mode, "reason", res.Reason)
 	}
@@ -108,4 +111,46 @@ func staleOnlyByOutage(received, at time.Time, dir DirectoryHealth, wallNow time
 		return false
 	}
 	return at.Sub(received)-wallNow.Sub(dir.DownSince) <= wire.StaleAfter
+}
+
+// slurmPowerCommands makes Slurm's power saving switch PCs: a suspend records a power-off
+// by "slurm" for every released host (the agent carries it out, never with a user logged
+// in: then the PC stays on and follows its schedule, and the result says so); a resume
+// cancels a host's pending power-off, which would otherwise switch off the PC Slurm now
+// wants as soon as its agent asks for its configuration.
+func (s *Service) slurmPowerCommands(ctx context.Context, resume bool, results []wire.PowerResult, now time.Time) {
+	if resume {
+		for _, r := range results {
+			if r.Action == wire.PowerWake || r.Action == wire.PowerCluster {
+				s.CancelPower(r.Host, "cancelled: Slurm resumed the host (ResumeProgram)", now)
+			}
+		}
+		return
+	}
+	var hosts []string
+	idx := map[string]int{}
+	for i, r := range results {
+		if r.Action == wire.PowerReleased {
+			hosts = append(hosts, r.Host)
+			idx[r.Host] = i
+		}
+	}
+	if len(hosts) == 0 {
+		return
+	}
+	res, err := s.RequestPower(ctx, UserSlurm, wire.OpPowerOff, hosts, false, "Slurm power saving: idle (SuspendProgram)", now)
+	if err != nil {
+		s.log.Warn("slurm suspend: power-off not recorded", "hosts", hosts, "err", err)
+		for _, h := range hosts {
+			results[idx[h]].Reason = "power-off not recorded: " + err.Error()
+		}
+		return
+	}
+	for _, r := range res.Hosts {
+		if r.Accepted {
+			results[idx[r.Host]].Reason = "power-off requested (" + r.ID + ")"
+		} else {
+			results[idx[r.Host]].Reason = "stays on: " + r.Reason
+		}
+	}
 }

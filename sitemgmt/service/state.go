@@ -51,6 +51,7 @@ const (
 	stateReports    = "reports"
 	stateBootImages = "bootimages" // images.go
 	stateBooted     = "booted"     // images.go
+	// statePower and stateAudit: power.go
 )
 
 // PersistRefresh is how old the stored receive time of an unchanged heartbeat may get
@@ -86,8 +87,15 @@ type persistMark struct {
 // time.
 func beatSig(hb hostBeat) string {
 	h := hb.st.Heartbeat
+	// Sessions: another replica refuses a power-off by them; the power status: the
+	// acknowledgement of a command must reach every replica's view of the host.
+	var powerID, powerState string
+	if h.Power != nil {
+		powerID, powerState = h.Power.ID, string(h.Power.State)
+	}
 	return strings.Join([]string{h.Instance, h.Mode, h.ConfigFrom, string(h.OwnerState), string(h.Action),
-		h.GuestState, h.GuestReason, h.Backend, h.Version, strconv.Itoa(h.Restarts), hb.retired}, "\x00")
+		h.GuestState, h.GuestReason, h.Backend, h.Version, strconv.Itoa(h.Restarts), hb.retired,
+		strconv.Itoa(h.Sessions), powerID, powerState}, "\x00")
 }
 
 // sameJSON compares two documents as the store keeps them.
@@ -291,6 +299,8 @@ func (s *Service) mergeDoc(kind, key string, doc []byte, deleted, live bool) {
 		s.agents.mergeReport(k, sr, live)
 	case stateBootImages, stateBooted:
 		s.images.mergeDoc(s.log, kind, key, doc, deleted)
+	case statePower, stateAudit:
+		s.power.mergeDoc(s.log, kind, key, doc, deleted)
 	}
 }
 
@@ -382,6 +392,16 @@ func (s *Service) FlushState(ctx context.Context) error {
 	if s.state == nil {
 		return nil
 	}
+	_, perr := s.flushPower(ctx)
+	err := s.flushAgents(ctx)
+	if err == nil {
+		err = perr
+	}
+	return err
+}
+
+// flushAgents writes the queued heartbeats and job reports.
+func (s *Service) flushAgents(ctx context.Context) error {
 	a := &s.agents
 	a.mu.Lock()
 	var todo []stateWrite
@@ -480,6 +500,7 @@ func (s *Service) FlushState(ctx context.Context) error {
 func (s *Service) StatePending() int {
 	a := &s.agents
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.dirtyBeats) + len(a.dirtyReports) + len(a.deadReports)
+	n := len(a.dirtyBeats) + len(a.dirtyReports) + len(a.deadReports)
+	a.mu.Unlock()
+	return n + s.power.pendingWrites()
 }

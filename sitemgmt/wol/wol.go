@@ -42,10 +42,6 @@ func MagicPacket(mac string) ([]byte, error) {
 // the remaining sends. Success means the datagrams left this host, not that the target
 // woke: Wake-on-LAN has no reply.
 func Send(ctx context.Context, addr string, mac string) error {
-	pkt, err := MagicPacket(mac)
-	if err != nil {
-		return err
-	}
 	// Dialing (a connected UDP socket) rather than ListenPacket+WriteTo lets the Dialer
 	// resolve addr under ctx. Control runs before connect(2), which matters: Linux
 	// rejects connecting to a broadcast address with EACCES unless SO_BROADCAST is
@@ -53,7 +49,20 @@ func Send(ctx context.Context, addr string, mac string) error {
 	// datagram socket today, but that is undocumented; setting it here keeps Send
 	// correct should that default ever change.
 	d := net.Dialer{Control: setBroadcast}
-	conn, err := d.DialContext(ctx, "udp", addr)
+	return SendWith(ctx, d.DialContext, addr, mac)
+}
+
+// Dialer makes the UDP socket SendWith writes to.
+type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// SendWith is Send with the socket made by dial: a boot server's tests send from inside
+// a network namespace. dial must allow broadcast destinations (SO_BROADCAST).
+func SendWith(ctx context.Context, dial Dialer, addr string, mac string) error {
+	pkt, err := MagicPacket(mac)
+	if err != nil {
+		return err
+	}
+	conn, err := dial(ctx, "udp", addr)
 	if err != nil {
 		return fmt.Errorf("wol: send to %s: %w", addr, err)
 	}

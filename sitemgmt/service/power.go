@@ -1,0 +1,724 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
+	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
+	"github.com/overtime-hpc/overtime/sitemgmt/wake"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/sitemgmt/wol"
+)
+
+// Power commands (overtime host reboot|poweroff|wake, Slurm's SuspendProgram, scheduled
+// wakes) and the audit trail. Both are runtime state kept like heartbeats (state.go): in
+// memory, and in the directory's ou=state when the backend is a StateStore, so that
+// every replica hands a pending command to the agent that asks it, and a restart loses
+// neither commands nor the trail.
+//
+//   - power/ID: one document per command (wire.PowerRecord). A reboot or power-off is
+//     handed to the host's agent in its configuration while pending; it ends when the
+//     agent's heartbeat reports the ID done or refused, or when another agent instance
+//     started after it (the PC restarted). A wake is handed to the host's boot server
+//     (Wakes) and ends when the boot server reports the packets sent.
+//   - audit/ID: one document per entry (wire.AuditEntry), IDs sortable by time.
+//
+// Writes are rare (people and Slurm's SuspendProgram make commands; acknowledgements
+// are one per command), so a new command is written before it is answered, and
+// everything else is queued and written by SyncState like heartbeats.
+
+const (
+	statePower = "power"
+	stateAudit = "audit"
+	// maxPowerRecords and maxAudit bound what is kept (memory and directory); the oldest
+	// finished commands and the oldest entries go first. An entry is ~300 bytes.
+	maxPowerRecords = 10000
+	maxAudit        = 50000
+	// UserSlurm is who Slurm's SuspendProgram's power-offs are by; UserSchedule who
+	// scheduled wakes are by.
+	UserSlurm    = "slurm"
+	UserSchedule = "schedule"
+)
+
+type powerState struct {
+	mu       sync.Mutex
+	writeMu  sync.Mutex // serialises RequestPower: decide, write, commit
+	cmds     map[string]wire.PowerRecord
+	audit    map[string]wire.AuditEntry
+	dirty    map[string]bool // "power/ID" or "audit/ID" to write
+	dead     map[string]bool // to delete
+	failures map[string]string
+}
+
+func (p *powerState) init() {
+	if p.cmds == nil {
+		p.cmds, p.audit = map[string]wire.PowerRecord{}, map[string]wire.AuditEntry{}
+		p.dirty, p.dead, p.failures = map[string]bool{}, map[string]bool{}, map[string]string{}
+	}
+}
+
+// idSeq orders the IDs one process makes within the same microsecond (a fixed demo
+// clock makes every instant the same): audit entries sort by ID after their time.
+var idSeq atomic.Uint64
+
+// newID is prefix, the time, a sequence number and a random part: sortable by time,
+// unique across replicas.
+func newID(prefix string, now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s%s-%06d-%s", prefix, now.UTC().Format("20060102T150405.000000Z"), idSeq.Add(1)%1000000, hex.EncodeToString(b[:]))
+}
+
+type actorKey struct{}
+
+type actor struct {
+	uid string
+	now func() time.Time
+}
+
+// WithUser is ctx carrying the uid of the person a request acts for and the API's clock
+// (nil: time.Now): the audit trail records them for site writes (Update), which take an
+// Authorizer, not a user, and must stamp entries on the same clock as power commands
+// (`overtime serve --now` moves it).
+func WithUser(ctx context.Context, uid string, now func() time.Time) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor{uid, now})
+}
+
+func actorFrom(ctx context.Context) (string, time.Time) {
+	a, _ := ctx.Value(actorKey{}).(actor)
+	uid, now := a.uid, time.Now()
+	if uid == "" {
+		uid = "system"
+	}
+	if a.now != nil {
+		now = a.now()
+	}
+	return uid, now
+}
+
+// ---- requests ----
+
+// RequestPower records a power command for each of hosts (already authorised by the
+// caller for every host it knows), by user by, at now. Per host it is accepted (a
+// command ID) or refused with the reason:
+//   - unknown hosts;
+//   - reboot and power-off need the host's agent alive (a fresh heartbeat): an agent
+//     that is not running cannot carry them out;
+//   - a power-off is refused while the last fresh heartbeat reports users logged in
+//     (Sessions > 0), forced or not; the agent refuses it too, should someone log in
+//     in between;
+//   - a wake needs a boot server (it sends the magic packet).
+//
+// A new command supersedes the host's pending ones (a wake cancels a pending power-off).
+// The accepted commands are in the directory before RequestPower returns.
+func (s *Service) RequestPower(ctx context.Context, by string, op wire.PowerOp, hosts []string, force bool, reason string, now time.Time) (*wire.HostPowerResponse, error) {
+	if !slices.Contains(wire.PowerOps, op) {
+		return nil, model.Invalid("op %q: must be reboot, poweroff or wake", op)
+	}
+	if err := names.Text("reason", reason); err != nil {
+		return nil, model.Invalid("%v", err)
+	}
+	if len(hosts) == 0 {
+		return nil, model.Invalid("no hosts given")
+	}
+	if len(hosts) > wire.MaxPowerHosts {
+		return nil, model.Invalid("%d hosts in one request; at most %d", len(hosts), wire.MaxPowerHosts)
+	}
+	p := &s.power
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	snap := s.Snapshot()
+	res := &wire.HostPowerResponse{Op: op, Hosts: []wire.HostPowerResult{}}
+	var put []wire.PowerRecord
+	p.mu.Lock()
+	p.init()
+	pending := p.pendingLocked()
+	p.mu.Unlock()
+	for _, name := range hosts {
+		r := wire.HostPowerResult{Host: name}
+		h := snap.Site.Host(name)
+		st, seen := s.agents.get(name)
+		fresh := seen && now.Sub(st.Received) <= wire.StaleAfter
+		switch {
+		case h == nil:
+			r.Reason = fmt.Sprintf("%q is not a host of this site", name)
+		case op != wire.OpWake && !fresh:
+			r.Reason = "the PC is off or its agent is not running (" + lastHeard(st, seen, snap) + "); nothing can " + string(op) + " it"
+		case op == wire.OpPowerOff && st.Sessions > 0:
+			r.Reason = fmt.Sprintf("%d user session(s) logged in (heartbeat at %s): a power-off is never forced; the agent refuses it too", st.Sessions, st.Received.In(snap.Engine.Location()).Format("15:04:05"))
+		case op == wire.OpWake && wakeTarget(snap.Resolver, h, now) == nil:
+			r.Reason = "no boot server serves the host: nothing can send its Wake-on-LAN packet"
+		default:
+			id := newID("pw-", now)
+			r.Accepted, r.ID = true, id
+			rec := wire.PowerRecord{
+				PowerCommand: wire.PowerCommand{ID: id, Op: op, Requested: now.UTC(), By: by, Reason: reason, Force: force},
+				Host:         name, State: wire.CommandPending, Updated: now.UTC(), Instance: st.Instance,
+			}
+			for _, old := range pending[name] {
+				old.State, old.Updated = wire.CommandRefused, now.UTC()
+				old.Result = "superseded by " + string(op) + " " + id + " (" + by + ")"
+				put = append(put, old)
+			}
+			put = append(put, rec)
+		}
+		res.Hosts = append(res.Hosts, r)
+	}
+	// In the directory before it is answered: "accepted" must survive this replica.
+	if s.state != nil {
+		for _, rec := range put {
+			doc, err := json.Marshal(rec)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.state.PutState(ctx, statePower, rec.ID, doc); err != nil {
+				return nil, err
+			}
+		}
+	}
+	p.mu.Lock()
+	for _, rec := range put {
+		p.cmds[rec.ID] = rec
+		if rec.Final() { // superseded: its end belongs in the trail like any other
+			e := finishEntry(rec, now)
+			p.audit[e.ID] = e
+			p.markLocked(s, stateAudit, e.ID)
+		}
+	}
+	p.evictLocked(s.state != nil)
+	p.mu.Unlock()
+	s.addAudit(powerAudit(by, op, force, reason, res, now))
+	return res, nil
+}
+
+func lastHeard(st wire.HostStatus, seen bool, snap *Snapshot) string {
+	if !seen {
+		return "no heartbeat ever"
+	}
+	return "last heartbeat " + st.Received.In(snap.Engine.Location()).Format("2006-01-02 15:04:05 MST")
+}
+
+func powerAudit(by string, op wire.PowerOp, force bool, reason string, res *wire.HostPowerResponse, now time.Time) wire.AuditEntry {
+	var hosts, detail []string
+	acc := 0
+	for _, r := range res.Hosts {
+		hosts = append(hosts, r.Host)
+		if r.Accepted {
+			acc++
+			detail = append(detail, r.Host+": accepted "+r.ID)
+		} else {
+			detail = append(detail, r.Host+": refused: "+r.Reason)
+		}
+	}
+	what := string(op)
+	if force {
+		what += " --force"
+	}
+	sum := fmt.Sprintf("%s %s: %d accepted, %d refused", what, compactHosts(hosts), acc, len(res.Hosts)-acc)
+	if reason != "" {
+		sum += " (reason: " + reason + ")"
+	}
+	return wire.AuditEntry{ID: newID("", now), Time: now.UTC(), Kind: wire.AuditPower, User: by, Target: compactHosts(hosts), Hosts: hosts, Summary: sum, Detail: detail}
+}
+
+// compactHosts shortens a long host list for a summary line.
+func compactHosts(h []string) string {
+	if len(h) <= 5 {
+		return strings.Join(h, ",")
+	}
+	return strings.Join(h[:5], ",") + fmt.Sprintf(",… (%d hosts)", len(h))
+}
+
+// pendingLocked is every pending command by host.
+func (p *powerState) pendingLocked() map[string][]wire.PowerRecord {
+	out := map[string][]wire.PowerRecord{}
+	for _, r := range p.cmds {
+		if !r.Final() {
+			out[r.Host] = append(out[r.Host], r)
+		}
+	}
+	return out
+}
+
+// CancelPower ends host's pending power-offs, with why (Slurm resumed the host: its
+// earlier SuspendProgram power-off must not switch off the PC it now wants).
+func (s *Service) CancelPower(host, why string, now time.Time) {
+	p := &s.power
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	for _, r := range p.pendingLocked()[host] {
+		if r.Op == wire.OpPowerOff {
+			p.finishLocked(s, r, wire.CommandRefused, why, now)
+		}
+	}
+}
+
+// finishLocked ends r with state and result, queues it and its audit entry.
+func (p *powerState) finishLocked(s *Service, r wire.PowerRecord, state wire.CommandState, result string, now time.Time) {
+	r.State, r.Result, r.Updated = state, result, now.UTC()
+	p.cmds[r.ID] = r
+	delete(p.failures, r.ID)
+	p.markLocked(s, statePower, r.ID)
+	e := finishEntry(r, now)
+	p.audit[e.ID] = e
+	p.markLocked(s, stateAudit, e.ID)
+}
+
+// finishEntry is the audit entry of a command's end.
+func finishEntry(r wire.PowerRecord, now time.Time) wire.AuditEntry {
+	sum := fmt.Sprintf("%s %s (%s, by %s): %s", r.Op, r.Host, r.ID, r.By, r.State)
+	if r.Result != "" {
+		sum += ": " + r.Result
+	}
+	return wire.AuditEntry{ID: newID("", now), Time: now.UTC(), Kind: wire.AuditPower, User: r.By, Target: r.Host, Hosts: []string{r.Host}, Summary: sum}
+}
+
+func (p *powerState) markLocked(s *Service, kind, id string) {
+	if s.state == nil {
+		return
+	}
+	k := kind + "/" + id
+	delete(p.dead, k)
+	p.dirty[k] = true
+	s.agents.wake()
+}
+
+// evictLocked drops the oldest finished commands and audit entries beyond the bounds.
+func (p *powerState) evictLocked(durable bool) {
+	if len(p.cmds) > maxPowerRecords {
+		var fin []wire.PowerRecord
+		for _, r := range p.cmds {
+			if r.Final() {
+				fin = append(fin, r)
+			}
+		}
+		sort.Slice(fin, func(i, j int) bool { return fin[i].Updated.Before(fin[j].Updated) })
+		for _, r := range fin[:min(len(fin), len(p.cmds)-maxPowerRecords)] {
+			delete(p.cmds, r.ID)
+			if durable {
+				delete(p.dirty, statePower+"/"+r.ID)
+				p.dead[statePower+"/"+r.ID] = true
+			}
+		}
+	}
+	if len(p.audit) > maxAudit {
+		ids := slices.Sorted(func(yield func(string) bool) {
+			for id := range p.audit {
+				if !yield(id) {
+					return
+				}
+			}
+		})
+		for _, id := range ids[:len(p.audit)-maxAudit] {
+			delete(p.audit, id)
+			if durable {
+				delete(p.dirty, stateAudit+"/"+id)
+				p.dead[stateAudit+"/"+id] = true
+			}
+		}
+	}
+}
+
+// ---- the agent's side ----
+
+// PendingPower is the command host's agent is to carry out: its newest pending reboot or
+// power-off (nil: none). GET /api/v1/agent/config hands it out until the agent's
+// heartbeat reports it done or refused.
+func (s *Service) PendingPower(host string) *wire.PowerCommand {
+	p := &s.power
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var best *wire.PowerRecord
+	for _, r := range p.cmds {
+		if r.Host == host && !r.Final() && r.Op != wire.OpWake && (best == nil || r.Requested.After(best.Requested)) {
+			r := r
+			best = &r
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	c := best.PowerCommand
+	return &c
+}
+
+// ackPower reads what host's newest heartbeat says of its pending commands: the agent's
+// answer to an ID (done, refused), or a new agent instance, which means the PC restarted
+// after the command (a reboot done, a power-off followed by a wake).
+func (s *Service) ackPower(st wire.HostStatus, now time.Time) {
+	p := &s.power
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	for _, r := range p.pendingLocked()[st.Host] {
+		if r.Op == wire.OpWake {
+			continue
+		}
+		switch {
+		case st.Power != nil && st.Power.ID == r.ID && st.Power.State != wire.CommandPending:
+			p.finishLocked(s, r, st.Power.State, st.Power.Reason, now)
+		case r.Instance != "" && st.Instance != "" && st.Instance != r.Instance && !st.Received.Before(r.Requested):
+			p.finishLocked(s, r, wire.CommandDone, "the agent restarted after the request (new instance "+st.Instance+")", now)
+		case st.Power != nil && st.Power.ID == r.ID && st.Power.Reason != r.Result:
+			// Still pending (a countdown, waiting for a logout): shown, not written.
+			r.Result = st.Power.Reason
+			p.cmds[r.ID] = r
+		}
+	}
+}
+
+// PowerCommands lists the commands kept, newest first (host != "": of that host only).
+func (s *Service) PowerCommands(host string) []wire.PowerRecord {
+	p := &s.power
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := []wire.PowerRecord{}
+	for _, r := range p.cmds {
+		if host == "" || r.Host == host {
+			if f, ok := p.failures[r.ID]; ok && !r.Final() {
+				r.Result = "last send failed: " + f
+			}
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Requested.Equal(out[j].Requested) {
+			return out[i].Requested.After(out[j].Requested)
+		}
+		return out[i].Host < out[j].Host
+	})
+	return out
+}
+
+// ---- wakes ----
+
+// wakeTarget is the boot server that sends h's magic packet: the one serving it.
+func wakeTarget(res *resolve.Resolver, h *model.Host, now time.Time) *model.BootServer {
+	bs, _ := res.BootServer(h, resolve.Query{At: now})
+	return bs
+}
+
+// wakeAddr is where the packet goes: the directed broadcast of the boot server's subnet
+// (the boot server sits on the PCs' network: it answers their DHCP), else the limited
+// broadcast of the boot server's own link.
+func wakeAddr(bs *model.BootServer) string {
+	if a, err := wol.BroadcastAddr(bs.Subnet, powersave.WakePort); err == nil {
+		return a
+	}
+	return fmt.Sprintf("255.255.255.255:%d", powersave.WakePort)
+}
+
+// Wakes is what boot server server is to send now: pending wake commands of the hosts it
+// serves, and the scheduled wakes due (sitemgmt/wake) not sent yet.
+func (s *Service) Wakes(server string, now time.Time) (wire.Wakes, error) {
+	snap := s.Snapshot()
+	bs := snap.Site.BootServer(server)
+	if bs == nil {
+		return wire.Wakes{}, model.Invalid("unknown boot server %q", server)
+	}
+	out := wire.Wakes{Server: server, Wakes: []wire.Wake{}}
+	addr := wakeAddr(bs)
+	p := &s.power
+	p.mu.Lock()
+	p.init()
+	for _, r := range p.cmds {
+		if r.Op != wire.OpWake || r.Final() {
+			continue
+		}
+		h := snap.Site.Host(r.Host)
+		if h == nil {
+			continue
+		}
+		if b := wakeTarget(snap.Resolver, h, now); b == nil || b.Name != server {
+			continue
+		}
+		out.Wakes = append(out.Wakes, wire.Wake{ID: r.ID, Host: h.Name, MAC: h.MAC, Addr: addr, By: r.By, Reason: r.Reason, Due: r.Requested})
+	}
+	p.mu.Unlock()
+	for _, w := range s.scheduledWakes(snap, server, now) {
+		out.Wakes = append(out.Wakes, w)
+	}
+	sort.Slice(out.Wakes, func(i, j int) bool { return out.Wakes[i].Host < out.Wakes[j].Host })
+	return out, nil
+}
+
+// scheduledWakes are the wakes sitemgmt/wake finds due for server's hosts at now, less
+// those already sent (recorded under their ID).
+func (s *Service) scheduledWakes(snap *Snapshot, server string, now time.Time) []wire.Wake {
+	bs := snap.Site.BootServer(server)
+	if bs == nil {
+		return nil
+	}
+	boot := map[string][]float64{}
+	beats := map[string]wire.HostStatus{}
+	for _, st := range s.agents.all() {
+		beats[st.Host] = st
+		if h := snap.Site.Host(st.Host); h != nil && st.BootSeconds > 0 {
+			boot[h.Pool] = append(boot[h.Pool], st.BootSeconds)
+		}
+	}
+	var in []wake.Host
+	byName := map[string]*model.Host{}
+	for i := range snap.Site.Hosts {
+		h := &snap.Site.Hosts[i]
+		if b := wakeTarget(snap.Resolver, h, now); b == nil || b.Name != server {
+			continue
+		}
+		st, ok := beats[h.Name]
+		_, d := snap.Resolver.ModeAt(h, now)
+		x := wake.Host{Name: h.Name, Pool: h.Pool, Off: !ok || now.Sub(st.Received) > wire.StaleAfter, Next: d.Next, NextMode: d.NextMode}
+		if m := snap.Site.Mode(d.NextMode); m != nil {
+			x.NextKind = m.Kind
+		}
+		in = append(in, x)
+		byName[h.Name] = h
+	}
+	loc := snap.Engine.Location()
+	var out []wire.Wake
+	p := &s.power
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range wake.Due(in, boot, now) {
+		if _, sent := p.cmds[w.ID]; sent {
+			continue
+		}
+		out = append(out, wire.Wake{ID: w.ID, Host: w.Host, MAC: byName[w.Host].MAC, Addr: wakeAddr(bs), By: UserSchedule,
+			Reason: "mode " + w.Mode + " at " + w.Boundary.In(loc).Format("Mon 15:04"), Due: w.Due})
+	}
+	return out
+}
+
+// WakesSent records boot server server's report: the wakes in sent left it (a wake
+// command is then done: Wake-on-LAN has no answer), those in failed did not (kept
+// pending, with the error shown, and handed out again).
+func (s *Service) WakesSent(server string, rep wire.WakesSent, now time.Time) error {
+	snap := s.Snapshot()
+	if snap.Site.BootServer(server) == nil {
+		return model.Invalid("unknown boot server %q", server)
+	}
+	if len(rep.Sent)+len(rep.Failed) > wire.MaxPowerHosts {
+		return model.Invalid("too many wakes in one report")
+	}
+	sched := map[string]wire.Wake{}
+	for _, w := range s.scheduledWakes(snap, server, now) {
+		sched[w.ID] = w
+	}
+	p := &s.power
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	// Only wakes this boot server was given count: its account must not end another's.
+	mine := func(r wire.PowerRecord) bool {
+		h := snap.Site.Host(r.Host)
+		b := (*model.BootServer)(nil)
+		if h != nil {
+			b = wakeTarget(snap.Resolver, h, now)
+		}
+		return r.Op == wire.OpWake && !r.Final() && b != nil && b.Name == server
+	}
+	for _, id := range rep.Sent {
+		if r, ok := p.cmds[id]; ok {
+			if mine(r) {
+				p.finishLocked(s, r, wire.CommandSent, "magic packet sent by boot server "+server, now)
+			}
+			continue
+		}
+		if w, ok := sched[id]; ok {
+			r := wire.PowerRecord{
+				PowerCommand: wire.PowerCommand{ID: id, Op: wire.OpWake, Requested: w.Due.UTC(), By: UserSchedule, Reason: w.Reason},
+				Host:         w.Host, State: wire.CommandPending,
+			}
+			p.finishLocked(s, r, wire.CommandSent, "magic packet sent by boot server "+server+" before "+w.Reason, now)
+		}
+	}
+	for id, why := range rep.Failed {
+		if r, ok := p.cmds[id]; ok && mine(r) {
+			p.failures[id] = wire.OneLine(why, wire.MaxGuestReason)
+		}
+	}
+	p.evictLocked(s.state != nil)
+	return nil
+}
+
+// ---- audit ----
+
+// addAudit keeps an entry and queues it for the directory.
+func (s *Service) addAudit(e wire.AuditEntry) {
+	p := &s.power
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	p.audit[e.ID] = e
+	p.markLocked(s, stateAudit, e.ID)
+	p.evictLocked(s.state != nil)
+}
+
+// auditSiteWrite records a successful site write (the one write path, update) with its
+// change list: who changed what. Issue 17 extends Detail with field diffs.
+func (s *Service) auditSiteWrite(ctx context.Context, done []model.Change) {
+	if len(done) == 0 {
+		return
+	}
+	user, now := actorFrom(ctx)
+	var detail, hosts []string
+	for _, c := range done {
+		detail = append(detail, c.String())
+		if c.Kind == model.EntityHost {
+			hosts = append(hosts, c.Name)
+		}
+	}
+	target := string(done[0].Kind) + " " + done[0].Name
+	if len(done) > 1 {
+		target = fmt.Sprintf("%d entities", len(done))
+	}
+	sum := fmt.Sprintf("site changed: %s", strings.Join(detail[:min(3, len(detail))], "; "))
+	if len(detail) > 3 {
+		sum += fmt.Sprintf("; … (%d changes)", len(detail))
+	}
+	s.addAudit(wire.AuditEntry{ID: newID("", now), Time: now.UTC(), Kind: wire.AuditSite, User: user, Target: target, Hosts: hosts, Summary: sum, Detail: detail})
+}
+
+// Audit lists the trail, oldest first: entries concerning host (if not ""), at or after
+// since (if not zero).
+func (s *Service) Audit(host string, since time.Time) []wire.AuditEntry {
+	p := &s.power
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := []wire.AuditEntry{}
+	for _, e := range p.audit {
+		if (host == "" || slices.Contains(e.Hosts, host)) && (since.IsZero() || !e.Time.Before(since)) {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Time.Equal(out[j].Time) {
+			return out[i].Time.Before(out[j].Time)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// ---- the store ----
+
+// mergeDoc takes a power or audit document from the store. A command the store holds in
+// a later state wins; a final state never goes back to pending; our own unwritten change
+// wins over what the store still has.
+func (p *powerState) mergeDoc(log *slog.Logger, kind, key string, doc []byte, deleted bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	if p.dirty[kind+"/"+key] {
+		return
+	}
+	switch kind {
+	case statePower:
+		if deleted {
+			delete(p.cmds, key)
+			return
+		}
+		var r wire.PowerRecord
+		if err := json.Unmarshal(doc, &r); err != nil || r.ID != key || names.Hostname(r.Host) != nil {
+			log.Warn("state: skipping a power command document that does not decode", "id", key, "err", err)
+			return
+		}
+		if cur, ok := p.cmds[key]; ok && (cur.Final() && !r.Final() || r.Updated.Before(cur.Updated)) {
+			return
+		}
+		p.cmds[key] = r
+	case stateAudit:
+		if deleted {
+			delete(p.audit, key)
+			return
+		}
+		var e wire.AuditEntry
+		if err := json.Unmarshal(doc, &e); err != nil || e.ID != key {
+			log.Warn("state: skipping an audit document that does not decode", "id", key, "err", err)
+			return
+		}
+		p.audit[key] = e
+	}
+}
+
+// flushPower writes the queued power and audit documents; what fails stays queued.
+func (s *Service) flushPower(ctx context.Context) (int, error) {
+	p := &s.power
+	p.mu.Lock()
+	p.init()
+	type w struct {
+		key string
+		doc []byte
+	}
+	var todo []w
+	for k := range p.dirty {
+		kind, id, _ := strings.Cut(k, "/")
+		var v any
+		if kind == statePower {
+			r, ok := p.cmds[id]
+			if !ok {
+				continue
+			}
+			v = r
+		} else {
+			e, ok := p.audit[id]
+			if !ok {
+				continue
+			}
+			v = e
+		}
+		doc, err := json.Marshal(v)
+		if err == nil {
+			todo = append(todo, w{k, doc})
+		}
+	}
+	for k := range p.dead {
+		todo = append(todo, w{key: k})
+	}
+	clear(p.dirty)
+	clear(p.dead)
+	p.mu.Unlock()
+	var errs []error
+	for _, x := range todo {
+		kind, id, _ := strings.Cut(x.key, "/")
+		var err error
+		if x.doc == nil {
+			err = s.state.DeleteState(ctx, kind, id)
+		} else {
+			err = s.state.PutState(ctx, kind, id, x.doc)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			p.mu.Lock()
+			if x.doc == nil {
+				if !p.dirty[x.key] {
+					p.dead[x.key] = true
+				}
+			} else if !p.dead[x.key] {
+				p.dirty[x.key] = true
+			}
+			p.mu.Unlock()
+		}
+	}
+	return len(todo), errors.Join(errs...)
+}
+
+func (p *powerState) pendingWrites() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.dirty) + len(p.dead)
+}
