@@ -170,7 +170,7 @@ func TestDebianPackages(t *testing.T) {
 	// Every unit the packages install: services and slices, and the units the drop-ins
 	// (machine.slice.d/, user.slice.d/) extend.
 	var units []string
-	unitDir := regexp.MustCompile(`^/lib/systemd/system/(?:([^/]+\.(?:service|slice|socket|timer|target))|([^/]+)\.d/[^/]+\.conf)$`)
+	unitDir := regexp.MustCompile(`^/lib/systemd/system/(?:([^/]+\.(?:service|slice|socket|timer|target|path))|([^/]+)\.d/[^/]+\.conf)$`)
 	for _, p := range debPackages {
 		for _, f := range strings.Split(output(t, "", "chroot", dir, "dpkg-query", "-L", p), "\n") {
 			if m := unitDir.FindStringSubmatch(f); m != nil {
@@ -196,21 +196,28 @@ func TestDebianPackages(t *testing.T) {
 		}
 		for _, line := range strings.Split(string(data), "\n") {
 			if strings.HasPrefix(line, "ExecStart=") && !strings.HasPrefix(line, "ExecStart=/usr/bin/") &&
-				!strings.HasPrefix(line, "ExecStart=/usr/sbin/") {
-				t.Errorf("%s: %q does not run a program from /usr/bin (or /usr/sbin, for daemons)", u, line)
+				!strings.HasPrefix(line, "ExecStart=/usr/sbin/") && !strings.HasPrefix(line, "ExecStart=/usr/lib/overtime/") {
+				t.Errorf("%s: %q does not run a program from /usr/bin (or /usr/sbin, for daemons, or the packages' own helpers in /usr/lib/overtime)", u, line)
 			}
 		}
 	}
 	t.Logf("verified %d units: %s", len(units), strings.Join(units, " "))
 
-	// Enabled where installed: the node agent (a desktop image runs it at boot); not the
-	// headless course VM player, nor the site manager's or Slurm's daemons (they need
-	// configuration first).
+	// Enabled where installed: the node agent (a desktop image runs it at boot) and the
+	// exam lockdown's path unit (it watches /run/overtime/exam; its service is static);
+	// not the headless course VM player, nor the site manager's or Slurm's daemons (they
+	// need configuration first).
 	wants := filepath.Join(dir, "etc/systemd/system/multi-user.target.wants")
 	for unit, enabled := range map[string]bool{"overtime-agent.service": true, "overtime-course-vm.service": false,
-		"overtime-serve.service": false, "overtime-slurm-sync.service": false} {
+		"overtime-serve.service": false, "overtime-slurm-sync.service": false, "overtime-exam.service": false} {
 		if _, err := os.Lstat(filepath.Join(wants, unit)); (err == nil) != enabled {
 			t.Errorf("%s: enabled %v after install, want %v", unit, err == nil, enabled)
 		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "etc/systemd/system/paths.target.wants/overtime-exam.path")); err != nil {
+		t.Errorf("overtime-exam.path is not enabled after install: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "usr/lib/overtime/exam-lockdown")); err != nil {
+		t.Errorf("exam lockdown helper: %v", err)
 	}
 }

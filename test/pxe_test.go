@@ -90,7 +90,16 @@ hosts:
     pool: lab
     weekly:
       - daily 00:00-24:00 broken
-`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, sum, size, sum, size, strconv.Quote(hostileDescription))
+exceptions:
+  # vm3 sits an exam all day: its boot script has no menu and no way out (issue 15).
+  - name: exam-vm3
+    kind: exam
+    description: %s
+    start: 2026-12-02T08:00:00+01:00
+    end: 2026-12-02T18:00:00+01:00
+    mode: desktop
+    targets: [{host: vm3}]
+`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, sum, size, sum, size, strconv.Quote(hostileDescription), strconv.Quote(hostileDescription))
 }
 
 // hostileDescription tries every way display text could become iPXE commands: command
@@ -197,9 +206,24 @@ func TestPXEBoot(t *testing.T) {
 			t.Errorf("unknown MAC does not get the site's unknown-host mode:\n%s", body)
 		}
 	}
+	// The exam host's scripts as served: no menu, no local disk, no prompt.
+	for path, check := range map[string]func(string) bool{
+		"/boot/ipxe/52:54:00:0a:00:03": func(b string) bool {
+			return !strings.Contains(b, "choose") && !strings.Contains(b, "local-disk") && strings.Contains(b, " overtime.exam=1 ")
+		},
+		"/pxelinux.cfg/01-52-54-00-0a-00-03": func(b string) bool {
+			return !strings.Contains(b, "MENU") && strings.Contains(b, "\nNOESCAPE 1\n") && strings.Count(b, "\nLABEL ") == 1
+		},
+	} {
+		code, body, err := l.HTTPGet(bootlab.HTTPURL + path)
+		if err != nil || code != 200 || !check(body) {
+			t.Errorf("GET %s: %d %v, not an exam script:\n%s", path, code, err, body)
+		}
+	}
 
-	// Four PCs at once: vm1 (BIOS) and vm3 (UEFI) follow the pool's desktop rule, vm2
-	// has a host rule for cluster, vm4's mode boots an image whose files are missing.
+	// Four PCs at once: vm1 (BIOS) follows the pool's desktop rule, vm3 (UEFI) sits an
+	// exam in desktop mode, vm2 has a host rule for cluster, vm4's mode boots an image
+	// whose files are missing.
 	// The VMs boot in parallel; the checks below read each console in turn.
 	// vm1 and vm3 are PCs without a TPM: their host credential is on a local disk
 	// labelled OVERTIME-ID (ext4 for vm1, vfat for vm3); vm2 has no disk at all.
@@ -233,6 +257,24 @@ func TestPXEBoot(t *testing.T) {
 			v.checkCredential(tokens[c.name])
 			// landed: the menu was built from a description made to run commands
 			// (hostileDescription), and iPXE ran none of them.
+			switch c.name {
+			case "vm1":
+				// iPXE draws its menu's title on the serial console too: the probe
+				// vm3's check relies on sees a menu where there is one.
+				if !strings.Contains(v.Console.Output(), "Overtime: vm1 - desktop") {
+					t.Errorf("vm1: no boot menu on the console:\n%s", v.Console.Tail(4000))
+				}
+			case "vm3":
+				// The exam: straight into its mode, no menu drawn, and the booted
+				// system is told (the desktop's lockdown reads overtime.exam=1).
+				out := v.Console.Output()
+				if strings.Contains(out, "Overtime: vm3 - ") || !strings.Contains(out, "Overtime: vm3 mode desktop (exam)") {
+					t.Errorf("vm3: the exam host was shown a menu or not told it is in an exam:\n%s", v.Console.Tail(4000))
+				}
+				if cmdline := v.run("cat /proc/cmdline"); !strings.Contains(cmdline, " overtime.exam=1") {
+					t.Errorf("vm3: kernel command line without overtime.exam=1: %s", cmdline)
+				}
+			}
 		})
 	}
 	if t.Failed() {

@@ -35,6 +35,11 @@ func TestSlurmPowerSave(t *testing.T) {
 		Policy:    "{" + noLoad + "}",
 		PowerSave: 15 * time.Second,
 	})
+	// Nobody sits at pc3: SuspendProgram's power-off is carried out (with a user logged
+	// in it would be refused).
+	if err := l.Host("pc3").Logout(); err != nil {
+		t.Fatal(err)
+	}
 	admin := l.Env.Admin()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -150,6 +155,23 @@ func TestSlurmPowerSave(t *testing.T) {
 			return false
 		})
 		t.Logf("SuspendProgram's power-off of pc3: %s %s %s", off.ID, off.State, off.Result)
+		// Nobody is logged in at pc3 (its session ended before the job): its agent
+		// switches the PC off and reports the command done.
+		bootlab.Eventually(t, "pc3's agent switching the PC off", 60*time.Second, func() bool {
+			return strings.Contains(l.Host("pc3").PowerActs(), "poweroff")
+		})
+		bootlab.Eventually(t, "the power-off reported done", 30*time.Second, func() bool {
+			list, err := admin.PowerCommands(context.Background(), "pc3")
+			if err != nil {
+				return false
+			}
+			for i := range list {
+				if list[i].ID == off.ID {
+					return list[i].State == wire.CommandDone
+				}
+			}
+			return false
+		})
 		log, _ := os.ReadFile(l.PowerLog)
 		for _, want := range []string{"resume pc3", "pc3  cluster", "suspend pc3", "pc3  released"} {
 			if !bytes.Contains(bytes.Join(bytes.Fields(log), []byte(" ")), []byte(strings.Join(strings.Fields(want), " "))) {

@@ -363,6 +363,15 @@ func (a *Agent) signal(ev sensor.Event) {
 // apply takes a new configuration (already checked) into force.
 func (a *Agent) apply(ctx context.Context, c *wire.AgentConfig, from string) {
 	first := a.cfg == nil
+	// A configuration without the running guest (a mode without one, an exam, another
+	// guest) stops it: act only ever sees the guest of the configuration in force.
+	if prev := a.cfg; prev != nil && prev.Guest != nil && a.applied.running &&
+		(c.Guest == nil || c.Guest.Name != prev.Guest.Name || c.Guest.Backend != prev.Guest.Backend) {
+		if b := a.o.Backends[prev.Guest.Backend]; b != nil {
+			a.log.Info("the new configuration has no place for the running guest: stopping it", "guest", prev.Guest.Name, "mode", c.Mode)
+			a.stopGuest(ctx, b, prev.Guest.Name)
+		}
+	}
 	a.cfg = c
 	a.sw.cfgAt = a.o.Now()
 	a.setConfigSource(from)

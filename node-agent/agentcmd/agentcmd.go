@@ -26,6 +26,7 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/guest/libvirt"
 	"github.com/overtime-hpc/overtime/node-agent/guest/vmware"
 	"github.com/overtime-hpc/overtime/node-agent/kvmprobe"
+	"github.com/overtime-hpc/overtime/node-agent/powerctl"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -38,7 +39,7 @@ import (
 func NewRunCmd(server *string, version string) *cobra.Command {
 	var (
 		tokenFile, mac, stateDir, imageRoot, listen, libvirtURI string
-		courseVMFile, cmdlineFile, examFile                     string
+		courseVMFile, cmdlineFile, examFile, powerCommand       string
 		inputDir, utmpPath, pressureGroup, guestURL             string
 		refresh, heartbeat, checkEvery                          time.Duration
 		backoff                                                 time.Duration
@@ -110,8 +111,13 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 			if booted != "" {
 				log.Info("booted by Overtime", "mode", booted, "exam", exam)
 			}
+			var machine powerctl.Machine = powerctl.Systemd{}
+			if powerCommand != "" {
+				machine = powerctl.Command{Path: powerCommand}
+			}
 			a, err = agent.New(agent.Options{
-				Site: site, MAC: mac, Booted: booted, ExamFile: examFile,
+				Machine: machine,
+				Site:    site, MAC: mac, Booted: booted, ExamFile: examFile,
 				StateDir: stateDir, ImageRoot: imageRoot, Backends: backends, CourseVMFile: courseVMFile,
 				Sensors: sensor.Desktop(sensor.DesktopOptions{InputDir: inputDir, Utmp: utmpPath,
 					PressureGroup: pressureGroup, GuestCPU: guestCPU, Log: log}),
@@ -150,6 +156,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 	f.StringVar(&imageRoot, "image-root", paths.AgentImages, "where the image export is mounted read-only (version paths below it)")
 	f.StringVar(&courseVMFile, "course-vm-file", paths.CourseVMSpec, "where the course VM of a course-vm mode is named for the session's player (overtime-agent course-vm); empty: not written")
 	f.StringVar(&listen, "listen", paths.AgentListen, "HTTP address for /metrics and the guest's job calls /v1/jobs (empty: off)")
+	f.StringVar(&powerCommand, "power-command", "", "program run as `PROGRAM reboot` or `PROGRAM poweroff` to restart or switch off the PC (default: systemctl reboot|poweroff)")
 	f.StringVar(&cmdlineFile, "cmdline", "/proc/cmdline", "kernel command line to read overtime.mode= (and overtime.exam=) from: what Overtime booted")
 	f.StringVar(&examFile, "exam-file", paths.ExamMarker, "file that exists while the PC is in an exam (read by overtime-exam.path); empty: not written")
 	f.StringVar(&libvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection for the qemu backend")

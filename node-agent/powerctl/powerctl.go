@@ -36,6 +36,13 @@ func (Systemd) PowerOff(ctx context.Context) error {
 	return run(ctx, nil, nil, "systemctl", "poweroff")
 }
 
+// Command runs a site's own program instead: `Path reboot` or `Path poweroff` (a power
+// distribution unit's client, an IPMI wrapper; test labs record what they are asked).
+type Command struct{ Path string }
+
+func (c Command) Reboot(ctx context.Context) error   { return run(ctx, nil, nil, c.Path, "reboot") }
+func (c Command) PowerOff(ctx context.Context) error { return run(ctx, nil, nil, c.Path, "poweroff") }
+
 // Notifier tells the people logged in.
 type Notifier interface {
 	Notify(ctx context.Context, title, text string) error

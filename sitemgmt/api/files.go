@@ -25,10 +25,11 @@ import (
 
 // syslinuxModules are the files lpxelinux fetches relative to its path prefix (DHCP
 // option 210): its core module and what the rendered menu needs (menu.c32 and its
-// libraries). Anything else at the top level is not a boot file.
+// libraries), and reboot.c32, which an exam configuration runs when its mode cannot be
+// loaded. Anything else at the top level is not a boot file.
 var syslinuxModules = map[string]bool{
 	"ldlinux.c32": true, "menu.c32": true, "libutil.c32": true, "libcom32.c32": true,
-	"vesamenu.c32": true, "libmenu.c32": true, "libgpl.c32": true,
+	"vesamenu.c32": true, "libmenu.c32": true, "libgpl.c32": true, "reboot.c32": true,
 }
 
 func (s *Server) fileRoutes() {

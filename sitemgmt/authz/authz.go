@@ -477,7 +477,15 @@ func lecturerMay(site *model.Site, c model.Change, pool string) string {
 	if c.Kind != model.EntityException {
 		return ""
 	}
-	if e := site.Exception(c.Name); e != nil && !isCourseModeOf(site, e.Mode, pool) {
+	e := site.Exception(c.Name)
+	if e == nil {
+		return ""
+	}
+	if e.Kind == model.ExceptionMaintenance {
+		// It opens the maintenance system (a root shell) in the boot menus of its hosts.
+		return "exceptions of kind maintenance open the maintenance boot entry; only a pool admin of pool " + pool + " may book or change them"
+	}
+	if !isCourseModeOf(site, e.Mode, pool) {
 		return "a lecturer may schedule only course-vm modes of their pool (a course-vm mode belongs to the pool of its VM image), and " + e.Mode + " is not one of pool " + pool
 	}
 	return ""

@@ -186,6 +186,19 @@ func TestCheck(t *testing.T) {
 		{"lecturer edits the exam", func(s *model.Site) { s.Exception("exam").Description = "moved" },
 			[]string{"root", "alice"}, []string{"carol"}},
 
+		// A maintenance exception opens the maintenance boot entry (a root shell at the
+		// PC): a pool admin's right in their pool, never a lecturer's, whatever its mode.
+		{"open maintenance in pool a", func(s *model.Site) {
+			s.Exceptions = append(s.Exceptions, model.Exception{Name: "patch", Kind: model.ExceptionMaintenance, Mode: "course-bio", Owner: "carol",
+				Start: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
+				Targets: []model.Target{{Pool: "a"}}})
+		}, []string{"root", "alice"}, []string{"carol", "frank"}},
+		{"open maintenance in pool b", func(s *model.Site) {
+			s.Exceptions = append(s.Exceptions, model.Exception{Name: "patch", Kind: model.ExceptionMaintenance, Mode: "course-chem",
+				Start: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
+				Targets: []model.Target{{Pool: "b"}}})
+		}, []string{"root"}, []string{"alice", "carol", "frank"}},
+
 		// Boot servers are the site admin's.
 		{"host boot server", func(s *model.Site) { s.Host("a1").BootServer = "x" }, []string{"root"}, []string{"alice", "carol"}},
 		{"add a host with a boot server", func(s *model.Site) {
@@ -215,6 +228,33 @@ func TestCheck(t *testing.T) {
 			if !errors.As(err, &f) {
 				t.Errorf("%s: %s allowed (err %v)", tc.name, uid, err)
 			}
+		}
+	}
+}
+
+// TestLecturerCannotOpenMaintenance: a lecturer's own booking may not become a
+// maintenance exception (which would open the maintenance entry in pool a's menus), nor
+// may a lecturer close one an admin opened; the pool admin may do both.
+func TestLecturerCannotOpenMaintenance(t *testing.T) {
+	cur := baseSite()
+	cur.Exceptions = append(cur.Exceptions, model.Exception{Name: "lab", Kind: "lecture", Mode: "course-bio", Owner: "carol",
+		Start: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
+		Targets: []model.Target{{Pool: "a"}}})
+	cur.Sort()
+	open := cur.Clone()
+	open.Exception("lab").Kind = model.ExceptionMaintenance
+	for _, tc := range []struct {
+		name     string
+		from, to *model.Site
+	}{{"open", cur, open}, {"close", open, cur}} {
+		changes := model.Diff(tc.from, tc.to)
+		if err := For(tc.from, "alice").Check(tc.from, tc.to, changes); err != nil {
+			t.Errorf("%s: pool admin refused: %v", tc.name, err)
+		}
+		err := For(tc.from, "carol").Check(tc.from, tc.to, changes)
+		var f *Forbidden
+		if !errors.As(err, &f) || !strings.Contains(err.Error(), "kind maintenance") {
+			t.Errorf("%s: lecturer: err %v, want a refusal naming kind maintenance", tc.name, err)
 		}
 	}
 }

@@ -44,11 +44,20 @@ const (
 
 var ImageKinds = []ImageKind{ImageDesktop, ImageCompute, ImageCourseVM}
 
-// ExceptionKind classifies a dated exception. It is informational, except for
-// ExceptionPowerSave.
+// ExceptionKind classifies a dated exception. It is informational to the schedule, except
+// for ExceptionPowerSave; boot menus depend on ExceptionExam and ExceptionMaintenance.
 type ExceptionKind string
 
-var ExceptionKinds = []ExceptionKind{"exam", "lecture", "holiday", "maintenance", "other", ExceptionPowerSave}
+var ExceptionKinds = []ExceptionKind{ExceptionExam, "lecture", "holiday", ExceptionMaintenance, "other", ExceptionPowerSave}
+
+// ExceptionExam locks the hosts it decides into its mode: a boot script without menu or
+// escape, the desktop told it is in an exam (docs/boot.md, docs/operations.md).
+const ExceptionExam ExceptionKind = "exam"
+
+// ExceptionMaintenance opens the maintenance entries of the boot menu on the hosts it
+// decides, whatever mode it sets; without one no menu offers maintenance. Pool admins
+// may book it for their pools, lecturers may not (sitemgmt/authz).
+const ExceptionMaintenance ExceptionKind = "maintenance"
 
 // ExceptionPowerSave marks the exceptions Slurm's power saving makes (`overtime slurm
 // resume`). Unlike every other kind it changes precedence: it targets hosts only, names

@@ -22,6 +22,12 @@ type Boot struct {
 	Others  []MenuEntry         // other selectable entries (local disk, maintenance, ...), each with its own resolved image
 	Timeout time.Duration       // menu timeout before the default boots; <= 0 means DefaultMenuTimeout
 
+	// Exam: the scheduled mode comes from an exam exception. The script then has no menu
+	// and no way out of that mode: Others are not rendered, nothing falls back to the
+	// local disk or a shell, a failure retries (exam.go), and the kernel command line
+	// carries ExamKernelArg. Only for hosts in the directory.
+	Exam bool
+
 	// Check, when set, says why a mode's resolved image cannot boot from this boot server
 	// ("" = it can), e.g. because its files are not on disk: the entry is then shown
 	// unavailable like an unpublished image, and the default falls back.
@@ -54,6 +60,8 @@ type bootPlan struct {
 	def       string // label of the default entry
 	localItem bool   // no entry is of kind local-disk: show the built-in local disk item
 	timeout   time.Duration
+	exam      bool   // lockdown: only entries[0], no menu, no escape (exam.go)
+	retryURL  string // exam: this host's boot script, asked for again after a failure
 }
 
 type bootEntry struct {
@@ -144,6 +152,20 @@ func (b Boot) plan() (*bootPlan, error) {
 		return nil, err
 	}
 	sched.scheduled = true
+	if b.Exam {
+		// An exam offers nothing but its mode, whatever the caller put in Others.
+		if b.Host == nil {
+			return nil, errorf("an exam boot needs a host in the directory, not %s", p.who)
+		}
+		base, err := baseURL(b.Server.HTTPURL)
+		if err != nil {
+			return nil, err
+		}
+		p.exam, p.retryURL = true, base+"/boot/ipxe/"+b.MAC
+		p.entries = []bootEntry{sched}
+		p.def = sched.label
+		return p, nil
+	}
 	others := make([]bootEntry, 0, len(b.Others))
 	seen := map[string]bool{b.Mode.Name: true}
 	for _, o := range b.Others {
@@ -233,6 +255,11 @@ func (p *bootPlan) entry(b Boot, m *model.Mode, v *model.ImageVersion) (bootEntr
 	if e.cmdline, err = KernelCommandLine(b.Server, b.Host, m, v); err != nil {
 		return e, err
 	}
+	if b.Exam {
+		// Last, so that it is the value a reader taking the last occurrence sees even if
+		// the mode's own arguments name the parameter too.
+		e.cmdline += " " + ExamKernelArg
+	}
 	return e, nil
 }
 
@@ -267,7 +294,13 @@ func (p *bootPlan) header(w *writer) {
 	if p.reason != "" {
 		w.comment("Reason: " + commentText(p.reason))
 	}
-	if sched.missing != "" {
+	if p.exam {
+		w.comment("Exam: no menu, no local disk, no shell; a failure retries this mode.")
+	}
+	switch {
+	case sched.missing != "" && p.exam:
+		w.comment("Cannot boot the scheduled mode (" + commentText(sched.missing) + "): retrying, the exam allows no other.")
+	case sched.missing != "":
 		w.comment("Cannot boot the scheduled mode (" + commentText(sched.missing) + "): defaulting to the local disk.")
 	}
 }

@@ -56,6 +56,14 @@ func bootCases() []bootCase {
 		{"unknown-mac", func(t *testing.T) Boot {
 			return testBoot(t, site, "", "52:54:00:99:99:99", "desktop", "unknown MAC: site unknown-host mode", "local")
 		}, "mode-desktop"},
+		// What a resolver gives a desktop outside and inside an opened maintenance window:
+		// the maintenance system only in the second.
+		{"maintenance-closed", func(t *testing.T) Boot {
+			return testBoot(t, site, "pc-a01", "", "desktop", `pool lab-a weekly "mon-fri 08:00-18:00 desktop"`, "local")
+		}, "mode-desktop"},
+		{"maintenance-open", func(t *testing.T) Boot {
+			return testBoot(t, site, "pc-a01", "", "desktop", `pool lab-a exception "patchday" (maintenance)`, "local", "maint")
+		}, "mode-desktop"},
 		{"pinned", func(t *testing.T) Boot {
 			b := testBoot(t, site, "seminar", "", "desktop-old", "pool lab-c weekly \"mon-fri 00:00-24:00 desktop-old\"")
 			b.Timeout = 1500 * time.Millisecond
@@ -78,6 +86,16 @@ func goldenCases() []goldenCase {
 		cs = append(cs,
 			goldenCase{"ipxe-" + bc.name, func(t *testing.T, w io.Writer) error { return IPXE(w, bc.boot(t)) }},
 			goldenCase{"pxelinux-" + bc.name, func(t *testing.T, w io.Writer) error { return PXELinux(w, bc.boot(t)) }},
+		)
+	}
+	for _, ec := range examCases() {
+		if !ec.golden {
+			continue
+		}
+		ec := ec
+		cs = append(cs,
+			goldenCase{"ipxe-" + ec.name, func(t *testing.T, w io.Writer) error { return IPXE(w, ec.boot(t)) }},
+			goldenCase{"pxelinux-" + ec.name, func(t *testing.T, w io.Writer) error { return PXELinux(w, ec.boot(t)) }},
 		)
 	}
 	cs = append(cs, goldenCase{"ipxe-chain", func(t *testing.T, w io.Writer) error {

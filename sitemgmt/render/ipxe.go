@@ -22,6 +22,10 @@ func IPXE(out io.Writer, b Boot) error {
 	w.line("#!ipxe")
 	p.header(w)
 	w.line("")
+	if p.exam {
+		writeIPXEExam(w, p)
+		return w.flush(out)
+	}
 
 	w.line("menu %s", p.title())
 	if p.reason != "" {

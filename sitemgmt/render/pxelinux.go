@@ -20,6 +20,10 @@ func PXELinux(out io.Writer, b Boot) error {
 	w := &writer{}
 	p.header(w)
 	w.line("")
+	if p.exam {
+		writePXELinuxExam(w, p)
+		return w.flush(out)
+	}
 	w.line("UI menu.c32")
 	w.line("MENU TITLE %s", p.title())
 	w.comment("TIMEOUT counts tenths of a second; the default entry boots when it runs out.")

@@ -105,9 +105,16 @@ type Assignment struct {
 	// the one fallback rule (BootServer); nil only with ServerNone.
 	Server     *model.BootServer
 	ServerFrom ServerSource
-	// Others are the boot menu's other selectable entries (the site's local-disk and
-	// maintenance modes), each with its resolved image.
+	// Others are the boot menu's other selectable entries, each with its resolved image:
+	// the site's local-disk modes, and its maintenance modes only while an administrator
+	// has opened maintenance for the host (MaintenanceOpen); none in an exam.
 	Others []render.MenuEntry
+	// Exam: the mode in force comes from an exam exception (the deciding rule's kind).
+	// The boot script then has no menu and no escape, and the agent is told (wire).
+	Exam bool
+	// MaintenanceOpen: an exception of kind maintenance decides the host's mode now
+	// (whatever mode it sets), so its menu offers the maintenance modes.
+	MaintenanceOpen bool
 	// Guest is Mode's guest with defaults filled, its version resolved and located on
 	// Server; nil when the mode runs none or it cannot run, and then GuestUnavailable says
 	// why if the mode names a guest. Only known hosts get a guest.
@@ -215,9 +222,11 @@ func (r *Resolver) resolve(h *model.Host, mac string, q Query) *Assignment {
 	if a.ImageUnavailable != "" {
 		a.unavailable = map[string]string{a.Mode.Name: a.ImageUnavailable}
 	}
+	a.Exam = a.Decision.ExceptionKind == model.ExceptionExam
+	a.MaintenanceOpen = a.Decision.ExceptionKind == model.ExceptionMaintenance
 	for i := range r.site.Modes {
 		m := &r.site.Modes[i]
-		if m == a.Mode || (m.Kind != model.KindLocalDisk && m.Kind != model.KindMaintenance) {
+		if a.Exam || m == a.Mode || !offered(m.Kind, a.MaintenanceOpen) {
 			continue
 		}
 		v, why, _ := r.imageFor(m, a.Server, q.Held)
@@ -243,6 +252,15 @@ func (r *Resolver) resolve(h *model.Host, mac string, q Query) *Assignment {
 		a.CourseVM, a.CourseVMUnavailable = r.courseVM(h, a.Mode, a.Server, q.Held)
 	}
 	return a
+}
+
+// offered says whether a mode of kind k is a boot menu entry besides the scheduled mode.
+// The local disk always is (a PC's own system is no privilege). A maintenance system is
+// a root shell over the network for whoever sits at the PC, so it is offered only where
+// and while an administrator opened it: an exception of kind maintenance decides the
+// host's mode (authz lets pool admins book those for their pools, never lecturers).
+func offered(k model.ModeKind, maintenanceOpen bool) bool {
+	return k == model.KindLocalDisk || k == model.KindMaintenance && maintenanceOpen
 }
 
 // courseVM locates course-vm mode m's VM for h on srv: the image's newest version (what
@@ -317,6 +335,7 @@ func (a *Assignment) Boot() render.Boot {
 	b := render.Boot{
 		MAC: a.MAC, Host: a.Host, Server: a.Server, Mode: a.Mode, Image: a.Image,
 		Reason: a.Decision.Rule, Until: a.Decision.Next, Loc: a.Loc, Others: a.Others,
+		Exam: a.Exam && a.Host != nil,
 	}
 	if len(a.unavailable) > 0 {
 		un := a.unavailable
@@ -334,7 +353,6 @@ func (r *Resolver) AgentConfig(h *model.Host, q Query, b Running) (*wire.AgentCo
 	if err != nil {
 		return nil, err
 	}
-	cfg.Exam = r.IsExam(a)
 	if sw := r.RebootFrom(a, b, q); sw != nil {
 		cfg.Reboot, cfg.RebootSwitch, cfg.Label = sw.Reboot, sw.Rule, sw.Label
 	}
@@ -368,6 +386,13 @@ func (a *Assignment) AgentConfig() (*wire.AgentConfig, error) {
 	}
 	if !a.Decision.Next.IsZero() {
 		cfg.NextChange = a.Decision.Next.In(a.Loc)
+	}
+	if a.Exam {
+		// No compute guest beside an exam, decided here rather than left to each agent.
+		cfg.Exam = true
+		if cfg.Guest != nil {
+			cfg.Guest, cfg.GuestUnavailable = nil, "no compute guest during an exam"
+		}
 	}
 	return cfg, nil
 }

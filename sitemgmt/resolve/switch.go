@@ -50,7 +50,7 @@ func (r *Resolver) nextExamBoundary(h *model.Host, t time.Time) time.Time {
 	var next time.Time
 	for i := range r.site.Exceptions {
 		x := &r.site.Exceptions[i]
-		if x.Kind != "exam" || !x.End.After(t) || !targets(x, h) {
+		if x.Kind != model.ExceptionExam || !x.End.After(t) || !targets(x, h) {
 			continue
 		}
 		b := x.End
@@ -96,22 +96,12 @@ func (r *Resolver) RebootFrom(a *Assignment, b Running, q Query) *Switch {
 	booted := *a
 	booted.Mode = bm
 	booted.Image, _, _ = r.imageFor(bm, a.Server, q.Held)
-	x := r.Exception(a.Host, a.At, a.Decision)
-	var xkind model.ExceptionKind
-	if x != nil {
-		xkind = x.Kind
-	}
-	why := rebootReason(&booted, a, b.Exam, xkind == "exam")
+	why := rebootReason(&booted, a, b.Exam, a.Exam)
 	if why == "" {
 		return nil
 	}
-	return &Switch{At: a.At, Mode: a.Mode.Name, Reboot: why, Rule: a.Policy.SwitchFor(a.Mode.Kind, xkind), Label: label(a.Mode, x)}
-}
-
-// IsExam reports whether a's mode comes from an exam exception.
-func (r *Resolver) IsExam(a *Assignment) bool {
-	x := r.Exception(a.Host, a.At, a.Decision)
-	return x != nil && x.Kind == "exam"
+	return &Switch{At: a.At, Mode: a.Mode.Name, Reboot: why, Rule: a.Policy.SwitchFor(a.Mode.Kind, a.Decision.ExceptionKind),
+		Label: label(a.Mode, r.Exception(a.Host, a.At, a.Decision))}
 }
 
 // NextSwitch is the switch a's host makes at its next change (nil: no change ahead, or an
@@ -139,14 +129,9 @@ func (r *Resolver) NextSwitch(a *Assignment, q Query) *Switch {
 		return nil
 	}
 	sw := &Switch{At: at, Mode: n.Mode.Name}
-	x := r.Exception(a.Host, n.At, n.Decision)
-	var xkind model.ExceptionKind
-	if x != nil {
-		xkind = x.Kind
-	}
-	sw.Rule = a.Policy.SwitchFor(n.Mode.Kind, xkind)
-	sw.Reboot = rebootReason(a, n, r.IsExam(a), xkind == "exam")
-	sw.Label = label(n.Mode, x)
+	sw.Rule = a.Policy.SwitchFor(n.Mode.Kind, n.Decision.ExceptionKind)
+	sw.Reboot = rebootReason(a, n, a.Exam, n.Exam)
+	sw.Label = label(n.Mode, r.Exception(a.Host, n.At, n.Decision))
 	return sw
 }
 

@@ -322,7 +322,7 @@ func (c *compiler) exceptions() error {
 			if len(list) > 0 && list[len(list)-1].x == x {
 				continue // target listed twice: the same exception, not an overlap
 			}
-			byTarget[k] = append(list, entry{x, span{start: x.Start, end: x.End, mode: m, text: text}})
+			byTarget[k] = append(list, entry{x, span{start: x.Start, end: x.End, mode: m, text: text, kind: x.Kind}})
 		}
 	}
 	for _, k := range targets {

@@ -3,6 +3,8 @@ package schedule
 import (
 	"fmt"
 	"time"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
 // Level says which kind of rule decided a mode. Lower levels are more specific and win.
@@ -48,6 +50,11 @@ type Decision struct {
 	Rule     string    // human-readable deciding rule, e.g. `host pc001 weekly "mon-fri 08:00-18:00 desktop"`
 	Next     time.Time // next instant the effective mode changes, in the site's zone; zero if it never does
 	NextMode string    // the mode from Next on ("" when Next is zero)
+	// ExceptionKind is the kind of the exception that decided (exception and power-save
+	// levels; "" for weekly rules and defaults). Kinds are informational to the schedule,
+	// but what a boot menu offers depends on them: an exam locks the menu, a maintenance
+	// exception opens the maintenance entry.
+	ExceptionKind model.ExceptionKind
 }
 
 // source is what can decide a weekly slot: one pool rule, one host rule or the default.
@@ -75,6 +82,7 @@ type span struct {
 	start, end time.Time
 	mode       uint16
 	text       string
+	kind       model.ExceptionKind
 }
 
 type poolSched struct {

@@ -154,6 +154,15 @@ func TestEngineSmallSite(t *testing.T) {
 			if d.Mode != want.Mode || d.Level != want.Level || d.Rule != want.Rule || !d.Next.Equal(want.Next) || d.NextMode != want.NextMode {
 				t.Errorf("At(%s, %s) =\n  %+v\nwant\n  %+v", tc.host, tc.t.Format(time.RFC3339Nano), d, want)
 			}
+			// The deciding exception's kind travels with the decision (boot menus lock
+			// or open on it); these fixtures name it in the rule text.
+			wantKind := model.ExceptionKind("")
+			if tc.level == LevelHostException || tc.level == LevelPoolException {
+				wantKind = model.ExceptionKind(tc.rule[strings.LastIndex(tc.rule, "(")+1 : len(tc.rule)-1])
+			}
+			if d.ExceptionKind != wantKind {
+				t.Errorf("At(%s, %s).ExceptionKind = %q, want %q", tc.host, tc.t.Format(time.RFC3339), d.ExceptionKind, wantKind)
+			}
 			if h := s.Host(tc.host); e.AtHost(h, tc.t) != d {
 				t.Errorf("AtHost differs from At")
 			}

@@ -44,13 +44,13 @@ func (e *Engine) AtUnknown(t time.Time) Decision {
 // constant by construction) until the mode differs. A bound on the walk guards against
 // data the proof of termination does not cover; in practice it ends within a few steps.
 func (e *Engine) eval(hs *hostSched, t time.Time) Decision {
-	mode, level, text, end, open := e.segment(hs, t)
-	d := Decision{Mode: e.modes[mode], Level: level, Rule: text}
+	mode, level, text, kind, end, open := e.segment(hs, t)
+	d := Decision{Mode: e.modes[mode], Level: level, Rule: text, ExceptionKind: kind}
 	limit := 64 + 4*(len(hs.exc)+len(hs.pool.exc)+len(hs.powerSave))
 	for step := 0; !open && step < limit; step++ {
 		cur := end
 		var m uint16
-		m, _, _, end, open = e.segment(hs, cur)
+		m, _, _, _, end, open = e.segment(hs, cur)
 		if m != mode {
 			d.Next = cur.In(e.loc)
 			d.NextMode = e.modes[m]
@@ -80,8 +80,8 @@ func lastStarted(sp []span, t time.Time) int {
 // the segment therefore also ends there, and the caller re-evaluates in the new offset.
 // That is what makes DST exact: skipped wall slots are never visited, repeated ones are
 // visited twice.
-func (e *Engine) segment(hs *hostSched, t time.Time) (mode uint16, level Level, text string, end time.Time, open bool) {
-	mode, level, text, end, open = e.ruleSegment(hs, t)
+func (e *Engine) segment(hs *hostSched, t time.Time) (mode uint16, level Level, text string, kind model.ExceptionKind, end time.Time, open bool) {
+	mode, level, text, kind, end, open = e.ruleSegment(hs, t)
 	if len(hs.powerSave) == 0 || !e.yields[mode] {
 		return
 	}
@@ -94,7 +94,7 @@ func (e *Engine) segment(hs *hostSched, t time.Time) (mode uint16, level Level, 
 		if open || ps[i].end.Before(end) {
 			end = ps[i].end
 		}
-		return ps[i].mode, LevelPowerSave, ps[i].text, end, false
+		return ps[i].mode, LevelPowerSave, ps[i].text, ps[i].kind, end, false
 	}
 	if i+1 < len(ps) && (open || ps[i+1].start.Before(end)) {
 		end, open = ps[i+1].start, false
@@ -104,7 +104,7 @@ func (e *Engine) segment(hs *hostSched, t time.Time) (mode uint16, level Level, 
 
 // ruleSegment is segment without power-save exceptions: exceptions, weekly rules and
 // the default.
-func (e *Engine) ruleSegment(hs *hostSched, t time.Time) (mode uint16, level Level, text string, end time.Time, open bool) {
+func (e *Engine) ruleSegment(hs *hostSched, t time.Time) (mode uint16, level Level, text string, kind model.ExceptionKind, end time.Time, open bool) {
 	var bound time.Time
 	bounded := false
 	limit := func(b time.Time) {
@@ -114,14 +114,14 @@ func (e *Engine) ruleSegment(hs *hostSched, t time.Time) (mode uint16, level Lev
 	}
 	if i := lastStarted(hs.exc, t); i >= 0 && t.Before(hs.exc[i].end) {
 		x := &hs.exc[i]
-		return x.mode, LevelHostException, x.text, x.end, false
+		return x.mode, LevelHostException, x.text, x.kind, x.end, false
 	} else if i+1 < len(hs.exc) {
 		limit(hs.exc[i+1].start)
 	}
 	pe := hs.pool.exc
 	if i := lastStarted(pe, t); i >= 0 && t.Before(pe[i].end) {
 		limit(pe[i].end)
-		return pe[i].mode, LevelPoolException, pe[i].text, bound, false
+		return pe[i].mode, LevelPoolException, pe[i].text, pe[i].kind, bound, false
 	} else if i+1 < len(pe) {
 		limit(pe[i+1].start)
 	}
@@ -143,7 +143,7 @@ func (e *Engine) ruleSegment(hs *hostSched, t time.Time) (mode uint16, level Lev
 			limit(zoneEnd)
 		}
 	}
-	return src.mode, src.level, text, bound, !bounded
+	return src.mode, src.level, text, "", bound, !bounded
 }
 
 func floorDiv(a, b int64) int64 {

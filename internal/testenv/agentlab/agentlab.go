@@ -104,9 +104,14 @@ func Start(t testing.TB, opt Options) *Lab {
 	inputDir := filepath.Join(l.Dir, "input") // the host has no input devices
 	os.MkdirAll(inputDir, 0o755)
 	l.Metrics = FreePort(t)
+	// The PC's power, as the agent would switch it: recorded, never this machine's.
+	power := filepath.Join(l.Dir, "power")
+	if err := os.WriteFile(power, []byte("#!/bin/sh\necho \"$1\" >> "+filepath.Join(l.Dir, "power-acts")+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	l.Args = []string{"--server", l.Env.HTTP.URL, "--token-file", tokenFile, "--mac", MAC,
 		"--state-dir", filepath.Join(l.Dir, "state"), "--image-root", imageRoot,
-		"--listen", l.Metrics, "--utmp", utmp, "--input-dir", inputDir}
+		"--listen", l.Metrics, "--utmp", utmp, "--input-dir", inputDir, "--power-command", power}
 	if l.Libvirt != nil {
 		l.Args = append(l.Args, "--libvirt-uri", l.Libvirt.URI)
 	}

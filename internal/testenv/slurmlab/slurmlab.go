@@ -62,6 +62,18 @@ type Host struct {
 	tokenDir  string
 }
 
+// PowerActs is what the host's agent asked of the PC's power (its --power-command, one
+// line per call: "reboot", "poweroff"); a lab PC stays on.
+func (h *Host) PowerActs() string {
+	b, _ := os.ReadFile(filepath.Join(h.tokenDir, "power-acts"))
+	return string(b)
+}
+
+// Logout ends the host's terminal session (its utmp record goes): nobody is logged in.
+func (h *Host) Logout() error {
+	return os.WriteFile(filepath.Join(h.tokenDir, "utmp"), nil, 0o644)
+}
+
 // Options choose the hosts and the pool policy.
 type Options struct {
 	Hosts  []Host // Name, MAC, Cluster; addresses are assigned
@@ -528,10 +540,13 @@ func (l *Lab) startAgent(h *Host) {
 	utmp := filepath.Join(h.tokenDir, "utmp")
 	h.Session = agentlab.NewSession(l.T, utmp)
 	listen := fmt.Sprintf("%s:%d", h.IP, AgentPort)
+	// The PC's power, as the agent would switch it: recorded, never this machine's.
+	power := filepath.Join(h.tokenDir, "power")
+	os.WriteFile(power, []byte("#!/bin/sh\necho \"$1\" >> "+filepath.Join(h.tokenDir, "power-acts")+"\n"), 0o755)
 	h.Agent = l.start("agent "+h.Name, l.NS.NetCommand(l.AgentBin, "run", "--server", l.API, "--token-file", token,
 		"--mac", h.MAC, "--state-dir", filepath.Join(h.tokenDir, "state"), "--image-root", filepath.Join(l.Dir, "images"),
 		"--listen", listen, "--guest-url", "http://"+listen, "--utmp", utmp, "--input-dir", filepath.Join(h.tokenDir, "input"),
-		"--refresh", "5s", "--heartbeat", "5s", "--check", "2s", "--restart-backoff", "1s"))
+		"--refresh", "5s", "--heartbeat", "5s", "--check", "2s", "--restart-backoff", "1s", "--power-command", power))
 }
 
 // Host finds a lab host by name.
