@@ -181,6 +181,7 @@ start() {
 		switch_demo || exit 1
 	fi
 	slurm_demo || exit 1
+	reservation_demo || exit 1
 	powersave_demo || exit 1
 
 	cat <<EOT
@@ -199,6 +200,8 @@ Try (in another shell):
   bin/overtime host list
   bin/overtime mode-at pc-a05 '2026-12-05 23:00'
   bin/overtime agent status pc-a01       # its node agent's last heartbeat
+  bin/overtime host reboot pc-a01 --reason "new driver"   # its agent restarts it (nobody logged in)
+  bin/overtime host power-status; bin/overtime audit      # commands and who did what
   bin/overtime image show debian-desktop # versions, where each is verified, what keeps it
   bin/overtime schedule add --host pc-a01 'daily 00:00-24:00 maintenance'   # then reset pc-a01:
   echo system_reset | socat - UNIX-CONNECT:$D/pc-a01.monitor; tail -f $D/pc-a01.log
@@ -275,6 +278,20 @@ powersave_demo() {
 	fi
 	sed -n '/^=== RUN   TestSlurmPowerSave$/,/^--- PASS/p' "$D/powersave-demo.log" | grep -v -e '^--- PASS' -e '^=== ' -e '^    --- ' |
 		sed -e 's/^ *slurm_powersave_test.go:[0-9]*: //' -e 's/^/   | /'
+}
+
+# reservation_demo: Slurm is told in advance (TestSlurmReservations): the sync daemon holds
+# a maintenance reservation on a node before its course slot, a job whose time limit
+# crosses the slot runs on a dedicated node instead, and a job hit by a short-notice exam
+# is warned with USR1 and requeued with the reason.
+reservation_demo() {
+	echo
+	echo "== Slurm told in advance: a reservation before a lecture, a warning and a requeue at short notice"
+	if ! go test -count=1 -timeout 10m -run '^TestSlurmReservations$' -v ./test/ > "$D/reservation-demo.log" 2>&1; then
+		tail -40 "$D/reservation-demo.log"; echo "demo: the reservation part failed (log: $D/reservation-demo.log)"; return 1
+	fi
+	grep -E '^ *slurm_reservation_test.go:[0-9]+: ' "$D/reservation-demo.log" |
+		sed -e 's/^ *slurm_reservation_test.go:[0-9]*: //' -e 's/^/   | /'
 }
 
 # vm: type a command on pc-a01's serial console.
