@@ -13,8 +13,9 @@ import (
 // The reservations benchmark (issue 15): one Slurm queue over the whole pool, replayed
 // through a week with guest-stopping changes (Room.Stops: course-VM slots in the
 // timetable, short-notice exceptions), with and without Overtime telling Slurm in
-// advance. Where Simulate gives every host an endless job queue of its own, this is a
-// pool-wide discrete-event simulation of one queue and Slurm's placement.
+// advance. Where Simulate gives every host an endless job queue of its own (and ignores
+// Room.Stops), this is a pool-wide discrete-event simulation of one queue and Slurm's
+// placement.
 //
 // The guest: each host's compute guest under a sharing policy (overtime-default), as
 // Simulate replays it (guestRates: the real policy engine, the same compute model: full
