@@ -9,6 +9,10 @@ go test -run='^$' -bench=. -benchmem -count=5 ./sitemgmt/schedule ./sitemgmt/ren
 # Boot storm: N simulated PXE clients against the real dnsmasq and `overtime serve`
 # (needs root: network namespaces). About 6 minutes.
 go run ./test/bench/bootstorm -overtime bin/overtime -out docs/benchmarks
+# A room of 200 PCs switching mode at one boundary (issue 15): all at once vs the reboot
+# spread (power-ons uniform over 2 min), each PC also fetching its boot script from
+# `overtime serve`; the two alternate, 6 repetitions each (needs root). About 13 minutes.
+go run ./test/bench/bootstorm -overtime bin/overtime -switch-n 200 -switch-spread 2m -switch-reps 6 -out docs/benchmarks
 # Real PXE boots of QEMU VMs through the whole chain, power-on to root mounted.
 go test -count=1 -timeout 60m -run '^$' -bench PXEBoot -benchtime 1x ./test/bench/pxeboot -args -out "$PWD/docs/benchmarks"
 # The node agent: key press -> guest throttled, 200 presses per backend (container, QEMU
@@ -17,6 +21,10 @@ go test -count=1 -timeout 60m -run '^$' -bench AgentReaction -benchtime 1x ./tes
 # Harvest simulation: a synthetic week of a 200-host pool replayed through the real policy
 # engine and three reference policies (seconds).
 go test -count=1 -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out "$PWD/docs/benchmarks"
+# Reservations and warning signals (issue 15): the harvest week with course-VM slots and
+# short-notice changes, one Slurm queue over the pool, overtime-default without and with
+# reservations (and signals), same week and job stream; seeds 1-5 (about 15 s).
+go test -count=1 -run '^$' -bench Reservations -benchtime 1x ./test/bench/harvest -args -out "$PWD/docs/benchmarks"
 # Owner activity -> Slurm node features/weight: real slurmctld, agent, container guest
 # with slurmd -Z and overtime-slurm-sync; 100 changes each way. About 5 minutes.
 go test -count=1 -timeout 30m -run '^$' -bench SlurmPropagation -benchtime 1x ./test/bench/slurmsync -args -out "$PWD/docs/benchmarks"

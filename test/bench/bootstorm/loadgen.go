@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -50,6 +51,14 @@ type lgConfig struct {
 	TFTPDeadline time.Duration   `json:"tftpDeadline"` // the loader
 	PayDeadline  time.Duration   `json:"payloadDeadline"`
 	StartSpread  time.Duration   `json:"startSpread"` // 0: every client starts at once
+	// StartSeed, when not 0, draws each client's power-on uniformly at random in
+	// [0, StartSpread) from this seed (the agent's SwitchSpread: a random instant in the
+	// window) instead of spacing them evenly.
+	StartSeed uint64 `json:"startSeed,omitempty"`
+	// BootScript: after the loader, fetch the per-host boot script as lpxelinux does,
+	// GET {option 210}pxelinux.cfg/01-{mac with dashes}, rendered per request by the site
+	// manager (measured as its own phase).
+	BootScript bool `json:"bootScript,omitempty"`
 }
 
 type fileGot struct {
@@ -67,7 +76,7 @@ type clientResult struct {
 	PathPrefix string `json:"pathPrefix,omitempty"`
 
 	OK     bool   `json:"ok"`
-	Failed string `json:"failed,omitempty"` // phase that failed: dhcp, addr, loader, payload
+	Failed string `json:"failed,omitempty"` // phase that failed: dhcp, addr, loader, script, payload
 	Err    string `json:"err,omitempty"`
 
 	// Phase durations and the client's total from its power-on, in ms; StartMs and EndMs
@@ -75,14 +84,18 @@ type clientResult struct {
 	StartMs   float64 `json:"startMs"`
 	DHCPms    float64 `json:"dhcpMs"`
 	LoaderMs  float64 `json:"loaderMs"`
+	ScriptMs  float64 `json:"scriptMs,omitempty"`
 	PayloadMs float64 `json:"payloadMs"`
 	TotalMs   float64 `json:"totalMs"`
 	EndMs     float64 `json:"endMs"`
 
-	DHCPRetries    int `json:"dhcpRetries"`
-	LoaderRetries  int `json:"loaderRetries"`
-	PayloadRetries int `json:"payloadRetries"`
-	TFTPDuplicates int `json:"tftpDuplicates,omitempty"`
+	DHCPRetries    int    `json:"dhcpRetries"`
+	LoaderRetries  int    `json:"loaderRetries"`
+	PayloadRetries int    `json:"payloadRetries"`
+	ScriptRetries  int    `json:"scriptRetries,omitempty"`
+	TFTPDuplicates int    `json:"tftpDuplicates,omitempty"`
+	ScriptBytes    int    `json:"scriptBytes,omitempty"`
+	Script         string `json:"script,omitempty"` // the boot script itself, kept for the first client only
 
 	LoaderSHA256 string    `json:"loaderSha256,omitempty"`
 	LoaderBlk    int       `json:"loaderBlkSize,omitempty"`
@@ -172,22 +185,41 @@ func runLoad(cfg lgConfig, ready func() error) (lgResult, error) {
 	t0 := time.Now()
 	res.Clients = make([]clientResult, len(macs))
 	var wg sync.WaitGroup
+	delays := startDelays(cfg.StartSpread, cfg.StartSeed, len(mux.list))
 	for i, c := range mux.list {
-		// Power-on times spread evenly in a fixed shuffled order (the same every run).
-		var delay time.Duration
-		if cfg.StartSpread > 0 && len(mux.list) > 1 {
-			delay = cfg.StartSpread * time.Duration((i*7919)%len(mux.list)) / time.Duration(len(mux.list)-1)
-		}
+		delay := delays[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			res.Clients[i] = bootOne(cfg, mux, c, adder, loader, t0, delay)
+			if i > 0 {
+				res.Clients[i].Script = ""
+			}
 		}()
 	}
 	wg.Wait()
 	res.AllMs = ms(time.Since(t0))
 	res.DHCPStray, res.DHCPDropped = mux.stray.Load(), mux.dropped.Load()
 	return res, nil
+}
+
+// startDelays are the clients' power-on times after the room's "go": all 0 without a
+// spread; with a spread and seed 0, evenly spaced in a fixed shuffled order (the same
+// every run); with a seed, uniformly random in [0, spread) (the agent's SwitchSpread).
+func startDelays(spread time.Duration, seed uint64, n int) []time.Duration {
+	d := make([]time.Duration, n)
+	if spread <= 0 || n < 2 {
+		return d
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	for i := range d {
+		if seed != 0 {
+			d[i] = time.Duration(rng.Int64N(int64(spread)))
+		} else {
+			d[i] = spread * time.Duration((i*7919)%n) / time.Duration(n-1)
+		}
+	}
+	return d
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -236,6 +268,16 @@ func bootOne(cfg lgConfig, mux *dhcpMux, c *dhcpClient, adder *addrAdder, loader
 	r.LoaderSHA256 = hex.EncodeToString(sum[:])
 	if !bytes.Equal(got.Bytes(), loader) {
 		return fail("loader", fmt.Errorf("loader %s: got %d bytes that differ from %s (%d bytes)", l.BootFile, got.Len(), cfg.LoaderFile, len(loader)))
+	}
+
+	// The boot script, as lpxelinux fetches it from the path prefix (option 210).
+	if cfg.BootScript {
+		t := time.Now()
+		b, err := fetchScript(cfg, l.IP, l.PathPrefix, c.mac, &r.ScriptRetries)
+		r.ScriptMs, r.ScriptBytes, r.Script = ms(time.Since(t)), len(b), string(b)
+		if err != nil {
+			return fail("script", err)
+		}
 	}
 
 	// Kernel and initrd: over HTTP as Overtime does, or over TFTP as a pure-TFTP setup.
@@ -300,6 +342,60 @@ func fetchHTTP(ctx context.Context, cfg lgConfig, local netip.Addr, r *clientRes
 		}
 	}
 	return nil
+}
+
+// fetchScript gets pxelinux.cfg/01-MAC below the path prefix from the leased address on a
+// connection of its own, retrying a failed request (counted) as fetchHTTP does. It
+// returns the script; it must be this host's PXELINUX configuration.
+func fetchScript(cfg lgConfig, local netip.Addr, prefix string, mac net.HardwareAddr, retries *int) ([]byte, error) {
+	if !strings.HasPrefix(prefix, "http://") {
+		return nil, fmt.Errorf("path prefix (option 210) %q is not an http:// URL", prefix)
+	}
+	url := prefix + "pxelinux.cfg/01-" + strings.ReplaceAll(mac.String(), ":", "-")
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.PayDeadline)
+	defer cancel()
+	d := &net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0)), Timeout: 10 * time.Second}
+	tr := &http.Transport{DialContext: d.DialContext, DisableCompression: true, Proxy: nil}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Transport: tr}
+	var err error
+	for attempt := 0; attempt <= cfg.HTTPRetries; attempt++ {
+		if attempt > 0 {
+			*retries++
+		}
+		var b []byte
+		b, err = func() ([]byte, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return nil, err
+			}
+			resp, err := cl.Do(req)
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			if err != nil {
+				return nil, err
+			}
+			if resp.StatusCode != http.StatusOK {
+				return nil, fmt.Errorf("GET %s: %s: %.200s", url, resp.Status, b)
+			}
+			return b, nil
+		}()
+		if err == nil {
+			// The script names the host it was rendered for ("... for host NAME (MAC)"):
+			// a known PC got its own menu, not the unknown-MAC one.
+			if !bytes.Contains(b, []byte("\nLABEL ")) || !bytes.Contains(b, []byte("("+mac.String()+")")) {
+				return b, fmt.Errorf("GET %s: not this host's PXELINUX configuration: %.300q", url, b)
+			}
+			return b, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, err
 }
 
 func httpGet(ctx context.Context, cl *http.Client, url string, buf []byte) (fileGot, error) {

@@ -16,6 +16,12 @@
 // throwaway slapd for its directory); -http-cmd runs any other command. -report-only
 // rewrites the Markdown and the plot from an earlier bootstorm.json.
 //
+// -switch-n N runs, instead of all that, the mode-switch comparison of issue 15 (switch.go):
+// N PCs rebooting at one schedule boundary at once vs spread over -switch-spread, each
+// also fetching its boot script from `overtime serve`, to OUT/bootstorm-spread.*:
+//
+//	go run ./test/bench/bootstorm -overtime bin/overtime -switch-n 200 -switch-reps 5 -out docs/benchmarks
+//
 // The binary runs itself again in other roles, chosen by BOOTSTORM_ROLE: the load
 // generator (inside the client namespace), the built-in HTTP server (inside the server
 // namespace) and a reaper that removes namespaces and files if the benchmark is killed.
@@ -43,6 +49,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv/synth"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
 type listFlag []string
@@ -112,10 +119,26 @@ func benchMain() error {
 		tftpRet  = flag.Int("tftp-retries", 6, "consecutive TFTP timeouts before a client gives up")
 		payDL    = flag.Duration("payload-deadline", 300*time.Second, "deadline of the kernel+initrd phase")
 		dnsOpts  listFlag
+		switchN  = flag.Int("switch-n", 0, "run only the mode-switch comparison instead (issue 15): a room of this many PCs rebooting at one boundary, "+
+			"at once vs power-ons spread uniformly at random over -switch-spread, each also fetching its boot script from `overtime serve` (needs -overtime); writes bootstorm-spread.{json,md,png}")
+		switchSpread = flag.Duration("switch-spread", 2*time.Minute, "reboot spread of the -switch-n comparison (the pool policy's switchSpread, default 2 min)")
+		switchReps   = flag.Int("switch-reps", 5, "repetitions of each variant of the -switch-n comparison")
 	)
+	switchReportOnly := flag.String("switch-report-only", "", "run nothing: rewrite -out's bootstorm-spread Markdown and PNG (and JSON) from this bootstorm-spread.json")
 	reportOnly := flag.String("report-only", "", "run nothing: rewrite -out's Markdown and PNG (and JSON) from this bootstorm.json")
 	flag.Var(&dnsOpts, "dnsmasq-opt", "extra dnsmasq configuration line appended to the rendered one (repeatable; e.g. tftp-max=500)")
 	flag.Parse()
+	if *switchReportOnly != "" {
+		b, err := os.ReadFile(*switchReportOnly)
+		if err != nil {
+			return err
+		}
+		var rep switchReport
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return fmt.Errorf("%s: %w", *switchReportOnly, err)
+		}
+		return rep.write(*out)
+	}
 	if *reportOnly != "" {
 		b, err := os.ReadFile(*reportOnly)
 		if err != nil {
@@ -224,8 +247,33 @@ func benchMain() error {
 	}
 	var httpName, relayTo string
 
+	if *switchN > 0 && *otBin == "" {
+		return errors.New("-switch-n needs -overtime: the boot scripts come from `overtime serve`")
+	}
 	if *otBin != "" {
-		ot, err := startOvertime(*otBin, dir)
+		var site *model.Site
+		if *switchN > 0 {
+			if site, _, err = benchSite(*switchN, "static", *httpPort); err != nil {
+				return err
+			}
+			// The newest desktop version complete on the boot server, as the resolver
+			// checks it: kernel and initrd are the payload; the root image is a sparse
+			// file of the catalogue's size (nothing reads it here).
+			v := site.Image("debian-desktop").Version("")
+			root := filepath.Join(srvDir, "images", filepath.FromSlash(v.Path), "root.squashfs")
+			f, err := os.Create(root)
+			if err != nil {
+				return err
+			}
+			err = f.Truncate(v.Size)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		}
+		ot, err := startOvertime(*otBin, dir, site)
 		if err != nil {
 			return fmt.Errorf("overtime serve: %w", err)
 		}
@@ -241,6 +289,11 @@ func benchMain() error {
 	o.LDAPRelay = relayTo
 	o.HTTPCmd, o.HTTPPort, o.LogDHCP, o.DnsmasqOpts, o.LogDir = *httpCmd, *httpPort, *logDHCP, dnsOpts, *logDir
 	o.BlkSize, o.TFTPTimeout, o.TFTPRetries, o.PayDeadline = *blksize, *tftpTO, *tftpRet, *payDL
+
+	if *switchN > 0 {
+		return switchMain(ctx, o, *out, switchReport{Date: time.Now().UTC().Format(time.RFC3339), Command: commandLine(), Machine: machineFacts(),
+			Payload: payload, HTTPServer: httpName, N: *switchN, Spread: switchSpread.Seconds(), Reps: *switchReps, ScriptPath: "pxelinux.cfg/01-{mac}"})
+	}
 
 	rep := &report{Date: time.Now().UTC().Format(time.RFC3339), Command: commandLine(), Machine: machineFacts(), Payload: payload,
 		Options: reportOptions{Addressing: *addressing, HTTPServer: httpName, LogDHCP: *logDHCP,
@@ -296,6 +349,31 @@ func benchMain() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "bootstorm: wrote %s and %s (%.0f s)\n", filepath.Join(*out, "bootstorm.json"), filepath.Join(*out, "bootstorm.md"), rep.WallSeconds)
+	return nil
+}
+
+// switchMain runs the mode-switch comparison (switch.go), both variants in every
+// repetition, and writes its report.
+func switchMain(ctx context.Context, o benchOptions, out string, rep switchReport) error {
+	start := time.Now()
+	for r := 1; r <= rep.Reps; r++ {
+		for _, s := range switchSpecs(rep.N, r, rep.Spread) {
+			t := time.Now()
+			res, err := runOnce(ctx, o, s)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name(), err)
+			}
+			fmt.Fprintf(os.Stderr, "%-30s all served %7.2f s  served %d/%d  p50 %6.0f ms  p99 %6.0f ms  script p50 %5.1f p99 %6.1f ms  retries %d/%d/%d  cpu dnsmasq %.2f s http %.2f s  (%.0f s)\n",
+				s.name(), res.AllServedMs/1000, res.Served, res.N, res.Total.P50, res.Total.P99, res.Script.P50, res.Script.P99,
+				res.DHCPRetries, res.LoaderRetries, res.PayloadRetries+res.ScriptRetries, res.CPU["dnsmasq"], res.CPU["http"], time.Since(t).Seconds())
+			rep.Runs = append(rep.Runs, res)
+		}
+	}
+	rep.WallSeconds = time.Since(start).Seconds()
+	if err := rep.write(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bootstorm: wrote %s (%.0f s)\n", filepath.Join(out, "bootstorm-spread.{json,md,png}"), rep.WallSeconds)
 	return nil
 }
 

@@ -15,14 +15,16 @@ import (
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
 // The production HTTP server: `overtime serve --images-dir` (-overtime BIN). It needs
 // its directory, so the benchmark starts a throwaway slapd (internal/slapdenv) on the
 // host's loopback, initialises an empty site in it, and relays 127.0.0.1:389 of each
 // server namespace to it: the server then runs in the namespace exactly as on a boot
-// server, with its directory on "localhost". The site stays empty: serving /images/...
-// does not look at it.
+// server, with its directory on "localhost". For the storms the site stays empty (serving
+// /images/... does not look at it); the -switch benchmark writes the synthetic site of
+// the room into it, so that every PC's boot script is rendered for a known host.
 
 type overtimeServer struct {
 	slapd  *slapdenv.Server
@@ -30,7 +32,9 @@ type overtimeServer struct {
 	bin    string
 }
 
-func startOvertime(bin, dir string) (*overtimeServer, error) {
+// startOvertime starts the directory for `overtime serve`; site, when not nil, is written
+// into it (the -switch benchmark: the boot scripts are rendered for its hosts).
+func startOvertime(bin, dir string, site *model.Site) (*overtimeServer, error) {
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return nil, err
@@ -50,7 +54,14 @@ func startOvertime(bin, dir string) (*overtimeServer, error) {
 	}
 	var pw [12]byte
 	_, _ = rand.Read(pw[:])
-	err = st.Init(context.Background(), ldapstore.InitOptions{SiteName: "bootstorm", Timezone: "Europe/Berlin", AdminUID: "admin", AdminPassword: hex.EncodeToString(pw[:])})
+	ctx := context.Background()
+	err = st.Init(ctx, ldapstore.InitOptions{SiteName: "bootstorm", Timezone: "Europe/Berlin", AdminUID: "admin", AdminPassword: hex.EncodeToString(pw[:])})
+	if err == nil && site != nil {
+		var cur *model.Site
+		if cur, err = st.Load(ctx); err == nil {
+			_, err = st.Apply(ctx, cur, site)
+		}
+	}
 	st.Close()
 	if err != nil {
 		o.stop()

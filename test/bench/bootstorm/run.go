@@ -49,6 +49,8 @@ type runSpec struct {
 	Spread      float64  `json:"startSpreadSeconds,omitempty"`
 	NoLogDHCP   bool     `json:"noLogDhcp,omitempty"`          // log-dhcp left out of the rendered configuration
 	TFTPTimeout float64  `json:"tftpTimeoutSeconds,omitempty"` // clients' first TFTP timeout, when not the default
+	StartSeed   uint64   `json:"startSeed,omitempty"`          // power-on uniformly random over Spread (see lgConfig)
+	BootScript  bool     `json:"bootScript,omitempty"`         // the boot script is fetched (see lgConfig)
 	Rep         int      `json:"rep"`
 }
 
@@ -76,6 +78,10 @@ type runResult struct {
 	Total           pct                `json:"totalMs"`
 	DHCP            pct                `json:"dhcpMs"`
 	Loader          pct                `json:"loaderMs"`
+	Script          pct                `json:"scriptMs"`
+	ScriptRetries   int                `json:"scriptRetries,omitempty"`
+	ScriptBytes     pct                `json:"scriptBytes"`
+	ScriptSample    string             `json:"scriptSample,omitempty"` // the first client's boot script
 	PayloadPhase    pct                `json:"payloadMs"`
 	CPU             map[string]float64 `json:"cpuSeconds"` // dnsmasq, http, loadgen
 	UDPServer       map[string]int64   `json:"udpServerDelta"`
@@ -90,6 +96,8 @@ type runResult struct {
 		TotalMs   []float64 `json:"totalMs"`
 		DHCPMs    []float64 `json:"dhcpMs"`
 		LoaderMs  []float64 `json:"loaderMs"`
+		ScriptMs  []float64 `json:"scriptMs,omitempty"`
+		StartMs   []float64 `json:"startMs,omitempty"` // power-on after the boundary
 		PayloadMs []float64 `json:"payloadMs"`
 	} `json:"perClient"`
 	Clients []clientResult `json:"-"` // for the correctness test
@@ -129,7 +137,7 @@ func runOnce(ctx context.Context, o benchOptions, spec runSpec) (*runResult, err
 		HTTPBase: e.bs.HTTPURL, Files: files, LoaderFile: o.LoaderFile, BlkSize: o.BlkSize,
 		DHCPTimeouts: o.DHCPTimeouts, TFTPTimeout: o.TFTPTimeout, TFTPMaxTO: o.TFTPMaxTO, TFTPRetries: o.TFTPRetries,
 		HTTPRetries: o.HTTPRetries, DHCPDeadline: o.DHCPDeadline, TFTPDeadline: o.TFTPDeadline, PayDeadline: o.PayDeadline,
-		StartSpread: time.Duration(spec.Spread * float64(time.Second))}
+		StartSpread: time.Duration(spec.Spread * float64(time.Second)), StartSeed: spec.StartSeed, BootScript: spec.BootScript}
 	if spec.TFTPTimeout > 0 {
 		cfg.TFTPTimeout = time.Duration(spec.TFTPTimeout * float64(time.Second))
 	}
@@ -180,12 +188,13 @@ func runOnce(ctx context.Context, o benchOptions, spec runSpec) (*runResult, err
 	r.DnsmasqLog, r.DnsmasqLogLines = e.logStats.snapshot()
 	r.DHCPStray, r.DHCPDropped = lr.DHCPStray, lr.DHCPDropped
 	r.FailuresByPhase = map[string]int{}
-	var tot, dh, ld, pl, ends []float64
+	var tot, dh, ld, sc, scb, starts, pl, ends []float64
 	last, firstPay, lastPay := 0.0, math.Inf(1), 0.0
 	for _, c := range lr.Clients {
 		r.DHCPRetries += c.DHCPRetries
 		r.LoaderRetries += c.LoaderRetries
 		r.PayloadRetries += c.PayloadRetries
+		r.ScriptRetries += c.ScriptRetries
 		r.TFTPDuplicates += c.TFTPDuplicates
 		last = math.Max(last, c.EndMs)
 		if !c.OK {
@@ -199,6 +208,12 @@ func runOnce(ctx context.Context, o benchOptions, spec runSpec) (*runResult, err
 		r.Served++
 		tot, dh, ld, pl = append(tot, c.TotalMs), append(dh, c.DHCPms), append(ld, c.LoaderMs), append(pl, c.PayloadMs)
 		ends = append(ends, c.EndMs)
+		if spec.BootScript && r.ScriptSample == "" {
+			r.ScriptSample = c.Script
+		}
+		if spec.BootScript {
+			sc, scb, starts = append(sc, c.ScriptMs), append(scb, float64(c.ScriptBytes)), append(starts, c.StartMs)
+		}
 		firstPay, lastPay = math.Min(firstPay, c.EndMs-c.PayloadMs), math.Max(lastPay, c.EndMs)
 	}
 	r.AllServedMs = last
@@ -208,6 +223,10 @@ func runOnce(ctx context.Context, o benchOptions, spec runSpec) (*runResult, err
 	r.PerClient.EndMs = round1(ends)
 	r.Total, r.DHCP, r.Loader, r.PayloadPhase = percentiles(tot), percentiles(dh), percentiles(ld), percentiles(pl)
 	r.PerClient.TotalMs, r.PerClient.DHCPMs, r.PerClient.LoaderMs, r.PerClient.PayloadMs = round1(tot), round1(dh), round1(ld), round1(pl)
+	if spec.BootScript {
+		r.Script, r.ScriptBytes = percentiles(sc), percentiles(scb)
+		r.PerClient.ScriptMs, r.PerClient.StartMs = round1(sc), round1(starts)
+	}
 	return r, nil
 }
 

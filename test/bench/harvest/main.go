@@ -16,6 +16,12 @@
 // the benchmark, 200 hosts and seeds 1-5:
 //
 //	go test -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out docs/benchmarks
+//
+// The reservations benchmark (issue 15, reservations.go) replays a week with changes that
+// stop the guest (ReservationParams) through one Slurm queue over the pool, without and
+// with reservations and warning signals (docs/benchmarks/reservations.*):
+//
+//	go test -run '^$' -bench Reservations -benchtime 1x ./test/bench/harvest -args -out docs/benchmarks
 package main
 
 import (

@@ -61,6 +61,19 @@ import (
 // ClusterUntil (07:00) on weekdays and all weekend (Friday 22:00 to Monday 07:00), in
 // desktop mode otherwise; a booked lecture slot is desktop mode regardless.
 //
+// Guest-stopping changes (the reservations benchmark, reservations.go; zero in
+// DefaultParams, so the published harvest week has none): a booked lecture slot is a
+// course-VM slot with probability CourseVMProb (ReservationParams: 0.35): the room's PCs
+// reboot into the lecturer's VM and the compute guest is stopped for the slot. These are
+// in the term's timetable, known weeks ahead (Announced two weeks before). In addition,
+// short-notice exceptions (an exam or a make-up lecture in a room, in a course VM or
+// another mode that stops the guest): per weekday a Poisson number with mean
+// ShortNoticePerDay (1) for the whole pool, each in a room drawn uniformly and one of
+// that day's slots the room has free (none free: dropped), one slot long, added to the
+// schedule ShortNoticeLead (30 min) before it starts. The lectures' student sessions are
+// unchanged (course-VM slots have students too; short-notice ones add none: the guest
+// is stopped, who sits there does not matter to it).
+//
 // Random numbers: math/rand/v2's PCG, seeded with (seed, stream), one stream per room
 // (timetable and walk-ins) and per PC (ssh sessions), so a room's week does not depend
 // on how many rooms are generated before it.
@@ -74,6 +87,9 @@ const (
 	streamRoom = 1 << 20 // + room index
 	streamSSH  = 2 << 20 // + host index
 	streamJobs = 3 << 20 // + host index (sim.go: the job stream)
+	streamStop = 4 << 20 // + room index: which lecture slots are course-VM slots
+	streamNote = 5 << 20 // short-notice exceptions (one stream for the pool)
+	streamSlrm = 6 << 20 // reservations.go: the Slurm job stream
 )
 
 const (
@@ -129,6 +145,11 @@ type Params struct {
 
 	ClusterFrom  model.Duration `json:"clusterFrom"`  // time of day cluster mode begins on weekdays
 	ClusterUntil model.Duration `json:"clusterUntil"` // time of day it ends
+
+	// Guest-stopping changes (see the model comment); zero: none.
+	CourseVMProb      float64        `json:"courseVmProb,omitempty"`
+	ShortNoticePerDay float64        `json:"shortNoticePerDay,omitempty"`
+	ShortNoticeLead   model.Duration `json:"shortNoticeLead,omitempty"`
 }
 
 // DefaultParams are the values documented in the model comment: 200 PCs in rooms of 20,
@@ -174,6 +195,17 @@ func DefaultParams() Params {
 	}
 }
 
+// ReservationParams is the week of the reservations benchmark: DefaultParams plus
+// guest-stopping changes, a third of the booked lecture slots in course VMs and about
+// one short-notice exception a weekday, added 30 minutes ahead.
+func ReservationParams() Params {
+	p := DefaultParams()
+	p.CourseVMProb = 0.35
+	p.ShortNoticePerDay = 1
+	p.ShortNoticeLead = model.Duration(30 * time.Minute)
+	return p
+}
+
 // Validate reports parameters the generator cannot use.
 func (p Params) Validate() error {
 	switch {
@@ -190,6 +222,8 @@ func (p Params) Validate() error {
 		return errors.New("slot, session, active and idle durations must be positive")
 	case p.LoadCoresMax < p.LoadCoresMin:
 		return errors.New("loadCoresMax below loadCoresMin")
+	case p.CourseVMProb < 0 || p.CourseVMProb > 1 || p.ShortNoticePerDay < 0 || p.ShortNoticeLead < 0:
+		return errors.New("courseVmProb must be in [0, 1], shortNoticePerDay and shortNoticeLead not negative")
 	}
 	return nil
 }
@@ -230,10 +264,29 @@ type Session struct {
 func (s Session) Remote() bool { return s.Kind == SessionSSH }
 
 // Room is a room's timetable: the booked lecture slots (desktop mode regardless of the
-// schedule).
+// schedule), and the windows in which the compute guest is stopped.
 type Room struct {
 	Name     string     `json:"name"`
 	Lectures []Interval `json:"lectures"`
+	Stops    []Stop     `json:"stops,omitempty"` // ordered by start, not overlapping
+}
+
+// StopKind says why a room's guests are stopped.
+type StopKind string
+
+const (
+	StopCourseVM    StopKind = "course-vm"    // a lecture slot in a course VM, in the timetable
+	StopShortNotice StopKind = "short-notice" // an exception added at short notice
+)
+
+// Stop is a window [Start, End) in which a room's PCs run a mode without the compute guest
+// (course VM, exam, local disk, maintenance). Announced is when it entered the schedule
+// (seconds since the trace's start; negative: before the trace).
+type Stop struct {
+	Kind      StopKind `json:"kind"`
+	Start     int64    `json:"start"`
+	End       int64    `json:"end"`
+	Announced int64    `json:"announced"`
 }
 
 // Host is one PC's week: its sessions ordered by start.
@@ -275,6 +328,7 @@ func Generate(p Params, seed uint64) (*Trace, error) {
 		g.room(seed, r, &room, tr.Hosts[first:last])
 		tr.Rooms = append(tr.Rooms, room)
 	}
+	g.stops(seed, tr)
 	for h := range tr.Hosts {
 		g.ssh(seed, h, &tr.Hosts[h])
 		slices.SortStableFunc(tr.Hosts[h].Sessions, func(a, b Session) int { return cmpInt(a.Start, b.Start) })
@@ -422,6 +476,58 @@ func (g *gen) room(seed uint64, r int, room *Room, hosts []Host) {
 			hosts[h].Sessions = append(hosts[h].Sessions, s)
 			busyUntil[h] = s.End
 		}
+	}
+}
+
+// stops generates the guest-stopping changes: course-VM lecture slots per room (their own
+// stream per room), then the pool's short-notice exceptions (one stream), in free slots.
+func (g *gen) stops(seed uint64, tr *Trace) {
+	p := g.p
+	if p.CourseVMProb > 0 {
+		for r := range tr.Rooms {
+			g.rng = rand.New(rand.NewPCG(seed, streamStop+uint64(r)))
+			for _, l := range tr.Rooms[r].Lectures {
+				if g.rng.Float64() < p.CourseVMProb {
+					tr.Rooms[r].Stops = append(tr.Rooms[r].Stops, Stop{Kind: StopCourseVM, Start: l.Start, End: l.End, Announced: l.Start - 14*day})
+				}
+			}
+		}
+	}
+	if p.ShortNoticePerDay <= 0 || len(tr.Rooms) == 0 {
+		return
+	}
+	g.rng = rand.New(rand.NewPCG(seed, streamNote))
+	slot, lead := sec(p.SlotLength), sec(p.ShortNoticeLead)
+	for d := range p.Days {
+		if g.weekend(d) {
+			continue
+		}
+		for range g.poisson(p.ShortNoticePerDay) {
+			r := g.rng.IntN(len(tr.Rooms))
+			room := &tr.Rooms[r]
+			var free []int64
+			for _, s := range p.SlotStarts {
+				start := int64(d)*day + sec(s)
+				busy := start+slot > g.length
+				for _, l := range room.Lectures {
+					busy = busy || (l.Start < start+slot && start < l.End)
+				}
+				for _, st := range room.Stops {
+					busy = busy || (st.Start < start+slot && start < st.End)
+				}
+				if !busy {
+					free = append(free, start)
+				}
+			}
+			if len(free) == 0 {
+				continue
+			}
+			start := free[g.rng.IntN(len(free))]
+			room.Stops = append(room.Stops, Stop{Kind: StopShortNotice, Start: start, End: start + slot, Announced: start - lead})
+		}
+	}
+	for r := range tr.Rooms {
+		slices.SortFunc(tr.Rooms[r].Stops, func(a, b Stop) int { return cmpInt(a.Start, b.Start) })
 	}
 }
 

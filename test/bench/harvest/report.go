@@ -228,6 +228,9 @@ func (b *Bench) markdown(specs []PolicySpec) string {
 		"START is not re-checked at claim reuse); the desktop's CPU use outside load episodes is zero; pressure arises\n" +
 		"only when the desktop alone wants more than the host's cores, which this model never produces (episodes use at\n" +
 		"most 2 of 4 cores), so overtime-default never freezes here.\n\n")
+	md.WriteString("Here every PC's guest has an endless queue of its own and nothing but the policy stops it. One Slurm queue\n" +
+		"over the pool, with course-VM slots and short-notice changes that stop the guest, and what reservations and\n" +
+		"warning signals save: [reservations.md](reservations.md).\n\n")
 	md.WriteString("Reproduce (a few seconds; the simulation is event-driven):\n\n" +
 		"    go test -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out docs/benchmarks\n\n" +
 		"Regenerate the published trace of a seed (JSON, one host per line) and replay it from the file:\n\n" +
