@@ -56,7 +56,7 @@ func TestSlurmDirectoryOutage(t *testing.T) {
 	for end := time.Now().Add(45 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Second) {
 		healthy("after the outage")
 	}
-	if n := strings.Count(l.Sync.Out.String(), "feed request failed"); n == 0 {
+	if n := strings.Count(l.Sync.Out.String(), `msg="request failed" url="`+l.API+`/api/v1/slurm/nodes`); n == 0 {
 		t.Errorf("the sync daemon never saw the outage (its login should have been refused with 503)")
 	}
 	l.Slurm("scancel", id)
