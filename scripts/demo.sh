@@ -223,7 +223,9 @@ EOT
 
 # start_serve [--now T]: overtime serve in the namespace (also to move the site's clock).
 start_serve() {
-	inns "$BIN" serve --listen "$SERVER_IP:8080" --boot-server bs1 --reload 5s --menu-timeout 2s \
+	# ip netns exec execs serve: $! is serve's own PID (a shell function in the background
+	# would be a subshell, and killing it would leave serve running).
+	ip netns exec "$NS" "$BIN" serve --listen "$SERVER_IP:8080" --boot-server bs1 --reload 5s --menu-timeout 2s \
 		--images-dir "$D/images" --files-dir "$D/files" --syslinux-dir /usr/lib/syslinux/modules/bios "$@" >> "$D/serve.log" 2>&1 &
 	echo $! > "$D/serve.pid"
 }
@@ -241,7 +243,7 @@ switch_demo() {
 	"$BIN" exception add bio101-demo --kind lecture --description "BIO101 practical" --mode course-bio101 \
 		--host pc-a01 --start "2026-12-02 15:50" --end "2026-12-02 17:00" | sed 's/^/   /'
 	lines=$(wc -l < "$D/pc-a01.log")
-	if ! wait_for "pc-a01's agent to report the coming restart" 180 sh -c '"$0" agent status pc-a01 -o json | grep -q "\"switch\": *\"reboot at"' "$BIN"; then
+	if ! wait_for "pc-a01's agent to report the coming restart" 180 sh -c '"$0" agent status pc-a01 -o json | grep -q "\"switch\": *\"reboot at .* into course-bio101"' "$BIN"; then
 		"$BIN" agent status pc-a01 || true; return 1
 	fi
 	echo "   pc-a01's agent: $("$BIN" agent status pc-a01 -o json | sed -n 's/.*"switch": *"\([^"]*\)".*/\1/p')"

@@ -203,7 +203,8 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	l.MustRun("schedule", "add", "--host", "desk1", "wed 11:50-13:00 lecture")
 	bootlab.Eventually(t, "desk1's agent reporting the coming restart", 3*time.Minute, func() bool {
 		out, err := l.Run("agent", "status", "desk1", "-o", "json")
-		return err == nil && json.Unmarshal([]byte(out), &st) == nil && strings.HasPrefix(st.Switch, "reboot at ")
+		return err == nil && json.Unmarshal([]byte(out), &st) == nil && strings.HasPrefix(st.Switch, "reboot at ") &&
+			strings.Contains(st.Switch, " into lecture ")
 	})
 	t.Logf("desk1: %s", st.Switch)
 	expect(`reboot: Restarting system`, 5*time.Minute)
