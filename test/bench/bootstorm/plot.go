@@ -4,16 +4,15 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 
 	"gonum.org/v1/plot"
+
+	"github.com/overtime-hpc/overtime/test/bench/benchplot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // writePlot draws bootstorm.png: on the left, clients served over time in the storms
@@ -93,21 +92,7 @@ func (r *report) writePlot(path string) error {
 	}
 
 	const w, h = 30 * vg.Centimeter, 11 * vg.Centimeter
-	img := vgimg.New(w, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 5}
-	c := plot.Align([][]*plot.Plot{{left, right}}, tiles, dc)
-	left.Draw(c[0][0])
-	right.Draw(c[0][1])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return benchplot.Save(path, w, h, [][]*plot.Plot{{left, right}})
 }
 
 // medianRun is the run whose "all served" is the median (the lower one for an even count).

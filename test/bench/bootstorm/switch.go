@@ -11,11 +11,11 @@ import (
 	"strings"
 
 	"gonum.org/v1/plot"
+
+	"github.com/overtime-hpc/overtime/test/bench/benchplot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // The mode-switch benchmark (-switch-n): a room of PCs that all reboot into another mode
@@ -292,20 +292,5 @@ func (r *switchReport) plot(path string) error {
 	left.Y.Min = 0
 	right.Y.Min, right.Y.Max = 0, 1
 	const w, h = 30 * vg.Centimeter, 11 * vg.Centimeter
-	img := vgimg.New(w, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3,
-		PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 5}
-	c := plot.Align([][]*plot.Plot{{left, right}}, tiles, dc)
-	left.Draw(c[0][0])
-	right.Draw(c[0][1])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return benchplot.Save(path, w, h, [][]*plot.Plot{{left, right}})
 }

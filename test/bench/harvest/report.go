@@ -9,11 +9,11 @@ import (
 	"strings"
 
 	"gonum.org/v1/plot"
+
+	"github.com/overtime-hpc/overtime/test/bench/benchplot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // metric is one column of the tables.
@@ -305,20 +305,5 @@ func (b *Bench) plot(path string) error {
 	bottom.Y.Min = 0
 
 	const w, h = 30 * vg.Centimeter, 18 * vg.Centimeter
-	img := vgimg.New(w, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Centimeter / 2, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3,
-		PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 5}
-	c := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
-	top.Draw(c[0][0])
-	bottom.Draw(c[1][0])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return benchplot.Save(path, w, h, [][]*plot.Plot{{top}, {bottom}})
 }

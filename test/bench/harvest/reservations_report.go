@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"gonum.org/v1/plot"
+
+	"github.com/overtime-hpc/overtime/test/bench/benchplot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -528,20 +528,5 @@ func (b *ResBench) plot(path string) error {
 	right.Legend.Top, right.Legend.Left = false, false
 
 	const wd, ht = 30 * vg.Centimeter, 12 * vg.Centimeter
-	img := vgimg.New(wd, ht)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3,
-		PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 5}
-	c := plot.Align([][]*plot.Plot{{left, right}}, tiles, dc)
-	left.Draw(c[0][0])
-	right.Draw(c[0][1])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return benchplot.Save(path, wd, ht, [][]*plot.Plot{{left, right}})
 }
