@@ -7,6 +7,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 // Switch is what the coming change of a host's schedule asks of a running PC: whether it
@@ -204,5 +205,5 @@ func label(m *model.Mode, x *model.Exception) string {
 	case m.Description != "":
 		s = m.Description
 	}
-	return strings.Join(strings.FieldsFunc(s, func(c rune) bool { return c < 0x20 || c == 0x7f || c == ' ' }), " ")
+	return wire.OneLine(s, wire.MaxGuestReason)
 }

@@ -23,9 +23,6 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
-// ExceptionExam is the exception kind during which the agent runs no compute guest.
-const ExceptionExam model.ExceptionKind = "exam"
-
 // maxSteps bounds the walk over next-change instants per host: a week of 10-minute
 // slots that all alternate is 1008 changes; a walk longer than that means data the
 // engine's own bound does not cover, and the windows found so far are returned.
@@ -143,7 +140,7 @@ func at(r *resolve.Resolver, h *model.Host, excs []*model.Exception, t time.Time
 	case schedule.LevelPoolException:
 		s.exc = covering(excs, t, func(x *model.Exception) bool { return targetsPool(x, h.Pool) })
 	}
-	exam := s.exc != nil && s.exc.Kind == ExceptionExam
+	exam := d.ExceptionKind == model.ExceptionExam
 	s.noGuest = m == nil || m.Guest == nil || exam
 	s.localDisk = m != nil && m.Kind == model.KindLocalDisk && !exam
 	return s
