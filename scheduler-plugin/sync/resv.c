@@ -11,9 +11,7 @@
 
 /* ---- parsing ---------------------------------------------------------- */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 

@@ -50,6 +50,10 @@ int windows_parse(const char *buf, size_t len, struct windows *out,
 void windows_free(struct windows *w);
 void window_free(struct window *w);
 
+/* set_err formats a parse error into err (errlen bytes; nothing when err is NULL). */
+void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* "2026-11-22T10:00:00Z" -> time_t (UTC). Only this form: the site manager
  * writes whole seconds in UTC. */
 int parse_rfc3339_utc(const char *s, time_t *out);
