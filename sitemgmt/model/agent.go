@@ -117,6 +117,14 @@ type Policy struct {
 	GuestMemory int `json:"guestMemory,omitempty" yaml:"guestMemory,omitempty"`
 	// DesktopMemoryMB: memory protected for the desktop (cgroup memory.low of its slice).
 	DesktopMemoryMB int `json:"desktopMemoryMB,omitempty" yaml:"desktopMemoryMB,omitempty"`
+	// Controller says what "throttle" means (docs/interference.md): ControllerAdaptive
+	// (the default) lets the agent's feedback loop set the guest's CPU cap from what the
+	// desktop measurably suffers, keeping its slowdown under SlowdownTarget;
+	// ControllerFixed caps the guest at ThrottleCPU whatever the desktop does.
+	Controller ControllerKind `json:"controller,omitempty" yaml:"controller,omitempty"`
+	// SlowdownTarget: the desktop slowdown (percent) the adaptive controller keeps the
+	// guest under while someone is at the desk (0.1-50; default 1).
+	SlowdownTarget float64 `json:"slowdownTarget,omitempty" yaml:"slowdownTarget,omitempty"`
 
 	// How a running PC follows a schedule change that needs a reboot (docs/operations.md).
 
@@ -137,6 +145,17 @@ type Policy struct {
 	// before a mode that needs the PC, or by Slurm's ResumeProgram.
 	PowerOffIdle Duration `json:"powerOffIdle,omitempty" yaml:"powerOffIdle,omitempty"`
 }
+
+// ControllerKind is how the agent throttles the guest while the owner is active.
+type ControllerKind string
+
+const (
+	ControllerAdaptive ControllerKind = "adaptive" // feedback loop on measured desktop slowdown
+	ControllerFixed    ControllerKind = "fixed"    // a constant cap of ThrottleCPU percent
+)
+
+// ControllerKinds lists every controller.
+var ControllerKinds = []ControllerKind{ControllerAdaptive, ControllerFixed}
 
 // SwitchRule is what a mode switch that needs a reboot does to a logged-in user.
 type SwitchRule string
@@ -199,6 +218,8 @@ func DefaultPolicy() Policy {
 		RemoteActive:    &yes,
 		GuestMemory:     50,
 		DesktopMemoryMB: 1024,
+		Controller:      ControllerAdaptive,
+		SlowdownTarget:  1,
 		// A lecture, an exam or a course VM starts on time; a room's switch to the cluster
 		// or back to the desktop waits for the student to leave.
 		Switch: map[string]SwitchRule{
@@ -253,6 +274,12 @@ func (p Policy) Effective() Policy {
 	}
 	if p.DesktopMemoryMB != 0 {
 		out.DesktopMemoryMB = p.DesktopMemoryMB
+	}
+	if p.Controller != "" {
+		out.Controller = p.Controller
+	}
+	if p.SlowdownTarget != 0 {
+		out.SlowdownTarget = p.SlowdownTarget
 	}
 	out.Switch = map[string]SwitchRule{}
 	for k, v := range d.Switch {
@@ -320,6 +347,12 @@ func (p Policy) Validate() error {
 		if !(f.v >= 0 && f.v <= 100) {
 			return invalid("policy: %s %g out of range (0-100 percent)", f.name, f.v)
 		}
+	}
+	if p.Controller != "" && !oneOf(p.Controller, ControllerKinds) {
+		return invalid("policy: unknown controller %q (one of %s)", p.Controller, joinStrings(ControllerKinds))
+	}
+	if p.SlowdownTarget != 0 && !(p.SlowdownTarget >= 0.1 && p.SlowdownTarget <= 50) {
+		return invalid("policy: slowdownTarget %g out of range (0.1-50 percent)", p.SlowdownTarget)
 	}
 	if !(p.DesktopLoad >= 0 && p.DesktopLoad <= 4096) {
 		return invalid("policy: desktopLoad %g out of range (0-4096 cores)", p.DesktopLoad)

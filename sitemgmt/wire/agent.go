@@ -25,6 +25,9 @@ type AgentConfig struct {
 	NextMode   string         `json:"nextMode,omitempty"`
 	Policy     model.Policy   `json:"policy"`          // effective: every field set
 	Guest      *AgentGuest    `json:"guest,omitempty"` // nil: this mode runs no guest
+	// Interference is the host's last calibration (nil: never calibrated): the adaptive
+	// controller starts from it.
+	Interference *InterferenceProfile `json:"interference,omitempty"`
 	// GuestUnavailable says why Guest is nil although the mode names a guest (its image
 	// has no published version, no boot server serves the host). The agent treats it like
 	// a mode without a guest; the text is for people (agent status, logs).
@@ -174,6 +177,13 @@ type Heartbeat struct {
 	Switch string `json:"switch,omitempty"`
 	// Power is the agent's answer to the last power command it saw.
 	Power *CommandStatus `json:"power,omitempty"`
+	// Interference is a new calibration's result (sent until the site manager's
+	// AgentConfig carries it back); Slowdown is the adaptive controller's current estimate
+	// of the desktop's slowdown (fraction) and Cap the guest's CPU cap it set (fraction
+	// of the host's CPUs, 0 = none).
+	Interference *InterferenceProfile `json:"interference,omitempty"`
+	Slowdown     float64              `json:"slowdown,omitempty"`
+	Cap          float64              `json:"cap,omitempty"`
 }
 
 // HostStatus is the site manager's record of a host's last heartbeat (GET /api/v1/agent/status).

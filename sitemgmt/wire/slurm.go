@@ -140,9 +140,18 @@ type JobReport struct {
 	// StealSeconds: time the guest's threads were runnable but waited for a CPU (the
 	// desktop had it): what the job lost to the desktop, as a guest sees steal time.
 	StealSeconds float64 `json:"stealSeconds"`
-	// DesktopSlowdown: estimated share of the desktop's time lost to the guest, from the
-	// desktop's CPU pressure (PSI "some") during the job. A later calibration refines it.
+	// DesktopSlowdown: estimated slowdown of the desktop's work caused by the guest during
+	// the job (fraction: 0.01 = the desktop's work took 1% longer), by the estimator
+	// SlowdownMethod names (node-agent/interference/estimate, calibrated against the
+	// interference matrix). SlowdownLow..SlowdownHigh is its interval: the estimate's
+	// calibrated error around it (docs/interference.md).
 	DesktopSlowdown float64 `json:"desktopSlowdown"`
+	SlowdownLow     float64 `json:"slowdownLow,omitempty"`
+	SlowdownHigh    float64 `json:"slowdownHigh,omitempty"`
+	SlowdownMethod  string  `json:"slowdownMethod,omitempty"`
+	// GuestSlowdown: share of the job's time its threads lost waiting for the desktop
+	// (steal / (guest CPU + steal)), fraction.
+	GuestSlowdown float64 `json:"guestSlowdown,omitempty"`
 	// Actions counts the policy's transitions into throttle, freeze and evict.
 	Actions map[model.GuestAction]int `json:"actions,omitempty"`
 	Summary string                    `json:"summary"`
