@@ -91,6 +91,12 @@ static void test_feed_fixture(const char *dir)
 		  "desktop (owner-active)",
 		  "overtime: mode desktop, owner owner-active, guest evict, "
 		  "absent (heartbeat 2026-11-22T10:00:00Z)" },
+		/* Calibrated: its weight within the desk-empty class. */
+		{ "pc-a06", OT_UP, "up", "overtime,desktop,desk-empty", 19,
+		  "overtime: up",
+		  "overtime: mode desktop, owner no-user, guest run, running "
+		  "(heartbeat 2026-11-22T10:00:00Z), calibrated desktop "
+		  "slowdown cpu 2.1% memory 9.4%" },
 		{ "pc-b1.lab", OT_DOWN, "down", "overtime", 100, CRASH, CRASH },
 	};
 	const size_t nwant = sizeof(want) / sizeof(want[0]);

@@ -95,6 +95,10 @@ func slurmFeedFixture() SlurmFeed {
 			{Name: "pc-a05", State: SlurmEvicted, Features: features(FeatureOvertime, FeatureDesktop), Weight: WeightOwnerActive,
 				Reason:  "overtime: guest on pc-a05 evicted: the owner needed the desktop (owner-active)",
 				Comment: "overtime: mode desktop, owner owner-active, guest evict, absent (heartbeat 2026-11-22T10:00:00Z)"},
+			// A calibrated desktop: its weight within the desk-empty class (InterferenceWeight).
+			{Name: "pc-a06", State: SlurmUp, Features: features(FeatureOvertime, FeatureDesktop, FeatureDeskEmpty),
+				Weight:  InterferenceWeight(WeightDeskEmpty, &InterferenceProfile{CPUSlowdown: 0.021, MemorySlowdown: 0.094}),
+				Comment: "overtime: mode desktop, owner no-user, guest run, running (heartbeat 2026-11-22T10:00:00Z), calibrated desktop slowdown cpu 2.1% memory 9.4%"},
 			{Name: "pc-b1.lab", State: SlurmDown, Features: FeatureOvertime, Weight: WeightOwnerActive,
 				Reason:  `overtime: guest on pc-b1.lab not running (crashed: domain "overtime-pc-b1" exited <&>)`,
 				Comment: `overtime: guest on pc-b1.lab not running (crashed: domain "overtime-pc-b1" exited <&>)`},

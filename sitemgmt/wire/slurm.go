@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -49,6 +50,45 @@ const (
 	// answer, it comes last.
 	WeightNoGuest = 1000
 )
+
+// WeightPerPercent is the weight a desktop node gains per percent of calibrated desktop
+// slowdown (InterferenceWeight).
+const WeightPerPercent = 1
+
+// InterferenceWeight is the weight of a desktop node of class base (WeightDeskEmpty or
+// WeightOwnerActive) whose last calibration is p: among PCs of one class, jobs go first
+// where they disturb the desktop least. The mapping is
+//
+//	base + min(round(WeightPerPercent × 100 × max(p.CPUSlowdown, p.MemorySlowdown)), next − base − 1)
+//
+// where next is the class above (WeightOwnerActive, WeightNoGuest): monotone in the
+// slowdown, and never reaching the next class, so an empty desk always comes before an
+// occupied one whatever the calibration says (a desk-empty PC spans 10-99, an
+// owner-active one 100-999). The worse of the two slowdowns counts: a job's kind is not
+// known when Slurm places it. A host without a calibration (p nil) keeps base: nothing is
+// known against it, and its agent calibrates at the next idle cluster period. Other
+// weights (dedicated, no guest) are returned unchanged: a dedicated PC has no desktop to
+// disturb.
+func InterferenceWeight(base int, p *InterferenceProfile) int {
+	var next int
+	switch base {
+	case WeightDeskEmpty:
+		next = WeightOwnerActive
+	case WeightOwnerActive:
+		next = WeightNoGuest
+	default:
+		return base
+	}
+	if p == nil {
+		return base
+	}
+	s := max(p.CPUSlowdown, p.MemorySlowdown)
+	if !(s > 0) { // also NaN
+		return base
+	}
+	add := math.Round(WeightPerPercent * 100 * s)
+	return base + int(min(add, float64(next-base-1)))
+}
 
 // SlurmNode is the desired Slurm state of one host's compute guest.
 type SlurmNode struct {
