@@ -154,7 +154,9 @@ static void test_feed_fixture(const char *dir)
 		CHECK_STR(f.reports[0].summary,
 			  "overtime: job 123 on pc-a03 200 s: throttled 30 s, "
 			  "frozen 10 s, owner active 25%, guest CPU 150 s, "
-			  "steal 2.5 s, desktop slowdown ~2%");
+			  "steal 2.5 s (guest slowdown 1.6%), desktop "
+			  "slowdown 0.4% (0.1-0.9%, run-queue wait + memory "
+			  "canary)");
 	}
 	feed_free(&f);
 }

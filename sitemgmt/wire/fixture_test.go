@@ -61,7 +61,8 @@ var fixtureStart = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 func fullJobReport() JobReport {
 	r := JobReport{Job: "123", Host: "pc-a03", Mode: "desktop", Start: fixtureStart, End: fixtureStart.Add(200500 * time.Millisecond),
 		Seconds: 200.5, ThrottledSeconds: 30, FrozenSeconds: 10.25, OwnerActiveFraction: 0.25, GuestCPUSeconds: 150.5,
-		StealSeconds: 2.5, DesktopSlowdown: 0.02,
+		StealSeconds: 2.5, DesktopSlowdown: 0.004, SlowdownLow: 0.001, SlowdownHigh: 0.009,
+		SlowdownMethod: "run-queue wait + memory canary", GuestSlowdown: 0.016,
 		Actions:  map[model.GuestAction]int{model.ActionThrottle: 2, model.ActionFreeze: 1, model.ActionEvict: 1},
 		Received: fixtureStart.Add(201 * time.Second)}
 	r.Summary = ReportSummary(r)
