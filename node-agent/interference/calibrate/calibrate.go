@@ -212,6 +212,20 @@ func (c *Calibrator) LastError() error {
 	return c.lastErr
 }
 
+// Due is Due for s with the Calibrator's own bookkeeping (LastFailure, Pending) and
+// clock, and false while a run is in progress: the cheap check the agent makes at every
+// tick before it stops the guest for Maybe.
+func (c *Calibrator) Due(s Snapshot) (bool, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running {
+		return false, "a calibration is running"
+	}
+	c.settleLocked(s.Config)
+	s.LastFailure, s.Pending = c.lastFailure, c.pending
+	return Due(c.now(), s)
+}
+
 // Maybe runs one calibration if Due says so for s (its LastFailure and Pending are
 // the Calibrator's own), and reports whether it ran, why (or why not), and the run's
 // error. It blocks for the run's duration; the caller stops the guest's work first and

@@ -116,6 +116,9 @@ func TestCalibrator(t *testing.T) {
 		t.Fatalf("failing run: ran %v err %v delivered %v", ran, err, delivered)
 	}
 	clock = clock.Add(30 * time.Minute)
+	if due, reason := c.Due(idle(cfg)); due || !strings.Contains(reason, "failed") {
+		t.Fatalf("Calibrator.Due within the hour after a failure: %v (%s)", due, reason)
+	}
 	if ran, reason, _ := c.Maybe(ctx, idle(cfg)); ran || !strings.Contains(reason, "failed") {
 		t.Fatalf("retry within the hour: ran %v (%s)", ran, reason)
 	}
@@ -141,6 +144,9 @@ func TestCalibrator(t *testing.T) {
 		t.Fatalf("pending: %+v", got)
 	}
 	clock = clock.Add(2 * time.Hour)
+	if due, _ := c.Due(idle(cfg)); due {
+		t.Fatal("Calibrator.Due before the configuration echoed the profile")
+	}
 	if ran, _, _ := c.Maybe(ctx, idle(cfg)); ran {
 		t.Fatal("ran again before the configuration echoed the profile")
 	}
