@@ -168,12 +168,41 @@ for more than three intervals (90 s).`,
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\n", s.Host, dash(s.Mode), dash(string(s.OwnerState)),
 						dash(string(s.Action)), dash(guest), s.Pressure, dash(s.ConfigFrom), g.formatTime(s.Received), stale)
 				}
+				if len(args) == 1 {
+					agentDetail(w, g, list[0])
+				}
 			})
 		},
 	}
 	cmd.Flags().StringVar(&pool, "pool", "", "only hosts of this pool")
 	return cmd
 }
+
+// agentDetail adds to one host's status what the adaptive controller reports and the
+// host's last calibration (lines without tabs: the table above keeps its columns).
+func agentDetail(w io.Writer, g *globals, s wire.AgentStatus) {
+	fmt.Fprintln(w)
+	if s.Slowdown > 0 || s.Cap > 0 {
+		guestCap := "none"
+		if s.Cap > 0 {
+			guestCap = fmt.Sprintf("%.0f%% of the CPUs", 100*s.Cap)
+		}
+		fmt.Fprintf(w, "Desktop slowdown now: %s (controller's estimate); guest CPU cap: %s\n", pct(s.Slowdown), guestCap)
+	}
+	p := s.Interference
+	if p == nil {
+		fmt.Fprintln(w, "Calibration: none (the agent calibrates when the PC is idle in a cluster mode)")
+		return
+	}
+	fmt.Fprintf(w, "Calibration: measured %s on %s, %d CPUs (%s), cgroup %s, backend %s\n", g.formatTime(p.Measured),
+		dash(p.Kernel), p.CPUs, dash(p.CPUModel), dash(p.Cgroup), dash(p.Backend))
+	fmt.Fprintf(w, "  desktop slowdown next to a full-speed guest: CPU-bound %s, memory-bound %s\n", pct(p.CPUSlowdown), pct(p.MemorySlowdown))
+	fmt.Fprintf(w, "  wake-up latency p99: %.0f µs alone, %.0f µs next to the guest\n", p.WakeupP99AloneUs, p.WakeupP99GuestUs)
+	fmt.Fprintf(w, "  controller starts at a guest cap of %.0f%% (guest keeps %.0f%% of its work)\n", 100*p.StartCap, 100*p.Harvest)
+}
+
+// pct formats a fraction as a percentage with one decimal.
+func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
 func dash(s string) string {
 	if s == "" {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -187,6 +188,36 @@ func TestAgentCommands(t *testing.T) {
 	}
 	if _, err = run(t, newAgentConfigCmd(g)); err == nil {
 		t.Fatal("agent config without --host")
+	}
+
+	// A calibration in a heartbeat: kept, shown by agent status HOST with the
+	// controller's slowdown and cap, handed back in the agent configuration; an invalid
+	// one is refused with a message naming the field.
+	measured := time.Date(2026, 11, 20, 3, 0, 0, 0, time.UTC)
+	prof := &wire.InterferenceProfile{Measured: measured, Kernel: "6.8.0-45-generic", CPUModel: "Intel Core i5-8500", CPUs: 6,
+		Cgroup: "v2", Backend: "container", CanaryNs: 850000, CPUSlowdown: 0.021, MemorySlowdown: 0.094,
+		WakeupP99AloneUs: 60, WakeupP99GuestUs: 75, StartCap: 0.4, Harvest: 0.7}
+	bad := *prof
+	bad.MemorySlowdown = -0.5
+	if err := agent.Heartbeat(ctx, wire.Heartbeat{Mode: "desktop", Interference: &bad}); err == nil || !strings.Contains(err.Error(), "memorySlowdown") {
+		t.Fatalf("invalid profile: %v", err)
+	}
+	if err := agent.Heartbeat(ctx, wire.Heartbeat{Mode: "desktop", OwnerState: model.StateOwnerActive, Action: model.ActionThrottle,
+		GuestState: "running", Interference: prof, Slowdown: 0.004, Cap: 0.35}); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Heartbeat(ctx, wire.Heartbeat{Mode: "desktop", OwnerState: model.StateOwnerActive, Action: model.ActionThrottle,
+		GuestState: "running", Slowdown: 0.004, Cap: 0.35}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, newAgentStatusCmd(g), "pc-b01")
+	for _, want := range []string{"Desktop slowdown now: 0.4%", "guest CPU cap: 35% of the CPUs", "6.8.0-45-generic", "CPU-bound 2.1%, memory-bound 9.4%", "guest cap of 40%"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Fatalf("agent status pc-b01 lacks %q: %v\n%s", want, err, out)
+		}
+	}
+	if cfg, err := agent.AgentConfig(ctx); err != nil || cfg.Interference == nil || !cfg.Interference.Measured.Equal(measured) || cfg.Interference.MemorySlowdown != 0.094 {
+		t.Fatalf("agent configuration does not carry the calibration back: %+v %v", cfg.Interference, err)
 	}
 }
 

@@ -28,7 +28,10 @@ func newJobReportCmd(g *globals) *cobra.Command {
 		Long: `Shows the interference report of a Slurm job that ran on an Overtime node: how long
 its guest was throttled or frozen because the desk's owner was working, the share of the
 job's time the owner was active, the CPU the guest got, the time it waited for the CPU
-(steal), and an estimate of how much it slowed the desktop. Any directory user may read
+(steal, and the share of the job's time it lost so), and an estimate of how much it
+slowed the desktop: the desktop's work took that much longer, with the interval the
+estimate is likely in and the method behind it (run-queue wait, memory canary;
+docs/slurm.md). Any directory user may read
 reports. A job requeued onto another host has a report from each: the latest is shown,
 --host picks one host's. Without JOBID, lists the recent reports (needs a role; --host
 narrows).`,
@@ -60,9 +63,9 @@ narrows).`,
 			return emitTo(cmd.OutOrStdout(), g.output, v, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "JOB\tHOST\tEND\tSECONDS\tTHROTTLED\tFROZEN\tOWNER ACTIVE\tSTEAL\tDESKTOP SLOWDOWN")
 				for _, r := range list {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f%%\t%.1f\t%.0f%%\n", r.Job, r.Host,
+					fmt.Fprintf(w, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f%%\t%.1f\t%s\n", r.Job, r.Host,
 						g.formatTime(r.End), r.Seconds, r.ThrottledSeconds, r.FrozenSeconds,
-						100*r.OwnerActiveFraction, r.StealSeconds, 100*r.DesktopSlowdown)
+						100*r.OwnerActiveFraction, r.StealSeconds, r.SlowdownText())
 				}
 			})
 		},
@@ -88,7 +91,9 @@ func printJobReport(g *globals, cmd *cobra.Command, r *wire.JobReport) {
 	fmt.Fprintf(w, "Frozen\t%.0f s%s\n", r.FrozenSeconds, share(r.FrozenSeconds))
 	fmt.Fprintf(w, "Guest CPU\t%.1f s\n", r.GuestCPUSeconds)
 	fmt.Fprintf(w, "Steal\t%.1f s (guest threads runnable, waiting for a CPU)\n", r.StealSeconds)
-	fmt.Fprintf(w, "Desktop slowdown\t~%s (desktop CPU pressure during the job; an upper bound)\n", pct(r.DesktopSlowdown))
+	for _, l := range slowdownLines(r) {
+		fmt.Fprintf(w, "%s\t%s\n", l[0], l[1])
+	}
 	if len(r.Actions) > 0 {
 		var parts []string
 		for _, a := range model.GuestActions {
@@ -99,6 +104,32 @@ func printJobReport(g *globals, cmd *cobra.Command, r *wire.JobReport) {
 		fmt.Fprintf(w, "Policy actions\t%s\n", strings.Join(parts, ", "))
 	}
 	w.Flush()
+}
+
+// slowdownLines are the report's estimate of what the guest cost the desktop, with its
+// interval and method, what the numbers mean, and what the desktop cost the job.
+func slowdownLines(r *wire.JobReport) [][2]string {
+	var out [][2]string
+	one := func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+	if r.SlowdownLow != 0 || r.SlowdownHigh != 0 || r.SlowdownMethod != "" {
+		est := one(r.DesktopSlowdown)
+		if r.SlowdownLow != 0 || r.SlowdownHigh != 0 {
+			est += fmt.Sprintf(" (likely %.1f–%.1f%%)", 100*r.SlowdownLow, 100*r.SlowdownHigh)
+		}
+		out = append(out, [2]string{"Desktop slowdown", est})
+		if r.SlowdownMethod != "" {
+			out = append(out, [2]string{"", "estimated from " + r.SlowdownMethod})
+		}
+		out = append(out, [2]string{"", fmt.Sprintf("the desktop's work took about %s longer because the guest ran beside it", one(r.DesktopSlowdown))},
+			[2]string{"", "(a 100 s task: +" + fmt.Sprintf("%.1f", 100*r.DesktopSlowdown) + " s); the range is the estimator's calibrated error"})
+	} else {
+		// An agent before calibrated estimates: CPU pressure, a rough figure.
+		out = append(out, [2]string{"Desktop slowdown", fmt.Sprintf("~%.0f%% (rough: the desktop's CPU pressure during the job; no interval)", 100*r.DesktopSlowdown)})
+	}
+	if r.GuestSlowdown > 0 {
+		out = append(out, [2]string{"Guest slowdown", one(r.GuestSlowdown) + " of the job's time lost waiting for the desktop (steal)"})
+	}
+	return out
 }
 
 // newSlurmCmd: the Slurm view of the pool.

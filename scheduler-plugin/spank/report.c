@@ -168,6 +168,11 @@ int ot_parse_report(const char *body, size_t len, struct ot_job_report *out,
 	out->guest_cpu_seconds = get_number(obj, "guestCPUSeconds");
 	out->steal_seconds = get_number(obj, "stealSeconds");
 	out->desktop_slowdown = get_number(obj, "desktopSlowdown");
+	out->slowdown_low = get_number(obj, "slowdownLow");
+	out->slowdown_high = get_number(obj, "slowdownHigh");
+	get_string(obj, "slowdownMethod", out->slowdown_method,
+		   sizeof(out->slowdown_method));
+	out->guest_slowdown = get_number(obj, "guestSlowdown");
 
 	if (json_object_object_get_ex(obj, "actions", &actions) &&
 	    !json_object_is_type(actions, json_type_object))
@@ -229,6 +234,18 @@ static void append_num(char *buf, size_t buflen, size_t *pos,
 		append(buf, buflen, pos, "%s%s=%g", *pos ? " " : "", key, val);
 }
 
+/* key="value" for a value with spaces; '"' in it becomes '\''. */
+static void append_quoted(char *buf, size_t buflen, size_t *pos,
+			  const char *key, const char *val)
+{
+	if (!val[0])
+		return;
+	append(buf, buflen, pos, "%s%s=\"", *pos ? " " : "", key);
+	for (; *val; val++)
+		append(buf, buflen, pos, "%c", *val == '"' ? '\'' : *val);
+	append(buf, buflen, pos, "\"");
+}
+
 void ot_format_report(const struct ot_job_report *r, char *buf, size_t buflen)
 {
 	size_t pos = 0;
@@ -248,6 +265,10 @@ void ot_format_report(const struct ot_job_report *r, char *buf, size_t buflen)
 	append_num(buf, buflen, &pos, "guest_cpu", r->guest_cpu_seconds);
 	append_num(buf, buflen, &pos, "steal", r->steal_seconds);
 	append_num(buf, buflen, &pos, "desktop_slowdown", r->desktop_slowdown);
+	append_num(buf, buflen, &pos, "slowdown_low", r->slowdown_low);
+	append_num(buf, buflen, &pos, "slowdown_high", r->slowdown_high);
+	append_quoted(buf, buflen, &pos, "slowdown_method", r->slowdown_method);
+	append_num(buf, buflen, &pos, "guest_slowdown", r->guest_slowdown);
 	append(buf, buflen, &pos, "%sactions=throttle:%lld,freeze:%lld,evict:%lld",
 	       pos ? " " : "", r->actions_throttle, r->actions_freeze,
 	       r->actions_evict);

@@ -41,6 +41,15 @@ struct ot_job_report {
 	double guest_cpu_seconds;
 	double steal_seconds;
 	double desktop_slowdown;
+	/*
+	 * The estimate's interval and method, and the job's own loss to the
+	 * desktop (wire.JobReport); NAN / "" when an older agent did not send
+	 * them (Go omits them when zero).
+	 */
+	double slowdown_low;
+	double slowdown_high;
+	char slowdown_method[96];
+	double guest_slowdown;
 	long long actions_throttle;
 	long long actions_freeze;
 	long long actions_evict;
@@ -66,6 +75,10 @@ int ot_parse_error(const char *body, size_t len, char *buf, size_t buflen);
 /*
  * One-line key=value record of a report for the logs; fields the agent did
  * not send are left out.  Always NUL-terminates buf (truncating if needed).
+ * The keys, in order: job host mode start end seconds throttled frozen
+ * owner_active guest_cpu steal desktop_slowdown slowdown_low slowdown_high
+ * slowdown_method guest_slowdown actions.  slowdown_method is the one value
+ * that may hold spaces: it is double-quoted (a '"' in it becomes '\'').
  */
 void ot_format_report(const struct ot_job_report *r, char *buf, size_t buflen);
 

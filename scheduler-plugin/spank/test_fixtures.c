@@ -122,6 +122,7 @@ static void test_end(void)
 static void test_full_report(void)
 {
 	struct ot_job_report r;
+	char rec[1024];
 
 	if (parse_report("job_report.json", &r))
 		return;
@@ -136,23 +137,42 @@ static void test_full_report(void)
 	CHECK(r.owner_active_fraction == 0.25);
 	CHECK(r.guest_cpu_seconds == 150.5);
 	CHECK(r.steal_seconds == 2.5);
-	CHECK(r.desktop_slowdown == 0.02);
+	CHECK(r.desktop_slowdown == 0.004);
+	CHECK(r.slowdown_low == 0.001);
+	CHECK(r.slowdown_high == 0.009);
+	CHECK_STR(r.slowdown_method, "run-queue wait + memory canary");
+	CHECK(r.guest_slowdown == 0.016);
 	CHECK(r.actions_throttle == 2);
 	CHECK(r.actions_freeze == 1);
 	CHECK(r.actions_evict == 1);
+	/* The AdminComment the plugin sets. */
 	CHECK_STR(r.summary, "overtime: job 123 on pc-a03 200 s: throttled 30 s, "
 			     "frozen 10 s, owner active 25%, guest CPU 150 s, "
-			     "steal 2.5 s, desktop slowdown ~2%");
+			     "steal 2.5 s (guest slowdown 1.6%), desktop "
+			     "slowdown 0.4% (0.1-0.9%, run-queue wait + memory "
+			     "canary)");
+	ot_format_report(&r, rec, sizeof(rec));
+	CHECK_STR(rec, "job=123 host=pc-a03 mode=desktop "
+		       "start=2026-11-22T10:00:00Z end=2026-11-22T10:03:20.5Z "
+		       "seconds=200.5 throttled=30 frozen=10.25 "
+		       "owner_active=0.25 guest_cpu=150.5 steal=2.5 "
+		       "desktop_slowdown=0.004 slowdown_low=0.001 "
+		       "slowdown_high=0.009 "
+		       "slowdown_method=\"run-queue wait + memory canary\" "
+		       "guest_slowdown=0.016 "
+		       "actions=throttle:2,freeze:1,evict:1");
 }
 
 /*
- * A wire.JobReport without its optional fields (mode, actions): strings
- * empty, counts 0, and every number still sent (Go does not omit them, so
- * none is NAN).
+ * A wire.JobReport without its optional fields (mode, actions, the slowdown's
+ * interval, method and guest slowdown, as an older agent sends it): strings
+ * empty, counts 0, the always-sent numbers 0 and the omitted ones NAN, so that
+ * the key=value record leaves them out.
  */
 static void test_minimal_report(void)
 {
 	struct ot_job_report r;
+	char rec[1024];
 
 	if (parse_report("job_report_minimal.json", &r))
 		return;
@@ -167,7 +187,14 @@ static void test_minimal_report(void)
 	      r.steal_seconds == 0 && r.desktop_slowdown == 0);
 	CHECK(r.actions_throttle == 0 && r.actions_freeze == 0 &&
 	      r.actions_evict == 0);
+	CHECK(isnan(r.slowdown_low) && isnan(r.slowdown_high) &&
+	      isnan(r.guest_slowdown));
+	CHECK_STR(r.slowdown_method, "");
 	CHECK_CONTAINS(r.summary, "overtime: job 124 on pc-a02 60 s");
+	CHECK_CONTAINS(r.summary, "desktop slowdown ~0%");
+	ot_format_report(&r, rec, sizeof(rec));
+	CHECK(!strstr(rec, "slowdown_low") && !strstr(rec, "slowdown_method") &&
+	      !strstr(rec, "guest_slowdown"));
 }
 
 /* The agent's error answer (409: end without a start). */

@@ -171,6 +171,48 @@ static void test_valid_report(void)
 	CHECK(strncmp(rec, "job=123 h", 9) == 0);
 }
 
+/*
+ * The calibrated estimate: interval, method and the guest's slowdown are read
+ * and appended after desktop_slowdown; the method is quoted (it has spaces),
+ * with '"' and control characters neutralised.  A mistyped one is left out.
+ */
+static void test_slowdown_fields(void)
+{
+	struct ot_job_report r;
+	char err[256];
+	char rec[1024];
+	const char *body =
+		"{\"job\":\"9\",\"desktopSlowdown\":0.004,"
+		"\"slowdownLow\":0.001,\"slowdownHigh\":0.009,"
+		"\"slowdownMethod\":\"run-queue \\\"wait\\\"\\n+ canary\","
+		"\"guestSlowdown\":0.016}";
+	const char *mistyped =
+		"{\"job\":\"9\",\"desktopSlowdown\":0.004,"
+		"\"slowdownLow\":\"0.001\",\"slowdownHigh\":null,"
+		"\"slowdownMethod\":7.5,\"guestSlowdown\":[1]}";
+
+	CHECK(ot_parse_report(body, strlen(body), &r, err, sizeof(err)) == 0);
+	CHECK(r.desktop_slowdown == 0.004);
+	CHECK(r.slowdown_low == 0.001);
+	CHECK(r.slowdown_high == 0.009);
+	CHECK(r.guest_slowdown == 0.016);
+	CHECK_STR(r.slowdown_method, "run-queue \"wait\"?+ canary");
+	ot_format_report(&r, rec, sizeof(rec));
+	CHECK_STR(rec, "job=9 desktop_slowdown=0.004 slowdown_low=0.001 "
+		       "slowdown_high=0.009 "
+		       "slowdown_method=\"run-queue 'wait'?+ canary\" "
+		       "guest_slowdown=0.016 "
+		       "actions=throttle:0,freeze:0,evict:0");
+
+	CHECK(ot_parse_report(mistyped, strlen(mistyped), &r, err,
+			      sizeof(err)) == 0);
+	CHECK(isnan(r.slowdown_low) && isnan(r.slowdown_high) &&
+	      isnan(r.guest_slowdown));
+	ot_format_report(&r, rec, sizeof(rec));
+	CHECK_STR(rec, "job=9 desktop_slowdown=0.004 "
+		       "actions=throttle:0,freeze:0,evict:0");
+}
+
 static void test_missing_fields(void)
 {
 	struct ot_job_report r;
@@ -414,6 +456,7 @@ int main(void)
 	test_agent_file();
 	test_valid_report();
 	test_missing_fields();
+	test_slowdown_fields();
 	test_malformed();
 	test_oversized();
 	test_sanitize();

@@ -91,6 +91,12 @@ static void test_feed_fixture(const char *dir)
 		  "desktop (owner-active)",
 		  "overtime: mode desktop, owner owner-active, guest evict, "
 		  "absent (heartbeat 2026-11-22T10:00:00Z)" },
+		/* Calibrated: its weight within the desk-empty class. */
+		{ "pc-a06", OT_UP, "up", "overtime,desktop,desk-empty", 19,
+		  "overtime: up",
+		  "overtime: mode desktop, owner no-user, guest run, running "
+		  "(heartbeat 2026-11-22T10:00:00Z), calibrated desktop "
+		  "slowdown cpu 2.1% memory 9.4%" },
 		{ "pc-b1.lab", OT_DOWN, "down", "overtime", 100, CRASH, CRASH },
 	};
 	const size_t nwant = sizeof(want) / sizeof(want[0]);
@@ -148,7 +154,9 @@ static void test_feed_fixture(const char *dir)
 		CHECK_STR(f.reports[0].summary,
 			  "overtime: job 123 on pc-a03 200 s: throttled 30 s, "
 			  "frozen 10 s, owner active 25%, guest CPU 150 s, "
-			  "steal 2.5 s, desktop slowdown ~2%");
+			  "steal 2.5 s (guest slowdown 1.6%), desktop "
+			  "slowdown 0.4% (0.1-0.9%, run-queue wait + memory "
+			  "canary)");
 	}
 	feed_free(&f);
 }

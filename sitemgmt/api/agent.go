@@ -299,7 +299,8 @@ func (s *Server) agentConfigFor(snap *service.Snapshot, host string, now time.Ti
 	if h == nil {
 		return nil, &resolve.UnknownHostError{Name: host}
 	}
-	return snap.Resolver.AgentConfig(h, resolve.Query{At: now, BootServer: s.opt.BootServer, Held: s.svc.Held()}, b)
+	return snap.Resolver.AgentConfig(h, resolve.Query{At: now, BootServer: s.opt.BootServer, Held: s.svc.Held(),
+		Interference: s.svc.InterferenceProfile}, b)
 }
 
 // ---- guest secrets ----

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -938,5 +939,47 @@ func TestGuestSecrets(t *testing.T) {
 	env2.ApplyExample(t)
 	if _, err := hostClient(env2, issue(t, env2.Admin(), "pc-b01")).GuestSecrets(ctx); status(err) != http.StatusNotFound || !strings.Contains(err.Error(), "--munge-key") {
 		t.Fatalf("no key configured: %v", err)
+	}
+}
+
+// A calibration travels in a heartbeat: validated (400 naming the field), kept as the
+// host's last profile across heartbeats without one, handed back in the host's agent
+// configuration (and only its own), and shown in its status with the controller's
+// slowdown and cap.
+func TestHeartbeatInterference(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	admin := env.Admin()
+	host := hostClient(env, issue(t, admin, "pc-b02"))
+	other := hostClient(env, issue(t, admin, "pc-b01"))
+	prof := wire.InterferenceProfile{Measured: env.Now.Add(-time.Hour).UTC(), Kernel: "6.8.0-45-generic", CPUModel: "Intel Core i5-8500",
+		CPUs: 6, Cgroup: "v2", Backend: "container", CanaryNs: 850000, CPUSlowdown: 0.021, MemorySlowdown: 0.094,
+		WakeupP99AloneUs: 60, WakeupP99GuestUs: 75, StartCap: 0.4, Harvest: 0.7}
+	bad := prof
+	bad.CPUSlowdown = 11
+	err := host.Heartbeat(ctx, wire.Heartbeat{Interference: &bad})
+	var he *client.APIError
+	if !errors.As(err, &he) || he.Status != http.StatusBadRequest || !strings.Contains(err.Error(), "cpuSlowdown") {
+		t.Fatalf("invalid profile: %v, want 400 naming cpuSlowdown", err)
+	}
+	if err := host.Heartbeat(ctx, wire.Heartbeat{Cap: 1.5}); !errors.As(err, &he) || he.Status != http.StatusBadRequest {
+		t.Fatalf("cap above 1: %v, want 400", err)
+	}
+	if err := host.Heartbeat(ctx, wire.Heartbeat{Instance: "i", Seq: 1, Interference: &prof, Slowdown: 0.004, Cap: 0.35}); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Heartbeat(ctx, wire.Heartbeat{Instance: "i", Seq: 2, Slowdown: 0.005, Cap: 0.3}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := admin.AgentStatusOf(ctx, "pc-b02")
+	if err != nil || st.Interference == nil || st.Interference.MemorySlowdown != 0.094 || st.Slowdown != 0.005 || st.Cap != 0.3 {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+	cfg, err := host.AgentConfig(ctx)
+	if err != nil || cfg.Interference == nil || !cfg.Interference.Measured.Equal(prof.Measured) || cfg.Interference.Kernel != prof.Kernel {
+		t.Fatalf("agent configuration: %+v %v", cfg, err)
+	}
+	if cfg, err := other.AgentConfig(ctx); err != nil || cfg.Interference != nil {
+		t.Fatalf("another host's configuration carries a profile: %+v %v", cfg, err)
 	}
 }

@@ -30,6 +30,8 @@ func SlurmFeature(k model.ModeKind) string {
 // SlurmWeight is the node weight of a host whose effective mode is of kind k. The
 // weights are the sync daemon's (wire.Weight*); a static line cannot know whether a
 // desktop's owner is at it, so a desktop gets the weight of one whose owner is active.
+// The feed then refines a desktop's weight within its class from the host's calibration
+// (wire.InterferenceWeight); a static line knows none and keeps the class's base.
 func SlurmWeight(k model.ModeKind) int {
 	switch k {
 	case model.KindCluster:

@@ -59,6 +59,10 @@ type Query struct {
 	// Held is what the boot servers reported holding verified: a host whose boot server
 	// reported is only given versions it holds (pick). nil: nothing is gated.
 	Held Held
+	// Interference gives a host's last calibration (runtime state the service keeps from
+	// its heartbeats: service.InterferenceProfile); AgentConfig hands it back to the
+	// host. nil, or nil for the host: none.
+	Interference func(host string) *wire.InterferenceProfile
 }
 
 // ServerSource says which step of the fallback rule chose Assignment.Server.
@@ -359,6 +363,11 @@ func (r *Resolver) AgentConfig(h *model.Host, q Query, b Running) (*wire.AgentCo
 	if sw := r.NextSwitch(a, q); sw != nil {
 		cfg.NextChange, cfg.NextMode = sw.At, sw.Mode
 		cfg.NextReboot, cfg.NextSwitch, cfg.NextLabel = sw.Reboot, sw.Rule, sw.Label
+	}
+	if q.Interference != nil {
+		// The agent stops sending a new profile once this carries it back, and
+		// calibrates again when it is missing or stale (node-agent/interference/calibrate).
+		cfg.Interference = q.Interference(h.Name)
 	}
 	return cfg, nil
 }

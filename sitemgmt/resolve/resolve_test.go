@@ -8,6 +8,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
 const sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -348,5 +349,33 @@ func TestCourseVM(t *testing.T) {
 	a = must(newResolver(t, site).Host("pc-a1", Query{At: wed}))
 	if a.CourseVM != nil || a.CourseVMUnavailable != "course VM image bio has no published version" {
 		t.Errorf("unpublished: %+v %q", a.CourseVM, a.CourseVMUnavailable)
+	}
+}
+
+// The agent configuration hands each host back its own last calibration, which the
+// service keeps from the heartbeats (Query.Interference); without one it has none.
+func TestAgentConfigInterference(t *testing.T) {
+	site := testSite(t)
+	r := newResolver(t, site)
+	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	p := &wire.InterferenceProfile{Measured: at, Kernel: "6.8.0", CPUs: 8, CPUSlowdown: 0.02}
+	q := Query{At: at, Interference: func(host string) *wire.InterferenceProfile {
+		if host == "pc-a1" {
+			return p
+		}
+		return nil
+	}}
+	for _, tc := range []struct {
+		host string
+		q    Query
+		want *wire.InterferenceProfile
+	}{{"pc-a1", q, p}, {"pc-b1", q, nil}, {"pc-a1", Query{At: at}, nil}} {
+		cfg, err := r.AgentConfig(site.Host(tc.host), tc.q, Running{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Interference != tc.want {
+			t.Errorf("%s: interference %+v, want %+v", tc.host, cfg.Interference, tc.want)
+		}
 	}
 }

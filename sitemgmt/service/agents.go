@@ -112,7 +112,19 @@ func (a *agentState) put(st wire.HostStatus) wire.HostStatus {
 			prev.st.Received = st.Received
 			a.last[st.Host] = prev
 		}
+		// An overtaken heartbeat may still carry the host's newest calibration.
+		if newerProfile(prev.st.Interference, st.Interference) {
+			prev.st.Interference = st.Interference
+			a.bumpLocked()
+			prev.rev = a.rev
+			a.last[st.Host] = prev
+		}
 		return prev.st
+	}
+	if ok {
+		// The agent sends a profile only until its AgentConfig carries it back: the host's
+		// last calibration stays with its status (wire.HostStatus).
+		st.Interference = laterProfile(prev.st.Interference, st.Interference)
 	}
 	next := hostBeat{st: st, retired: prev.retired}
 	if ok && prev.st.Instance != st.Instance {
@@ -122,6 +134,34 @@ func (a *agentState) put(st wire.HostStatus) wire.HostStatus {
 	next.rev = a.rev
 	a.last[st.Host] = next
 	return st
+}
+
+// laterProfile is the later measured of two calibrations (b when equally old; nil only when
+// both are).
+func laterProfile(a, b *wire.InterferenceProfile) *wire.InterferenceProfile {
+	switch {
+	case b == nil:
+		return a
+	case a == nil || !a.Measured.After(b.Measured):
+		return b
+	}
+	return a
+}
+
+// newerProfile reports whether cand was measured after old (or old is nil).
+func newerProfile(old, cand *wire.InterferenceProfile) bool {
+	return cand != nil && (old == nil || cand.Measured.After(old.Measured))
+}
+
+// profile is host's last calibration (nil: none known).
+func (a *agentState) profile(host string) *wire.InterferenceProfile {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p := a.last[host].st.Interference; p != nil {
+		c := *p
+		return &c
+	}
+	return nil
 }
 
 func (a *agentState) bumpLocked() {
@@ -246,6 +286,14 @@ func (s *Service) PutHeartbeat(hb wire.Heartbeat, received time.Time, remote str
 	// The newest heartbeat answers the host's pending power commands (power.go).
 	s.ackPower(st, received)
 	return st, nil
+}
+
+// InterferenceProfile is host's last calibration, as a heartbeat brought it (nil: none
+// known; kept across restarts and replicas with a StateStore). The agent configuration
+// hands it back to the host (resolve.Query.Interference), whose agent forgets it at
+// every reboot.
+func (s *Service) InterferenceProfile(host string) *wire.InterferenceProfile {
+	return s.agents.profile(host)
 }
 
 // AgentStatus is host's last heartbeat as of now; ok is false when the host has posted

@@ -93,9 +93,15 @@ func beatSig(hb hostBeat) string {
 	if h.Power != nil {
 		powerID, powerState = h.Power.ID, string(h.Power.State)
 	}
+	// The calibration: the Slurm weight and the agent configuration follow it. Judged by
+	// its time: a host sends a new profile only after a new run.
+	var measured string
+	if h.Interference != nil {
+		measured = h.Interference.Measured.UTC().Format(time.RFC3339Nano)
+	}
 	return strings.Join([]string{h.Instance, h.Mode, h.ConfigFrom, string(h.OwnerState), string(h.Action),
 		h.GuestState, h.GuestReason, h.Backend, h.Version, strconv.Itoa(h.Restarts), hb.retired,
-		strconv.Itoa(h.Sessions), powerID, powerState}, "\x00")
+		strconv.Itoa(h.Sessions), powerID, powerState, measured}, "\x00")
 }
 
 // sameJSON compares two documents as the store keeps them.
@@ -186,10 +192,20 @@ func (a *agentState) mergeBeat(sb storedBeat) {
 			prev.st.Received = st.Received
 			a.last[host] = prev
 		}
+		if newerProfile(prev.st.Interference, st.Interference) {
+			prev.st.Interference = st.Interference
+			a.last[host] = prev
+			a.bumpLocked()
+		}
 		return
 	}
 	if ok && prev.st.Received.After(in.st.Received) {
 		in.st.Received = prev.st.Received
+	}
+	if ok {
+		// A replica that accepted a heartbeat before it saw another's profile wrote it
+		// without: the later measured calibration stays.
+		in.st.Interference = laterProfile(prev.st.Interference, in.st.Interference)
 	}
 	if a.last == nil {
 		a.last = map[string]hostBeat{}

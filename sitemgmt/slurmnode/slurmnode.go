@@ -83,10 +83,14 @@ func Desired(host string, st *wire.AgentStatus, running *model.Mode) wire.SlurmN
 		n.Weight = wire.WeightDedicated
 	case st.OwnerState == model.StateOwnerActive:
 		feat = append(feat, wire.FeatureOwnerActive)
-		n.Weight = wire.WeightOwnerActive
+		n.Weight = wire.InterferenceWeight(wire.WeightOwnerActive, st.Interference)
 	default:
 		feat = append(feat, wire.FeatureDeskEmpty)
-		n.Weight = wire.WeightDeskEmpty
+		n.Weight = wire.InterferenceWeight(wire.WeightDeskEmpty, st.Interference)
+	}
+	if p := st.Interference; p != nil && kind == model.KindDesktop {
+		// Why this weight, for `scontrol show node`.
+		n.Comment += fmt.Sprintf(", calibrated desktop slowdown cpu %.1f%% memory %.1f%%", 100*p.CPUSlowdown, 100*p.MemorySlowdown)
 	}
 	n.State = wire.SlurmUp
 	n.Features = strings.Join(feat, ",")

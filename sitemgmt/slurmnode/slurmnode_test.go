@@ -101,3 +101,57 @@ func TestDesiredCarriesSize(t *testing.T) {
 		t.Fatalf("no heartbeat: got size %+v", n)
 	}
 }
+
+// Among desktops of one class, the PC whose desktop suffers more from a guest (its last
+// calibration) gets the higher weight, never reaching the next class; a dedicated PC and
+// a PC without a calibration keep their class's weight.
+func TestDesiredWeightFromCalibration(t *testing.T) {
+	now := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	prof := func(cpu, mem float64) *wire.InterferenceProfile {
+		return &wire.InterferenceProfile{Measured: now.Add(-time.Hour), CPUSlowdown: cpu, MemorySlowdown: mem}
+	}
+	desktop := &model.Mode{Name: "desktop", Kind: model.KindDesktop}
+	cluster := &model.Mode{Name: "cluster", Kind: model.KindCluster}
+	for _, c := range []struct {
+		name   string
+		mode   *model.Mode
+		owner  model.OwnerState
+		p      *wire.InterferenceProfile
+		weight int
+	}{
+		{"desk empty, not calibrated", desktop, model.StateNoUser, nil, 10},
+		{"desk empty, no measurable slowdown", desktop, model.StateNoUser, prof(0, 0), 10},
+		{"desk empty, 0.4% rounds to 0", desktop, model.StateNoUser, prof(0.004, 0.001), 10},
+		{"desk empty, cpu 2%", desktop, model.StateNoUser, prof(0.02, 0.01), 12},
+		{"desk empty, memory 9.6% counts", desktop, model.StateNoUser, prof(0.02, 0.096), 20},
+		{"desk empty, 89% is the class's top", desktop, model.StateNoUser, prof(0.89, 0), 99},
+		{"desk empty, capped below owner-active", desktop, model.StateOwnerIdle, prof(3, 5), 99},
+		{"owner active, not calibrated", desktop, model.StateOwnerActive, nil, 100},
+		{"owner active, memory 9.6%", desktop, model.StateOwnerActive, prof(0.02, 0.096), 110},
+		{"owner active, capped below no-guest", desktop, model.StateOwnerActive, prof(10, 10), 999},
+		{"dedicated unchanged", cluster, model.StateAfterHours, prof(0.5, 0.5), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &wire.AgentStatus{HostStatus: wire.HostStatus{Heartbeat: wire.Heartbeat{
+				Host: "pc1", Time: now, Mode: c.mode.Name, OwnerState: c.owner, Action: model.ActionRun, GuestState: "running",
+				Interference: c.p,
+			}, Received: now}}
+			n := Desired("pc1", st, c.mode)
+			if n.State != wire.SlurmUp || n.Weight != c.weight {
+				t.Fatalf("got %+v, want up with weight %d", n, c.weight)
+			}
+			if c.p != nil && c.mode.Kind == model.KindDesktop && !strings.Contains(n.Comment, "calibrated desktop slowdown") {
+				t.Errorf("comment %q does not say why the weight", n.Comment)
+			}
+		})
+	}
+	// Monotone: a worse calibration never gives a lower weight.
+	prev := 0
+	for s := 0.0; s <= 2; s += 0.0005 {
+		w := wire.InterferenceWeight(wire.WeightDeskEmpty, prof(s, 0))
+		if w < prev || w >= wire.WeightOwnerActive {
+			t.Fatalf("slowdown %g: weight %d after %d", s, w, prev)
+		}
+		prev = w
+	}
+}

@@ -187,6 +187,9 @@ type Heartbeat struct {
 }
 
 // HostStatus is the site manager's record of a host's last heartbeat (GET /api/v1/agent/status).
+// Its Interference is the host's last calibration, whichever heartbeat carried it: the
+// site manager keeps it from heartbeat to heartbeat (the agent sends a profile only until
+// its AgentConfig carries it back), and a later-measured profile replaces it.
 type HostStatus struct {
 	Heartbeat
 	Received time.Time `json:"received"` // server time
@@ -267,6 +270,17 @@ func (h Heartbeat) Validate() error {
 	}
 	if h.Power != nil && h.Power.State != CommandPending && h.Power.State != CommandDone && h.Power.State != CommandRefused {
 		return model.Invalid("heartbeat: power.state %q must be %s, %s or %s", h.Power.State, CommandPending, CommandDone, CommandRefused)
+	}
+	if !(h.Slowdown >= 0 && h.Slowdown <= 10) {
+		return model.Invalid("heartbeat: slowdown %g out of range (0-10, a fraction)", h.Slowdown)
+	}
+	if !(h.Cap >= 0 && h.Cap <= 1) {
+		return model.Invalid("heartbeat: cap %g out of range (0-1, a fraction of the host's CPUs)", h.Cap)
+	}
+	if h.Interference != nil {
+		if err := h.Interference.Validate(); err != nil {
+			return model.Invalid("heartbeat: %v", err)
+		}
 	}
 	return nil
 }

@@ -61,7 +61,8 @@ var fixtureStart = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 func fullJobReport() JobReport {
 	r := JobReport{Job: "123", Host: "pc-a03", Mode: "desktop", Start: fixtureStart, End: fixtureStart.Add(200500 * time.Millisecond),
 		Seconds: 200.5, ThrottledSeconds: 30, FrozenSeconds: 10.25, OwnerActiveFraction: 0.25, GuestCPUSeconds: 150.5,
-		StealSeconds: 2.5, DesktopSlowdown: 0.02,
+		StealSeconds: 2.5, DesktopSlowdown: 0.004, SlowdownLow: 0.001, SlowdownHigh: 0.009,
+		SlowdownMethod: "run-queue wait + memory canary", GuestSlowdown: 0.016,
 		Actions:  map[model.GuestAction]int{model.ActionThrottle: 2, model.ActionFreeze: 1, model.ActionEvict: 1},
 		Received: fixtureStart.Add(201 * time.Second)}
 	r.Summary = ReportSummary(r)
@@ -95,6 +96,10 @@ func slurmFeedFixture() SlurmFeed {
 			{Name: "pc-a05", State: SlurmEvicted, Features: features(FeatureOvertime, FeatureDesktop), Weight: WeightOwnerActive,
 				Reason:  "overtime: guest on pc-a05 evicted: the owner needed the desktop (owner-active)",
 				Comment: "overtime: mode desktop, owner owner-active, guest evict, absent (heartbeat 2026-11-22T10:00:00Z)"},
+			// A calibrated desktop: its weight within the desk-empty class (InterferenceWeight).
+			{Name: "pc-a06", State: SlurmUp, Features: features(FeatureOvertime, FeatureDesktop, FeatureDeskEmpty),
+				Weight:  InterferenceWeight(WeightDeskEmpty, &InterferenceProfile{CPUSlowdown: 0.021, MemorySlowdown: 0.094}),
+				Comment: "overtime: mode desktop, owner no-user, guest run, running (heartbeat 2026-11-22T10:00:00Z), calibrated desktop slowdown cpu 2.1% memory 9.4%"},
 			{Name: "pc-b1.lab", State: SlurmDown, Features: FeatureOvertime, Weight: WeightOwnerActive,
 				Reason:  `overtime: guest on pc-b1.lab not running (crashed: domain "overtime-pc-b1" exited <&>)`,
 				Comment: `overtime: guest on pc-b1.lab not running (crashed: domain "overtime-pc-b1" exited <&>)`},

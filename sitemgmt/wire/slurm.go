@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -49,6 +50,45 @@ const (
 	// answer, it comes last.
 	WeightNoGuest = 1000
 )
+
+// WeightPerPercent is the weight a desktop node gains per percent of calibrated desktop
+// slowdown (InterferenceWeight).
+const WeightPerPercent = 1
+
+// InterferenceWeight is the weight of a desktop node of class base (WeightDeskEmpty or
+// WeightOwnerActive) whose last calibration is p: among PCs of one class, jobs go first
+// where they disturb the desktop least. The mapping is
+//
+//	base + min(round(WeightPerPercent × 100 × max(p.CPUSlowdown, p.MemorySlowdown)), next − base − 1)
+//
+// where next is the class above (WeightOwnerActive, WeightNoGuest): monotone in the
+// slowdown, and never reaching the next class, so an empty desk always comes before an
+// occupied one whatever the calibration says (a desk-empty PC spans 10-99, an
+// owner-active one 100-999). The worse of the two slowdowns counts: a job's kind is not
+// known when Slurm places it. A host without a calibration (p nil) keeps base: nothing is
+// known against it, and its agent calibrates at the next idle cluster period. Other
+// weights (dedicated, no guest) are returned unchanged: a dedicated PC has no desktop to
+// disturb.
+func InterferenceWeight(base int, p *InterferenceProfile) int {
+	var next int
+	switch base {
+	case WeightDeskEmpty:
+		next = WeightOwnerActive
+	case WeightOwnerActive:
+		next = WeightNoGuest
+	default:
+		return base
+	}
+	if p == nil {
+		return base
+	}
+	s := max(p.CPUSlowdown, p.MemorySlowdown)
+	if !(s > 0) { // also NaN
+		return base
+	}
+	add := math.Round(WeightPerPercent * 100 * s)
+	return base + int(min(add, float64(next-base-1)))
+}
 
 // SlurmNode is the desired Slurm state of one host's compute guest.
 type SlurmNode struct {
@@ -187,20 +227,63 @@ func (r JobReport) Validate() error {
 			return model.Invalid("job report: %s %v must be a non-negative number", name, v)
 		}
 	}
-	if r.OwnerActiveFraction < 0 || r.OwnerActiveFraction > 1 || r.DesktopSlowdown < 0 || r.DesktopSlowdown > 1 {
-		return model.Invalid("job report: fractions must be within 0..1")
+	for name, v := range map[string]float64{"ownerActiveFraction": r.OwnerActiveFraction, "desktopSlowdown": r.DesktopSlowdown,
+		"slowdownLow": r.SlowdownLow, "slowdownHigh": r.SlowdownHigh, "guestSlowdown": r.GuestSlowdown} {
+		if !(v >= 0 && v <= 1) {
+			return model.Invalid("job report: %s %v must be a fraction within 0..1", name, v)
+		}
 	}
-	if len(r.Summary) > 400 || strings.ContainsAny(r.Summary, "\n\r") {
-		return model.Invalid("job report: summary must be one line of at most 400 bytes")
+	if r.hasInterval() && !(r.SlowdownLow <= r.DesktopSlowdown && r.DesktopSlowdown <= r.SlowdownHigh) {
+		return model.Invalid("job report: desktop slowdown %g outside its interval %g..%g (slowdownLow <= desktopSlowdown <= slowdownHigh)",
+			r.DesktopSlowdown, r.SlowdownLow, r.SlowdownHigh)
+	}
+	if len(r.SlowdownMethod) > MaxSlowdownMethod || OneLine(r.SlowdownMethod, MaxSlowdownMethod) != r.SlowdownMethod {
+		return model.Invalid("job report: slowdownMethod must be one line of at most %d bytes", MaxSlowdownMethod)
+	}
+	if len(r.Summary) > MaxSummary || strings.ContainsAny(r.Summary, "\n\r") {
+		return model.Invalid("job report: summary must be one line of at most %d bytes", MaxSummary)
 	}
 	return nil
 }
 
-// ReportSummary is the one-line text of a report (AdminComment, logs).
+// MaxSlowdownMethod bounds JobReport.SlowdownMethod (one line).
+const MaxSlowdownMethod = 80
+
+// MaxSummary bounds JobReport.Summary (one line): Slurm's AdminComment carries it.
+const MaxSummary = 400
+
+// hasInterval: the report gives the estimate's interval (an agent with the calibrated
+// estimator; an older one sends only DesktopSlowdown).
+func (r JobReport) hasInterval() bool { return r.SlowdownLow != 0 || r.SlowdownHigh != 0 }
+
+// SlowdownText says the desktop slowdown estimate with what backs it, e.g.
+// "0.4% (0.1-0.9%, run-queue wait + memory canary)"; a report of an older agent, without
+// interval or method, gives "~2%" (a rough estimate from CPU pressure).
+func (r JobReport) SlowdownText() string {
+	est := fmt.Sprintf("%.1f%%", 100*r.DesktopSlowdown)
+	var why []string
+	if r.hasInterval() {
+		why = append(why, fmt.Sprintf("%.1f-%.1f%%", 100*r.SlowdownLow, 100*r.SlowdownHigh))
+	}
+	if r.SlowdownMethod != "" {
+		why = append(why, r.SlowdownMethod)
+	}
+	if len(why) == 0 {
+		return fmt.Sprintf("~%.0f%%", 100*r.DesktopSlowdown)
+	}
+	return est + " (" + strings.Join(why, ", ") + ")"
+}
+
+// ReportSummary is the one-line text of a report (AdminComment, logs), at most
+// MaxSummary bytes.
 func ReportSummary(r JobReport) string {
-	return fmt.Sprintf("overtime: job %s on %s %.0f s: throttled %.0f s, frozen %.0f s, owner active %.0f%%, guest CPU %.0f s, steal %.1f s, desktop slowdown ~%.0f%%",
+	steal := fmt.Sprintf("steal %.1f s", r.StealSeconds)
+	if r.GuestSlowdown > 0 {
+		steal += fmt.Sprintf(" (guest slowdown %.1f%%)", 100*r.GuestSlowdown)
+	}
+	return OneLine(fmt.Sprintf("overtime: job %s on %s %.0f s: throttled %.0f s, frozen %.0f s, owner active %.0f%%, guest CPU %.0f s, %s, desktop slowdown %s",
 		r.Job, r.Host, r.Seconds, r.ThrottledSeconds, r.FrozenSeconds, 100*r.OwnerActiveFraction,
-		r.GuestCPUSeconds, r.StealSeconds, 100*r.DesktopSlowdown)
+		r.GuestCPUSeconds, steal, r.SlowdownText()), MaxSummary)
 }
 
 // Slurm power saving (POST /api/v1/slurm/resume and /suspend, `overtime slurm resume|
