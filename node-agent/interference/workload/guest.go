@@ -236,4 +236,3 @@ func ioPass(ctx context.Context, f *os.File, size int, buf []byte, work *atomic.
 	}
 	return nil
 }
-
