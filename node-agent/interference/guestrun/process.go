@@ -96,7 +96,7 @@ type processGuest struct {
 }
 
 func (g *processGuest) Progress() (float64, error) { return g.prog.value() }
-func (g *processGuest) Group() *cgroup.Group        { return g.group }
+func (g *processGuest) Group() *cgroup.Group       { return g.group }
 
 // PIDs are the processes in the group (the guest-load process).
 func (g *processGuest) PIDs() ([]int, error) { return g.group.AllProcs() }
