@@ -120,6 +120,12 @@ func (p *progress) value() (float64, error) {
 	return p.work, nil
 }
 
+func (p *progress) hasReported() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen
+}
+
 // output is the guest's last non-progress lines, for error messages.
 func (p *progress) output() string {
 	p.mu.Lock()

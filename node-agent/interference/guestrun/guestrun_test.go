@@ -100,6 +100,7 @@ func exercise(t *testing.T, r interference.Runner, within time.Duration) {
 	if len(pids) == 0 {
 		t.Fatal("no PIDs")
 	}
+	t.Logf("%s: group %s, pids %v", r.Name(), g.Group().Path(), pids)
 	inGroup, err := g.Group().AllProcs()
 	if err != nil {
 		t.Fatal(err)
@@ -140,5 +141,14 @@ func TestStartRejects(t *testing.T) {
 		if _, err := p.Start(context.Background(), tc.name, tc.threads); err == nil {
 			t.Errorf("Start(%q, %d): no error", tc.name, tc.threads)
 		}
+	}
+}
+
+func TestContainer(t *testing.T) {
+	needs.Servers(t, "root, crun (Debian package crun)")
+	c := &Container{Parent: parent(t), Agent: agent(t), WorkDir: t.TempDir()}
+	exercise(t, c, time.Minute)
+	if ents, _ := os.ReadDir(c.WorkDir); len(ents) != 0 {
+		t.Errorf("Stop left %d entries in the work directory", len(ents))
 	}
 }
