@@ -221,7 +221,7 @@ func (g *containerGuest) tail(path string, exited chan<- struct{}) {
 }
 
 func (g *containerGuest) Progress() (float64, error) { return g.prog.value() }
-func (g *containerGuest) Group() *cgroup.Group        { return g.group }
+func (g *containerGuest) Group() *cgroup.Group       { return g.group }
 
 // PIDs are the processes in the guest's group: init (guest-load) and, while it waits
 // for init, the backend's monitor (crun's parent, which waits in the group).
