@@ -137,7 +137,7 @@ type qemuGuest struct {
 }
 
 func (g *qemuGuest) Progress() (float64, error) { return g.prog.value() }
-func (g *qemuGuest) Group() *cgroup.Group        { return g.group }
+func (g *qemuGuest) Group() *cgroup.Group       { return g.group }
 
 // PIDs is QEMU's PID (its vCPU and I/O threads are in /proc/PID/task).
 func (g *qemuGuest) PIDs() ([]int, error) { return g.group.AllProcs() }
