@@ -111,6 +111,11 @@ func exercise(t *testing.T, r interference.Runner, within time.Duration) {
 			t.Errorf("pid %d is not in the guest's group %s (%v)", pid, g.Group().Path(), inGroup)
 		}
 	}
+	// A freezing policy leaves the group frozen when the matrix stops the guest: Stop must
+	// end it all the same.
+	if err := g.Group().Freeze(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := g.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
