@@ -25,11 +25,13 @@ const runFor = 200 * time.Millisecond
 func TestDesktopWorkloads(t *testing.T) {
 	for _, tc := range []struct {
 		name, unit string
-		minWork    float64 // the least a 200 ms run does on any machine we run tests on
-		latencies  bool
-		minCPU     float64 // the least CPU time (s) the run's thread must show
+		// minWork: the least a 200 ms run does on any machine we run tests on, even with
+		// other test binaries competing for its two cores.
+		minWork   float64
+		latencies bool
+		minCPU    float64 // the least CPU time (s) the run's thread must show
 	}{
-		{"wakeup", "wakeups", 50, true, 0},
+		{"wakeup", "wakeups", 20, true, 0},
 		{"frame", "frames", 5, true, 0.01},
 		{"cpu", "ops", 10, false, 0.05},
 		{"memory", "bytes", 100 << 20, false, 0.05},
@@ -92,8 +94,9 @@ func TestFrameMisses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if long.Events < 5 || long.Missed != long.Events {
-		t.Errorf("20 ms frames at 60 Hz: %d of %d missed, want all (and at least 5)", long.Missed, long.Events)
+	// At least 2 frames fit in 200 ms even on a loaded machine (the tests share 2 cores).
+	if long.Events < 2 || long.Missed != long.Events {
+		t.Errorf("20 ms frames at 60 Hz: %d of %d missed, want all (and at least 2)", long.Missed, long.Events)
 	}
 	short, err := DesktopOptions{FrameWork: time.Millisecond}.Run(context.Background(), "frame", runFor)
 	if err != nil {
@@ -155,7 +158,8 @@ func (l *lineRecorder) Write(p []byte) (int, error) {
 func TestGuestWorkloads(t *testing.T) {
 	for _, name := range GuestNames() {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), runFor+ProgressInterval/2)
+			// The set-up (allocating and touching arrays) comes before the first line.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*runFor)
 			defer cancel()
 			var out lineRecorder
 			o := GuestOptions{Threads: 1, Dir: t.TempDir(), IOBytes: 4 << 20, MemoryBytes: 16 << 20}
@@ -193,12 +197,14 @@ func TestGuestWorkloads(t *testing.T) {
 }
 
 // TestProbeOverhead measures the probe's own cost (reported in the Probe's doc comment)
-// and checks its latencies: a probe on an otherwise idle thread wakes every interval.
+// and checks that it wakes about every interval.
 func TestProbeOverhead(t *testing.T) {
 	p := StartProbe(0)
 	time.Sleep(time.Second) // the probe runs for this long: the test's subject, not a wait
 	r := p.Stop()
-	wantMin := 0.5 * r.Seconds / DefaultProbeInterval.Seconds()
+	// A late wake-up skips the ticks it missed: on a machine busy with other tests the
+	// probe sees fewer than one per interval, but never few.
+	wantMin := 0.2 * r.Seconds / DefaultProbeInterval.Seconds()
 	if r.Work < wantMin || int(r.Work) != len(r.LatencyUs) {
 		t.Errorf("%g wake-ups (%d latencies) in %.3f s, want at least %.0f", r.Work, len(r.LatencyUs), r.Seconds, wantMin)
 	}
