@@ -16,8 +16,8 @@ const DefaultProbeInterval = 2 * time.Millisecond
 // own that sleeps to every tick (absolute CLOCK_MONOTONIC deadlines) and records how late
 // it woke, i.e. how long a freshly woken interactive thread of the desktop waits for a
 // CPU. Its own cost is its thread's CPU time, reported in the Result's CPUSeconds: on the
-// 2-core EPYC VM we develop on about 30 µs of CPU per wake-up (each timer arm and expiry
-// exits to the hypervisor), i.e. 1.5 % of a CPU at the default 2 ms; bare metal costs a
+// 2-core EPYC VM we develop on 20–30 µs of CPU per wake-up (each timer arm and expiry
+// exits to the hypervisor), i.e. 1–1.5 % of a CPU at the default 2 ms; bare metal costs a
 // fraction of that. TestProbeOverhead logs it.
 type Probe struct {
 	start time.Time
