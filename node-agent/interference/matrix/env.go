@@ -29,10 +29,10 @@ type Env struct {
 	Sched    map[string]string `json:"sched"`
 	Governor string            `json:"governor,omitempty"`
 	// PSI: system pressure files present (/proc/pressure).
-	PSI       bool    `json:"psi"`
-	LoadAvg   string  `json:"loadavg"`
-	GoVersion string  `json:"goVersion"`
-	Placement string  `json:"placement"` // this process's cgroup (/proc/self/cgroup, cpu line)
+	PSI       bool     `json:"psi"`
+	LoadAvg   string   `json:"loadavg"`
+	GoVersion string   `json:"goVersion"`
+	Placement string   `json:"placement"` // this process's cgroup (/proc/self/cgroup, cpu line)
 	Notes     []string `json:"notes,omitempty"`
 }
 

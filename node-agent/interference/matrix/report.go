@@ -146,19 +146,19 @@ type Report struct {
 
 // ConfigRecord is the run's configuration as recorded.
 type ConfigRecord struct {
-	Cells         []Cell          `json:"cells"`
-	RunSeconds    float64         `json:"runSeconds"`
-	WarmupSeconds float64         `json:"warmupSeconds"`
-	Reps          int             `json:"reps"`
-	Adapt         bool            `json:"adapt"`
-	MaxReps       int             `json:"maxReps"`
-	MaxWidth      float64         `json:"maxWidth"`
-	Threads       int             `json:"threads"`
-	Cores         int             `json:"cores"`
-	Seed          uint64          `json:"seed"`
-	TickSeconds   float64         `json:"tickSeconds"`
-	Keep          map[string]bool `json:"keepGuests,omitempty"`
-	Baseline      string          `json:"baseline"`
+	Cells         []Cell            `json:"cells"`
+	RunSeconds    float64           `json:"runSeconds"`
+	WarmupSeconds float64           `json:"warmupSeconds"`
+	Reps          int               `json:"reps"`
+	Adapt         bool              `json:"adapt"`
+	MaxReps       int               `json:"maxReps"`
+	MaxWidth      float64           `json:"maxWidth"`
+	Threads       int               `json:"threads"`
+	Cores         int               `json:"cores"`
+	Seed          uint64            `json:"seed"`
+	TickSeconds   float64           `json:"tickSeconds"`
+	Keep          map[string]bool   `json:"keepGuests,omitempty"`
+	Baseline      string            `json:"baseline"`
 	Policies      map[string]string `json:"policies"`
 }
 
