@@ -13,12 +13,16 @@
 //   - owner becomes active: StartCap (the host's calibrated start, wire.InterferenceProfile;
 //     MaxCap when the calibration showed the idle class alone keeps the desktop within
 //     target);
-//   - slowdown above Target: multiplicative decrease at once, to where the slowdown would
-//     be Target×Aim if it is proportional to the cap, by a factor within [MaxDecrease,
-//     MinDecrease] — a burst is answered in the same tick;
-//   - slowdown below Target×Margin for IncreaseHold: additive increase by Step (at most
-//     to where the slowdown would reach Target×Aim), again after every IncreaseHold —
-//     slow, so that the desktop is not probed often;
+//   - slowdown above Target: multiplicative decrease, to where the slowdown would be
+//     Target×Aim if it is proportional to the cap, by a factor within [MaxDecrease,
+//     MinDecrease]. At once — in the tick that measured it — when the excess is sure:
+//     the estimate's Low is above Target, or the slowdown is above Target×Burst; a
+//     smaller excess must be measured in Confirm consecutive ticks, so that one noisy
+//     250 ms window does not cut the cap;
+//   - mean slowdown since the last change below Target×Margin for IncreaseHold: additive
+//     increase by Step (at most to where the slowdown would reach Target×Aim), again
+//     after every IncreaseHold — slow, so that the desktop is not probed often, and on
+//     the mean, so that noise does not hold it back;
 //   - between: nothing (dead band: a cap that meets the target stays);
 //   - never below MinCap: a desktop that suffers even then is the policy engine's to
 //     freeze (PSI) or evict.
@@ -47,6 +51,11 @@ type Config struct {
 	// MaxDecrease×cap (a large burst), at least to MinDecrease×cap (a slight excess
 	// still backs off noticeably).
 	MaxDecrease, MinDecrease float64
+	// Burst: a slowdown above Target×Burst is acted on in the tick that measured it
+	// even when the estimate's interval reaches below Target.
+	Burst float64
+	// Confirm: consecutive ticks above Target (not sure, not a burst) before a decrease.
+	Confirm int
 	// Step: one additive increase (fraction of the host's CPUs).
 	Step float64
 	// IncreaseHold: how long the slowdown must stay below Target×Margin before an
@@ -60,7 +69,7 @@ type Config struct {
 var Defaults = Config{
 	Target: 0.01, MinCap: 0.05, MaxCap: 1, StartCap: 0.25,
 	Margin: 0.5, Aim: 0.7, MaxDecrease: 0.25, MinDecrease: 0.8,
-	Step: 0.05, IncreaseHold: 3 * time.Second, IdleHold: 5 * time.Second,
+	Burst: 2, Confirm: 2, Step: 0.05, IncreaseHold: 3 * time.Second, IdleHold: 5 * time.Second,
 }
 
 func (c Config) withDefaults() Config {
@@ -79,6 +88,10 @@ func (c Config) withDefaults() Config {
 	set(&c.MaxDecrease, d.MaxDecrease)
 	set(&c.MinDecrease, d.MinDecrease)
 	set(&c.Step, d.Step)
+	set(&c.Burst, d.Burst)
+	if c.Confirm <= 0 {
+		c.Confirm = d.Confirm
+	}
 	if c.IncreaseHold <= 0 {
 		c.IncreaseHold = d.IncreaseHold
 	}
@@ -118,8 +131,14 @@ type Controller struct {
 	started    bool
 	active     bool      // owner active as last told
 	idleSince  time.Time // owner inactive since (zero while active)
-	lowSince   time.Time // slowdown below Target×Margin since (zero: not below)
 	lastChange time.Time // last increase or decrease
+	// Since the last change, excess or dead-band tick: when, and the slowdowns' sum and
+	// count (the mean decides increases).
+	quietSince time.Time
+	sum        float64
+	n          int
+	over       int     // consecutive ticks above Target
+	overMin    float64 // the smallest slowdown of those ticks
 }
 
 // New returns a controller at MaxCap (nobody at the desk yet).
@@ -153,7 +172,8 @@ func (c *Controller) Owner(now time.Time, active bool) float64 {
 			c.cap = c.cfg.StartCap
 			c.lastChange = now
 		}
-		c.idleSince, c.lowSince = time.Time{}, time.Time{}
+		c.idleSince = time.Time{}
+		c.quiet(now)
 	case !active && (c.active || !c.started):
 		c.idleSince = now
 	case !active && !c.idleSince.IsZero() && now.Sub(c.idleSince) >= c.cfg.IdleHold:
@@ -178,29 +198,59 @@ func (c *Controller) Step(now time.Time, est estimate.Estimate, ownerActive bool
 	if math.IsNaN(s) || s < 0 {
 		return c.cap
 	}
+	if s <= cfg.Target {
+		c.over = 0
+	}
 	switch {
 	case s > cfg.Target:
-		// Multiplicative decrease, at once. If the slowdown is proportional to the cap
-		// (a cache-thrashing guest), cap×Target×Aim/s brings it to Target×Aim.
+		c.over++
+		if c.over == 1 || !(c.overMin <= s) {
+			c.overMin = s
+		}
+		sure := est.Low > cfg.Target || s > cfg.Target*cfg.Burst
+		if !sure {
+			if c.over < cfg.Confirm {
+				return c.cap // not sure yet: one more tick
+			}
+			// Confirmed by several noisy ticks: cut by the least of them, not by the
+			// noise's peak.
+			s = c.overMin
+		}
+		// Multiplicative decrease. If the slowdown is proportional to the cap (a
+		// cache-thrashing guest), cap×Target×Aim/s brings it to Target×Aim.
 		f := clamp(cfg.Target*cfg.Aim/s, cfg.MaxDecrease, cfg.MinDecrease)
 		c.set(now, math.Max(c.cap*f, cfg.MinCap))
-		c.lowSince = time.Time{}
-	case s < cfg.Target*cfg.Margin:
-		if c.lowSince.IsZero() {
-			c.lowSince = now
-		}
-		if now.Sub(c.lowSince) >= cfg.IncreaseHold && now.Sub(c.lastChange) >= cfg.IncreaseHold {
-			step := cfg.Step
-			if s > 0 {
-				// Do not step past where a proportional slowdown would reach Target×Aim.
-				step = math.Min(step, c.cap*(cfg.Target*cfg.Aim/s-1))
-			}
-			c.set(now, math.Min(c.cap+step, cfg.MaxCap))
-		}
-	default:
-		c.lowSince = time.Time{} // dead band
+		// c.over stays: an excess that outlasts the cut is confirmed already, and the
+		// next tick cuts again.
+		c.overMin = math.Inf(1)
+		c.quiet(now)
+		return c.cap
 	}
+	if c.quietSince.IsZero() {
+		c.quiet(now)
+	}
+	c.sum += s
+	c.n++
+	mean := c.sum / float64(c.n)
+	if now.Sub(c.quietSince) < cfg.IncreaseHold {
+		return c.cap
+	}
+	if mean < cfg.Target*cfg.Margin {
+		step := cfg.Step
+		if mean > 0 {
+			// Do not step past where a proportional slowdown would reach Target×Aim.
+			step = math.Min(step, c.cap*(cfg.Target*cfg.Aim/mean-1))
+		}
+		c.set(now, math.Min(c.cap+step, cfg.MaxCap))
+	}
+	// Increased, or in the dead band: judge the next IncreaseHold afresh.
+	c.quiet(now)
 	return c.cap
+}
+
+// quiet starts a new averaging period at now.
+func (c *Controller) quiet(now time.Time) {
+	c.quietSince, c.sum, c.n = now, 0, 0
 }
 
 func (c *Controller) set(now time.Time, v float64) {
