@@ -174,7 +174,7 @@ func TestTraces(t *testing.T) {
 func TestBurstBacksOffInOneTick(t *testing.T) {
 	tr := loadTrace(t, "burst.trace")
 	r := simulate(tr, Config{}, 0, 1)
-	onset := int(60*time.Second/tick) // index of the tick that ends at 60.25 s
+	onset := int(60 * time.Second / tick) // index of the tick that ends at 60.25 s
 	before, after := r.caps[onset-1], r.caps[onset]
 	if !(r.slowdowns[onset] > 0.01) {
 		t.Fatalf("trace: no burst at tick %d (slowdown %v)", onset, r.slowdowns[onset])
@@ -190,7 +190,7 @@ func TestBurstBacksOffInOneTick(t *testing.T) {
 	if r.slowdowns[onset+3] > 0.01*1.0001 {
 		t.Errorf("still above target three ticks after the burst: %v", r.slowdowns[onset:onset+4])
 	}
-	left := int(90*time.Second/tick) // first tick with the owner away
+	left := int(90 * time.Second / tick) // first tick with the owner away
 	hold := int(Defaults.IdleHold / tick)
 	if r.caps[left+hold-2] == 1 {
 		t.Errorf("cap back to 1 before the idle hold passed")
