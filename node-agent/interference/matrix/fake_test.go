@@ -176,11 +176,12 @@ func (w *world) runDesktop(ctx context.Context, name string, d time.Duration) (i
 
 type fakeProbe struct{ w *world }
 
-func (p fakeProbe) Stop() ([]float64, error) {
+func (p fakeProbe) Stop() interference.Result {
+	r := interference.Result{Seconds: 1, CPUSeconds: 0.01, LatencyUs: []float64{20, 30, 100}}
 	if p.w.active() > 0 {
-		return []float64{20, 30, 400}, nil
+		r.LatencyUs[2] = 400
 	}
-	return []float64{20, 30, 100}, nil
+	return r
 }
 
 type fakeSignals struct{}

@@ -99,9 +99,13 @@ func (rep *Report) Markdown() string {
 	}
 	w("\n")
 	if rep.ProbeOverhead != nil {
-		w("Probe overhead: the CPU desktop workload runs %s slower with the wake-up probe alongside than without (n = %d).\n\n",
+		w("Probe overhead: the CPU desktop workload runs %s slower with the wake-up probe alongside than without (n = %d).\n",
 			pct(rep.ProbeOverhead), rep.ProbeOverhead.N)
 	}
+	if rep.ProbeCPU > 0 || rep.SignalsCost > 0 {
+		w("The probe's thread uses %.2f%% of a CPU; the signal sampler with its memory canary %.2f%%.\n", 100*rep.ProbeCPU, 100*rep.SignalsCost)
+	}
+	w("\n")
 	w("## Definitions\n\n")
 	keys := make([]string, 0, len(rep.Definitions))
 	for k := range rep.Definitions {

@@ -29,9 +29,10 @@ type Estimate struct {
 	Method   string  `json:"method"`
 }
 
-// Probe is a running wake-up latency probe; Stop ends it and returns its latencies (µs).
+// Probe is a running wake-up latency probe (*workload.Probe); Stop ends it and returns its
+// latencies (LatencyUs, µs) and its own thread's CPU time (CPUSeconds).
 type Probe interface {
-	Stop() ([]float64, error)
+	Stop() interference.Result
 }
 
 // Signals is the agent's signal sampler (signals.Monitor) watching one guest; Begin
@@ -329,10 +330,10 @@ func (b *bench) desktopRun(ctx context.Context, name string, probe bool, r *Run,
 	after()
 	var lat []float64
 	if pr != nil {
-		var perr error
-		lat, perr = pr.Stop()
-		if err == nil && perr != nil {
-			err = fmt.Errorf("probe: %w", perr)
+		pres := pr.Stop()
+		lat = pres.LatencyUs
+		if pres.Seconds > 0 {
+			r.ProbeCPU = pres.CPUSeconds / pres.Seconds
 		}
 	}
 	if err != nil {

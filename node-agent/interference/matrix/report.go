@@ -29,6 +29,8 @@ type Run struct {
 	// The wake-up probe next to the desktop workload (µs); raw only for desktop wakeup.
 	Probe   *Quantiles `json:"probe,omitempty"`
 	ProbeUs []float64  `json:"probeUs,omitempty"`
+	// ProbeCPU: the probe thread's CPU time per second of the run (CPUs).
+	ProbeCPU float64 `json:"probeCPU,omitempty"`
 	// Guest work (its Unit) over the desktop's measured interval (both) or the run (guest
 	// alone), and that interval's length.
 	GuestWork    float64 `json:"guestWork,omitempty"`
@@ -139,9 +141,13 @@ type Report struct {
 	Cells       []CellSummary     `json:"cells"`
 	// ProbeOverhead: the CPU desktop workload's slowdown with the probe running vs
 	// without (paired per round).
-	ProbeOverhead *CI      `json:"probeOverhead,omitempty"`
-	Targets       []Target `json:"targets"`
-	Runs          []Run    `json:"runs"`
+	ProbeOverhead *CI `json:"probeOverhead,omitempty"`
+	// ProbeCPU: the probe thread's own CPU use (CPUs, median over runs); SignalsCost:
+	// the signal sampler's and memory canary's CPU (CPUs, over the whole matrix).
+	ProbeCPU    float64  `json:"probeCPU"`
+	SignalsCost float64  `json:"signalsCost,omitempty"`
+	Targets     []Target `json:"targets"`
+	Runs        []Run    `json:"runs"`
 }
 
 // ConfigRecord is the run's configuration as recorded.
@@ -260,6 +266,15 @@ func (rep *Report) Summarize() {
 		ov = append(ov, rate(*r.Result)/rate(*with.Result)-1)
 	}
 	rep.ProbeOverhead = MedianCI(ov)
+	var pc []float64
+	for _, r := range rep.Runs {
+		if r.ProbeCPU > 0 {
+			pc = append(pc, r.ProbeCPU)
+		}
+	}
+	if len(pc) > 0 {
+		rep.ProbeCPU = Median(pc)
+	}
 	rep.Targets = EvalTargets(rep.Cells)
 }
 
@@ -298,12 +313,12 @@ func EvalTargets(cells []CellSummary) []Target {
 			t := Target{Name: "cpu×cpu: slowdown ≤ 1%, p99 wake-up +≤ 0.5 ms, harvest ≥ 95%", Cell: s.Cell}
 			t.Met = s.Slowdown.Median <= 0.01 && s.ProbeP99DeltaUs.Median <= 500 && s.Harvest.Median >= 0.95
 			t.MetCI = s.Slowdown.High <= 0.01 && s.ProbeP99DeltaUs.High <= 500 && s.Harvest.Low >= 0.95
-			t.Detail = fmt.Sprintf("slowdown %s, p99 +%s µs, harvest %s", pct(s.Slowdown), num(s.ProbeP99DeltaUs), pct(s.Harvest))
+			t.Detail = fmt.Sprintf("slowdown %s, p99 +%s µs, harvest %s", pct(s.Slowdown), num(s.ProbeP99DeltaUs), pctPlain(s.Harvest))
 			out = append(out, t)
 		case s.Desktop == "memory" && s.Guest == "memory" && s.Policy == "adaptive" && s.Slowdown != nil:
 			t := Target{Name: "memory×memory: slowdown ≤ 3% under adaptive", Cell: s.Cell}
 			t.Met, t.MetCI = s.Slowdown.Median <= 0.03, s.Slowdown.High <= 0.03
-			t.Detail = fmt.Sprintf("slowdown %s, harvest %s", pct(s.Slowdown), pct(s.Harvest))
+			t.Detail = fmt.Sprintf("slowdown %s, harvest %s", pct(s.Slowdown), pctPlain(s.Harvest))
 			out = append(out, t)
 		}
 	}
