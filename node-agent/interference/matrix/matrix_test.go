@@ -314,8 +314,8 @@ func TestMeasureFake(t *testing.T) {
 		if r.Phase == PhaseBoth && (r.Window == nil || r.Estimate == nil) {
 			t.Errorf("both run without window/estimate: %+v", r)
 		}
-		if r.Desktop == "wakeup" && r.Phase != PhaseGuest && len(r.ProbeUs) == 0 {
-			t.Errorf("wakeup run without raw probe latencies")
+		if r.Desktop == "wakeup" && r.Phase != PhaseGuest && (len(r.ProbePct) != 101 || len(r.DesktopPct) != 101) {
+			t.Errorf("wakeup run without latency percentiles")
 		}
 	}
 	if adaptive == nil || len(adaptive.CapTrace) == 0 {

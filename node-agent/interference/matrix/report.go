@@ -23,12 +23,14 @@ type Run struct {
 	Backend string    `json:"backend,omitempty"`
 	Start   time.Time `json:"start"`
 	// The desktop workload's result; its per-event latencies are summarised in
-	// DesktopLatency and kept raw only for the wakeup workload.
+	// DesktopLatency (and DesktopPct for latency workloads), not kept raw.
 	Result         *interference.Result `json:"desktopResult,omitempty"`
 	DesktopLatency *Quantiles           `json:"desktopLatency,omitempty"`
-	// The wake-up probe next to the desktop workload (µs); raw only for desktop wakeup.
-	Probe   *Quantiles `json:"probe,omitempty"`
-	ProbeUs []float64  `json:"probeUs,omitempty"`
+	// The wake-up probe next to the desktop workload (µs) and its percentiles 0, 1, ...,
+	// 100 (the latency distribution; DesktopPct the same of the wakeup workload's own).
+	Probe      *Quantiles `json:"probe,omitempty"`
+	ProbePct   []float64  `json:"probePct,omitempty"`
+	DesktopPct []float64  `json:"desktopPct,omitempty"`
 	// ProbeCPU: the probe thread's CPU time per second of the run (CPUs).
 	ProbeCPU float64 `json:"probeCPU,omitempty"`
 	// Guest work (its Unit) over the desktop's measured interval (both) or the run (guest
@@ -42,13 +44,15 @@ type Run struct {
 	Error    string               `json:"error,omitempty"`
 }
 
-func round1(xs []float64) []float64 {
-	if len(xs) == 0 {
+// Percentiles are xs's percentiles 0, 1, ..., 100 rounded to 0.1 (nil when empty).
+func Percentiles(xs []float64) []float64 {
+	s := sorted(xs)
+	if len(s) == 0 {
 		return nil
 	}
-	out := make([]float64, len(xs))
-	for i, x := range xs {
-		out[i] = math.Round(x*10) / 10
+	out := make([]float64, 101)
+	for i := range out {
+		out[i] = math.Round(quantileSorted(s, float64(i)/100)*10) / 10
 	}
 	return out
 }
@@ -56,12 +60,11 @@ func round1(xs []float64) []float64 {
 func (r *Run) setDesktop(res interference.Result, probe []float64) {
 	r.DesktopLatency = Summarize(res.LatencyUs)
 	r.Probe = Summarize(probe)
-	if r.Desktop == "wakeup" {
-		res.LatencyUs = round1(res.LatencyUs)
-		r.ProbeUs = round1(probe)
-	} else {
-		res.LatencyUs = nil
+	r.ProbePct = Percentiles(probe)
+	if KindOf(r.Desktop) != Throughput {
+		r.DesktopPct = Percentiles(res.LatencyUs)
 	}
+	res.LatencyUs = nil
 	r.Result = &res
 }
 
