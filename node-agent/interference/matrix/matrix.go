@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -230,7 +231,7 @@ func backendsOf(cells []Cell) []string {
 }
 
 func (b *bench) run(ctx context.Context, p Phase) Run {
-	r := Run{Phase: p.Kind, Desktop: p.Desktop, Guest: p.Guest, Policy: p.Policy, Backend: p.Backend, Start: time.Now().UTC()}
+	r := Run{Phase: p.Kind, Desktop: p.Desktop, Guest: p.Guest, Policy: p.Policy, Backend: p.Backend, Start: time.Now().UTC(), Load1: load1()}
 	var err error
 	switch p.Kind {
 	case PhaseDesktop, PhaseNoProbe:
@@ -535,3 +536,12 @@ func (b *bench) adaptive(ctx context.Context, c control, sig Signals) (stop func
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// load1 is the 1-minute load average (0 when unreadable).
+func load1() float64 {
+	var v float64
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Sscan(string(b), &v)
+	}
+	return v
+}

@@ -22,6 +22,8 @@ type Run struct {
 	Policy  string    `json:"policy,omitempty"`
 	Backend string    `json:"backend,omitempty"`
 	Start   time.Time `json:"start"`
+	// Load1: the 1-minute load average when the run started (others' work on the host).
+	Load1 float64 `json:"load1"`
 	// The desktop workload's result; its per-event latencies are summarised in
 	// DesktopLatency (and DesktopPct for latency workloads), not kept raw.
 	Result         *interference.Result `json:"desktopResult,omitempty"`
