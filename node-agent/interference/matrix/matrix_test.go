@@ -399,3 +399,24 @@ func goldenReport() *Report {
 	rep.Summarize()
 	return rep
 }
+
+func TestProfileFake(t *testing.T) {
+	w := newWorld()
+	d := w.deps()
+	p, err := ProfileWith(context.Background(), d, fakeRunner{w, "process"}, 0.01,
+		ProfileOptions{Run: 30 * time.Millisecond, Pairs: 2, CapPairs: 1, Caps: []float64{0.5, 0.25}, Cores: 2, CanaryNs: 1e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", p)
+	// The fake desktop runs 10% slower next to any running guest: no cap meets 1%.
+	if !near(p.CPUSlowdown, 1000.0/900-1) || !near(p.MemorySlowdown, 1000.0/900-1) || p.StartCap != 0.25 || p.Harvest <= 0 {
+		t.Errorf("profile %+v", p)
+	}
+	if p.WakeupP99GuestUs <= p.WakeupP99AloneUs || p.CanaryNs != 1e6 || p.Backend != "process" || p.CPUs == 0 {
+		t.Errorf("profile %+v", p)
+	}
+	if w.guests != 0 {
+		t.Errorf("%d guests left", w.guests)
+	}
+}

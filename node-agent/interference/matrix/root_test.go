@@ -11,6 +11,8 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup/cgrouptest"
+	"github.com/overtime-hpc/overtime/node-agent/interference/guestrun"
+	"github.com/overtime-hpc/overtime/node-agent/interference/workload"
 )
 
 // TestMatrixProcessRoot runs a 2-cell matrix for real: guests as processes in cgroups,
@@ -74,5 +76,36 @@ func TestMatrixProcessRoot(t *testing.T) {
 	}
 	if err := rep.Write(t.TempDir()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProfileProcessRoot runs a shortened calibration with the Process runner.
+func TestProfileProcessRoot(t *testing.T) {
+	needs.Servers(t, "root (cgroups, SCHED_IDLE)")
+	if testing.Short() {
+		t.Skip("short")
+	}
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := cgrouptest.TestParent(t, h)
+	agent := filepath.Join(t.TempDir(), "overtime-agent")
+	cmd := exec.Command("go", "build", "-o", agent, "github.com/overtime-hpc/overtime/cmd/overtime-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	runner := &guestrun.Process{Parent: parent, Agent: agent, Dir: t.TempDir()}
+	p, err := ProfileWith(ctx, Deps{RunDesktop: workload.RunDesktop}, runner, 0.01,
+		ProfileOptions{Run: 500 * time.Millisecond, Pairs: 1, CapPairs: 1, Caps: []float64{0.5, 0.25}, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", p)
+	if p.CanaryNs <= 0 || p.WakeupP99AloneUs <= 0 || p.StartCap <= 0 || p.Cgroup == "" {
+		t.Errorf("incomplete profile %+v", p)
 	}
 }
