@@ -59,13 +59,14 @@ init (PID 1, without /proc): it then powers the VM off when it ends.`,
 			}
 			err := o.Run(ctx, args[0], os.Stdout)
 			if os.Getpid() == 1 {
-				// An init that returns panics the kernel; a VM guest ends by powering off.
+				// A VM's init that returns panics the kernel: power off instead (the call
+				// does not return). A container's init (PID 1 of its PID namespace) has the
+				// call end its namespace, or refused by seccomp, and returns as usual.
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "guest-load:", err)
 				}
 				unix.Sync()
 				_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
-				select {}
 			}
 			return err
 		},

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/images/testimage"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
@@ -110,6 +111,11 @@ func exercise(t *testing.T, r interference.Runner, within time.Duration) {
 			t.Errorf("pid %d is not in the guest's group %s (%v)", pid, g.Group().Path(), inGroup)
 		}
 	}
+	// A freezing policy leaves the group frozen when the matrix stops the guest: Stop must
+	// end it all the same.
+	if err := g.Group().Freeze(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := g.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +155,23 @@ func TestContainer(t *testing.T) {
 	c := &Container{Parent: parent(t), Agent: agent(t), WorkDir: t.TempDir()}
 	exercise(t, c, time.Minute)
 	if ents, _ := os.ReadDir(c.WorkDir); len(ents) != 0 {
+		t.Errorf("Stop left %d entries in the work directory", len(ents))
+	}
+}
+
+func TestQEMU(t *testing.T) {
+	needs.Servers(t, "root, QEMU (Debian package qemu-system-x86), a kernel (the test image's cache)")
+	// The kernel the test image build cached; where none is cached yet, build the image
+	// (as the VM tests do) and take its kernel.
+	kernel, err := FindKernel()
+	if err != nil {
+		t.Logf("%v: building the test image", err)
+		kernel = testimage.Get(t).Path(testimage.Kernel)
+	}
+	t.Logf("kernel %s", kernel)
+	q := &QEMU{Parent: parent(t), Agent: agent(t), Kernel: kernel, WorkDir: t.TempDir()}
+	exercise(t, q, 3*time.Minute)
+	if ents, _ := os.ReadDir(q.WorkDir); len(ents) != 0 {
 		t.Errorf("Stop left %d entries in the work directory", len(ents))
 	}
 }

@@ -48,8 +48,10 @@ type GuestOptions struct {
 }
 
 // RunGuest runs guest workload name with threads worker threads until ctx ends, writing
-// progress lines (FormatProgress) to w: one at once, then every ProgressInterval, and a
-// last one when it ends. It returns nil when ctx ended it.
+// progress lines (FormatProgress) to w: the first (work 0) once every worker has done its
+// set-up (allocated and touched its arrays: under emulation that takes seconds), so that
+// a runner that waits for it gets a warm guest; then one every ProgressInterval and a last
+// one when it ends. It returns nil when ctx ended it.
 func RunGuest(ctx context.Context, name string, threads int, w io.Writer) error {
 	return GuestOptions{Threads: threads}.Run(ctx, name, w)
 }
@@ -68,19 +70,29 @@ func (o GuestOptions) Run(ctx context.Context, name string, w io.Writer) error {
 	if o.IOBytes <= 0 {
 		o.IOBytes = 64 << 20
 	}
-	var worker func(ctx context.Context, i int, work *atomic.Uint64) error
+	// A worker calls ready once its set-up is done, before any work.
+	var worker func(ctx context.Context, i int, ready func(), work *atomic.Uint64) error
 	switch name {
 	case "cpu":
-		worker = func(ctx context.Context, _ int, work *atomic.Uint64) error { return matmulLoop(ctx, work) }
+		worker = func(ctx context.Context, _ int, ready func(), work *atomic.Uint64) error {
+			return matmulLoop(ctx, ready, work)
+		}
 	case "memory":
 		per := max(o.MemoryBytes/o.Threads, triadChunk*8)
-		worker = func(ctx context.Context, _ int, work *atomic.Uint64) error { return triadLoop(ctx, per, work) }
+		worker = func(ctx context.Context, _ int, ready func(), work *atomic.Uint64) error {
+			return triadLoop(ctx, per, ready, work)
+		}
 	case "io":
-		worker = func(ctx context.Context, i int, work *atomic.Uint64) error {
+		worker = func(ctx context.Context, i int, ready func(), work *atomic.Uint64) error {
+			ready()
 			return ioLoop(ctx, filepath.Join(o.Dir, fmt.Sprintf("overtime-io-%d-%d", os.Getpid(), i)), o.IOBytes, work)
 		}
 	case "idle":
-		worker = func(ctx context.Context, _ int, _ *atomic.Uint64) error { <-ctx.Done(); return nil }
+		worker = func(ctx context.Context, _ int, ready func(), _ *atomic.Uint64) error {
+			ready()
+			<-ctx.Done()
+			return nil
+		}
 	default:
 		return fmt.Errorf("workload: unknown guest workload %q (have %v)", name, guestNames)
 	}
@@ -97,21 +109,36 @@ func (o GuestOptions) Run(ctx context.Context, name string, w io.Writer) error {
 		_, err := io.WriteString(w, FormatProgress(total(), unit))
 		return err
 	}
-	if err := report(); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var wg sync.WaitGroup
+	// Workers wait after their set-up until the first line (work 0) is out: a runner
+	// takes that line as the start of the guest's work.
+	var wg, setUp sync.WaitGroup
+	start := make(chan struct{})
 	for i := range counters {
 		wg.Add(1)
+		setUp.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := worker(ctx, i, &counters[i]); err != nil {
+			var once sync.Once
+			ready := func() {
+				once.Do(setUp.Done)
+				select {
+				case <-start:
+				case <-ctx.Done():
+				}
+			}
+			defer once.Do(setUp.Done) // a worker that failed in its set-up
+			if err := worker(ctx, i, ready, &counters[i]); err != nil {
 				cancel(err)
 			}
 		}()
 	}
+	setUp.Wait()
+	if err := report(); err != nil {
+		cancel(err)
+	}
+	close(start)
 	t := time.NewTicker(ProgressInterval)
 	defer t.Stop()
 	for ctx.Err() == nil {
@@ -140,12 +167,13 @@ const (
 
 // matmulLoop multiplies C += A·B again and again, counting 2 flop per multiply-add after
 // every block so that progress is fine-grained even under emulation.
-func matmulLoop(ctx context.Context, work *atomic.Uint64) error {
+func matmulLoop(ctx context.Context, ready func(), work *atomic.Uint64) error {
 	const n, bs = matmulN, matmulBlock
 	a, b, c := make([]float64, n*n), make([]float64, n*n), make([]float64, n*n)
 	for i := range a {
 		a[i], b[i] = float64(i%7)*0.5, float64(i%5)*0.25
 	}
+	ready()
 	for ctx.Err() == nil {
 		for ii := 0; ii < n; ii += bs {
 			for kk := 0; kk < n; kk += bs {
@@ -173,8 +201,9 @@ func matmulLoop(ctx context.Context, work *atomic.Uint64) error {
 	return nil
 }
 
-func triadLoop(ctx context.Context, bytesEach int, work *atomic.Uint64) error {
+func triadLoop(ctx context.Context, bytesEach int, ready func(), work *atomic.Uint64) error {
 	a, b, c := triadArrays(bytesEach)
+	ready()
 	for i := 0; ctx.Err() == nil; i = (i + triadChunk) % len(a) {
 		hi := min(i+triadChunk, len(a))
 		triad(a, b, c, i, hi)

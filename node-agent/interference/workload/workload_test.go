@@ -25,19 +25,27 @@ const runFor = 200 * time.Millisecond
 func TestDesktopWorkloads(t *testing.T) {
 	for _, tc := range []struct {
 		name, unit string
-		minWork    float64 // the least a 200 ms run does on any machine we run tests on
-		latencies  bool
-		minCPU     float64 // the least CPU time (s) the run's thread must show
+		// minWork: the least a 200 ms run does on any machine we run tests on, even with
+		// other test binaries competing for its two cores.
+		minWork   float64
+		latencies bool
+		minCPU    float64 // the least CPU time (s) the run's thread must show
 	}{
-		{"wakeup", "wakeups", 50, true, 0},
+		{"wakeup", "wakeups", 20, true, 0},
 		{"frame", "frames", 5, true, 0.01},
 		{"cpu", "ops", 10, false, 0.05},
 		{"memory", "bytes", 100 << 20, false, 0.05},
 		{"fs", "files", 100, false, 0.01},
+		// /bin/true: a start of the (default) test binary takes a second under -race;
+		// TestStartupDefault runs the default.
 		{"startup", "starts", 2, true, 0.001},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := RunDesktop(context.Background(), tc.name, runFor)
+			var o DesktopOptions
+			if tc.name == "startup" {
+				o.StartCommand = []string{"/bin/true"}
+			}
+			r, err := o.Run(context.Background(), tc.name, runFor)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,6 +76,18 @@ func TestDesktopWorkloads(t *testing.T) {
 	}
 }
 
+// TestStartupDefault: the default start command (this binary's `bench noop`, see TestMain)
+// runs and is timed.
+func TestStartupDefault(t *testing.T) {
+	r, err := RunDesktop(context.Background(), "startup", runFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Work < 1 || len(r.LatencyUs) != int(r.Work) || r.LatencyUs[0] <= 0 {
+		t.Errorf("%g starts, latencies %v", r.Work, r.LatencyUs)
+	}
+}
+
 func summary(name string, work float64, unit string, secs, cpu float64, lat []float64) string {
 	return strings.Join([]string{name, time.Duration(secs * 1e9).String(),
 		"work", strings.TrimSpace(FormatProgress(work, unit)),
@@ -92,8 +112,9 @@ func TestFrameMisses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if long.Events < 5 || long.Missed != long.Events {
-		t.Errorf("20 ms frames at 60 Hz: %d of %d missed, want all (and at least 5)", long.Missed, long.Events)
+	// At least 2 frames fit in 200 ms even on a loaded machine (the tests share 2 cores).
+	if long.Events < 2 || long.Missed != long.Events {
+		t.Errorf("20 ms frames at 60 Hz: %d of %d missed, want all (and at least 2)", long.Missed, long.Events)
 	}
 	short, err := DesktopOptions{FrameWork: time.Millisecond}.Run(context.Background(), "frame", runFor)
 	if err != nil {
@@ -140,32 +161,39 @@ func TestProgressRoundTrip(t *testing.T) {
 	}
 }
 
-// lineRecorder collects what RunGuest writes.
+// lineRecorder collects what RunGuest writes and calls enough once it has n lines.
 type lineRecorder struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu     sync.Mutex
+	b      bytes.Buffer
+	n      int
+	enough func()
 }
 
 func (l *lineRecorder) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if bytes.Count(l.b.Bytes(), []byte("\n")) < l.n && bytes.Count(l.b.Bytes(), []byte("\n"))+bytes.Count(p, []byte("\n")) >= l.n {
+		l.enough()
+	}
 	return l.b.Write(p)
 }
 
 func TestGuestWorkloads(t *testing.T) {
 	for _, name := range GuestNames() {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), runFor+ProgressInterval/2)
+			// Stopped after the first line (after set-up, whose time varies: -race) and
+			// three reports, i.e. after about 300 ms of work.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			var out lineRecorder
+			out := lineRecorder{n: 4, enough: cancel}
 			o := GuestOptions{Threads: 1, Dir: t.TempDir(), IOBytes: 4 << 20, MemoryBytes: 16 << 20}
 			if err := o.Run(ctx, name, &out); err != nil {
 				t.Fatal(err)
 			}
 			lines := strings.Split(strings.TrimSuffix(out.b.String(), "\n"), "\n")
 			// One at the start, one per 100 ms, one at the end.
-			if len(lines) < 3 {
-				t.Fatalf("%d progress lines, want at least 3: %q", len(lines), lines)
+			if len(lines) < 5 || ctx.Err() != context.Canceled {
+				t.Fatalf("%d progress lines (%v), want at least 5: %q", len(lines), ctx.Err(), lines)
 			}
 			prev := -1.0
 			for _, l := range lines {
@@ -182,7 +210,7 @@ func TestGuestWorkloads(t *testing.T) {
 				t.Errorf("idle did work %g", prev)
 			}
 			if name != "idle" && prev < 1e6 {
-				t.Errorf("%s: %g %s in %v, want at least 1e6", name, prev, GuestUnit(name), runFor)
+				t.Errorf("%s: %g %s in 300 ms, want at least 1e6", name, prev, GuestUnit(name))
 			}
 			t.Logf("%s: %g %s", name, prev, GuestUnit(name))
 			if ents, _ := os.ReadDir(o.Dir); len(ents) != 0 {
@@ -193,12 +221,14 @@ func TestGuestWorkloads(t *testing.T) {
 }
 
 // TestProbeOverhead measures the probe's own cost (reported in the Probe's doc comment)
-// and checks its latencies: a probe on an otherwise idle thread wakes every interval.
+// and checks that it wakes about every interval.
 func TestProbeOverhead(t *testing.T) {
 	p := StartProbe(0)
 	time.Sleep(time.Second) // the probe runs for this long: the test's subject, not a wait
 	r := p.Stop()
-	wantMin := 0.5 * r.Seconds / DefaultProbeInterval.Seconds()
+	// A late wake-up skips the ticks it missed: on a machine busy with other tests the
+	// probe sees fewer than one per interval, but never few.
+	wantMin := 0.2 * r.Seconds / DefaultProbeInterval.Seconds()
 	if r.Work < wantMin || int(r.Work) != len(r.LatencyUs) {
 		t.Errorf("%g wake-ups (%d latencies) in %.3f s, want at least %.0f", r.Work, len(r.LatencyUs), r.Seconds, wantMin)
 	}
