@@ -81,9 +81,13 @@ type MonitorConfig struct {
 	// DesktopGroup is a cgroup v2 group holding the desktop's sessions (DesktopGroupV2);
 	// nil scans /proc.
 	DesktopGroup *cgroup.Group
-	// Canary, when set, runs every tick; without a baseline the Monitor calibrates it the
-	// first time no guest runs (or the caller sets one from the host's profile).
+	// Canary, when set, runs every tick. Without a baseline (Canary.SetBaseline from the
+	// host's profile, or Calibrate) the Monitor makes one from the median of its first
+	// CalibrationRuns runs while no guest runs; until then CanaryRatio is 0 (unmeasured).
 	Canary *Canary
+	// DesktopPIDs, when set, names the desktop's processes (a matrix run's desktop
+	// workload, tests) instead of every task outside the guest. Scan mode only.
+	DesktopPIDs func() []int
 	// Proc is the proc file system (default /proc).
 	Proc string
 }
@@ -104,7 +108,11 @@ type Monitor struct {
 	deskUsage  time.Duration
 	deskWait   time.Duration
 	deskInit   bool
+	calib      []time.Duration // canary runs without a guest, until the baseline is set
 }
+
+// CalibrationRuns is how many canary runs without a guest make the Monitor's baseline.
+const CalibrationRuns = 15
 
 // NewMonitor returns a monitor; Run (or Sample) does the work.
 func NewMonitor(cfg MonitorConfig) *Monitor {
@@ -116,6 +124,9 @@ func NewMonitor(cfg MonitorConfig) *Monitor {
 	}
 	if cfg.Guest == nil {
 		cfg.Guest = func() *cgroup.Group { return nil }
+	}
+	if cfg.Canary != nil && cfg.Canary.Gap == 0 {
+		cfg.Canary.Gap = cfg.Tick
 	}
 	return &Monitor{cfg: cfg, ticks: make(chan Totals, 1), scan: newScanner(cfg.Proc)}
 }
@@ -200,20 +211,31 @@ func (m *Monitor) Sample(now time.Time) {
 			}
 			m.deskUsage, m.deskWait, m.deskInit = u, w, true
 		}
-		s := m.scan.scan(guestPIDs, true)
+		s := m.scan.scan(guestPIDs, nil, true)
 		d.guestSteal = s.guestWait
 	} else {
-		s := m.scan.scan(guestPIDs, false)
+		var desk []int
+		if m.cfg.DesktopPIDs != nil {
+			desk = m.cfg.DesktopPIDs()
+		}
+		s := m.scan.scan(guestPIDs, desk, false)
 		d.deskCPU, d.deskWait, d.guestSteal = s.deskRun, s.deskWait, s.guestWait
 	}
 
 	var ratio float64
 	if c := m.cfg.Canary; c != nil {
-		if c.Baseline() == 0 && g == nil {
-			c.Calibrate(15)
-		}
-		if c.Baseline() > 0 {
-			ratio = float64(c.Run()) / float64(c.Baseline())
+		d := c.Run()
+		switch b := c.Baseline(); {
+		case b > 0:
+			ratio = float64(d) / float64(b)
+		case g == nil && !first:
+			// No guest: this run is a baseline run (the first, with its page faults,
+			// is not).
+			m.calib = append(m.calib, d)
+			if len(m.calib) >= CalibrationRuns {
+				c.SetBaseline(median(m.calib))
+				m.calib = nil
+			}
 		}
 	}
 	cost := threadCPU() - c0
