@@ -90,6 +90,10 @@ type MonitorConfig struct {
 	DesktopPIDs func() []int
 	// Proc is the proc file system (default /proc).
 	Proc string
+	// OnlyWithGuest: sample the desktop only while a guest runs (the agent: there is no
+	// interference to measure without one); without a guest only the canary runs, until
+	// its baseline is made.
+	OnlyWithGuest bool
 }
 
 // Monitor samples the signals. Its methods are safe from any goroutine; Run samples.
@@ -109,6 +113,7 @@ type Monitor struct {
 	deskWait   time.Duration
 	deskInit   bool
 	calib      []time.Duration // canary runs without a guest, until the baseline is set
+	idleCanary bool
 }
 
 // CalibrationRuns is how many canary runs without a guest make the Monitor's baseline.
@@ -180,6 +185,10 @@ func (m *Monitor) Sample(now time.Time) {
 	g := m.cfg.Guest()
 	var d sample
 	first := m.tot.Samples == 0
+	if g == nil && m.cfg.OnlyWithGuest {
+		m.idleSample(now, c0)
+		return
+	}
 
 	// The guest's CPU from its cgroup (a new group, or a counter that went back, is a new
 	// guest: its usage so far is not counted).
@@ -256,7 +265,11 @@ func (m *Monitor) Sample(now time.Time) {
 	}
 	tot := m.tot
 	m.mu.Unlock()
+	m.deliver(tot)
+}
 
+// deliver hands the totals to the Ticks reader.
+func (m *Monitor) deliver(tot Totals) {
 	select {
 	case m.ticks <- tot:
 	default:
@@ -269,6 +282,44 @@ func (m *Monitor) Sample(now time.Time) {
 		case m.ticks <- tot:
 		default:
 		}
+	}
+}
+
+// idleSample is a sample without a guest under OnlyWithGuest: time passes, the canary
+// makes its baseline, the scanner forgets its tasks (their counters would be stale).
+func (m *Monitor) idleSample(now time.Time, c0 time.Duration) {
+	if c := m.cfg.Canary; c != nil && c.Baseline() == 0 {
+		d := c.Run()
+		if !m.idleCanary {
+			m.idleCanary = true // the first run, with its page faults, is not a baseline run
+		} else if m.calib = append(m.calib, d); len(m.calib) >= CalibrationRuns {
+			c.SetBaseline(median(m.calib))
+			m.calib = nil
+		}
+	}
+	if m.scan.n > 0 {
+		m.scan.close()
+		m.scan = newScanner(m.cfg.Proc)
+	}
+	m.guestPath, m.deskInit = "", false
+	cost := threadCPU() - c0
+	m.mu.Lock()
+	if !m.tot.Time.IsZero() && now.After(m.tot.Time) && m.active {
+		m.tot.OwnerActive += now.Sub(m.tot.Time)
+	}
+	m.tot.Time = now
+	m.tot.Samples++
+	m.tot.Cost += cost
+	tot := m.tot
+	m.mu.Unlock()
+	m.deliver(tot)
+}
+
+// SetCanaryBaseline sets the canary's baseline (from the host's calibration profile,
+// wire.InterferenceProfile.CanaryNs); no-op without a canary.
+func (m *Monitor) SetCanaryBaseline(d time.Duration) {
+	if m.cfg.Canary != nil && d > 0 {
+		m.cfg.Canary.SetBaseline(d)
 	}
 }
 
