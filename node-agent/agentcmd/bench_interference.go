@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/overtime-hpc/overtime/node-agent/interference/guestrun"
 	"github.com/overtime-hpc/overtime/node-agent/interference/matrix"
 )
 
@@ -22,7 +23,7 @@ func init() { BenchCommands = append(BenchCommands, NewBenchInterferenceCmd) }
 func NewBenchInterferenceCmd() *cobra.Command {
 	var (
 		desktops, guests, policies, backends, keep []string
-		preset, out, workDir                       string
+		preset, out, workDir, kernel               string
 		seconds, warmup, maxWidth, target          float64
 		reps, maxReps, threads                     int
 		seed                                       uint64
@@ -77,6 +78,16 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 				}
 				cfg.Cells = matrix.Cross(desktops, guests, policies, backends)
 			}
+			// QEMU needs a kernel to boot: without one its cells are left out (and the
+			// report says so) rather than failing every run.
+			if kernel == "" && slices.ContainsFunc(cfg.Cells, func(c matrix.Cell) bool { return c.Backend == "qemu" }) {
+				if _, err := guestrun.FindKernel(); err != nil {
+					note := fmt.Sprintf("qemu cells left out: %v", err)
+					fmt.Fprintln(cmd.ErrOrStderr(), "bench interference:", note)
+					cfg.Notes = append(cfg.Notes, note)
+					cfg.Cells = slices.DeleteFunc(cfg.Cells, func(c matrix.Cell) bool { return c.Backend == "qemu" })
+				}
+			}
 			if len(cfg.Cells) == 0 {
 				return fmt.Errorf("no cells")
 			}
@@ -96,7 +107,7 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 					bes = append(bes, c.Backend)
 				}
 			}
-			real, err := matrix.NewReal(context.WithoutCancel(ctx), matrix.RealOptions{WorkDir: workDir, Target: target, NoCanary: noCanary, Backends: bes})
+			real, err := matrix.NewReal(context.WithoutCancel(ctx), matrix.RealOptions{WorkDir: workDir, Target: target, NoCanary: noCanary, Backends: bes, Kernel: kernel})
 			if err != nil {
 				return err
 			}
@@ -109,7 +120,7 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 			if rep == nil {
 				return err
 			}
-			rep.SignalsCost = real.Cost()
+			rep.SignalsCost = matrix.F(real.Cost())
 			if werr := rep.Write(out); werr != nil {
 				return werr
 			}
@@ -135,6 +146,7 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 	f.StringSliceVar(&keep, "keep", []string{"qemu"}, "backends whose guests stay up (frozen) between runs instead of restarting per run")
 	f.StringVar(&out, "out", "interference", "output directory")
 	f.StringVar(&workDir, "work-dir", "", "directory for the io guest's files and the container's directories (default: $TMPDIR)")
+	f.StringVar(&kernel, "kernel", "", "kernel the QEMU guests boot (default: the test image's or /boot's; without one the qemu cells are left out)")
 	f.BoolVar(&noOverhead, "no-probe-overhead", false, "leave out the probe-overhead runs (CPU desktop without the probe)")
 	f.BoolVar(&noCanary, "no-canary", false, "run the signal sampler without its memory canary")
 	f.BoolVar(&dryRun, "dry-run", false, "print the cells and the estimated duration only")

@@ -75,3 +75,20 @@ func cleanWindow(w interference.Window) interference.Window {
 	}
 	return w
 }
+
+// F is a float64 that JSON writes as null when it is NaN or infinite (and reads back as
+// NaN).
+type F float64
+
+// MarshalJSON writes NaN as null.
+func (f F) MarshalJSON() ([]byte, error) { return json.Marshal(finite(float64(f))) }
+
+// UnmarshalJSON reads null as NaN.
+func (f *F) UnmarshalJSON(b []byte) error {
+	var p *float64
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*f = F(orNaN(p))
+	return nil
+}

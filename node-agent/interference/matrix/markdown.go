@@ -86,7 +86,7 @@ func (rep *Report) Markdown() string {
 				errs = fmt.Sprintf(" (%d failed)", s.Errors)
 			}
 			w("| %s | %s | %s | %d%s | %s%s | %s | %s → %s | %s | %s |\n", s.Desktop, s.Guest, s.Policy, s.Rounds, errs,
-				pct(s.Slowdown), extra, estStr(s.Estimated), us(s.ProbeP99AloneUs), us(s.ProbeP99BothUs), pctPlain(s.Harvest), pctPlain(s.GuestShare))
+				pct(s.Slowdown), extra, estStr(s.Estimated), us(float64(s.ProbeP99AloneUs)), us(float64(s.ProbeP99BothUs)), pctPlain(s.Harvest), pctPlain(s.GuestShare))
 		}
 		w("\n")
 	}
@@ -103,7 +103,7 @@ func (rep *Report) Markdown() string {
 			pct(rep.ProbeOverhead), rep.ProbeOverhead.N)
 	}
 	if rep.ProbeCPU > 0 || rep.SignalsCost > 0 {
-		w("The probe's thread uses %.2f%% of a CPU; the signal sampler with its memory canary %.2f%%.\n", 100*rep.ProbeCPU, 100*rep.SignalsCost)
+		w("The probe's thread uses %.2f%% of a CPU; the signal sampler with its memory canary %.2f%%.\n", 100*float64(rep.ProbeCPU), 100*float64(rep.SignalsCost))
 	}
 	w("\n")
 	w("## Definitions\n\n")

@@ -95,6 +95,8 @@ type Config struct {
 	Keep map[string]bool
 	// Tick is the adaptive controller's period (default 500 ms).
 	Tick time.Duration
+	// Notes go into the report's environment (what the caller left out and why).
+	Notes []string
 	// Log reports progress (nil: quiet).
 	Log func(format string, a ...any)
 }
@@ -173,6 +175,7 @@ func Measure(ctx context.Context, cfg Config, deps Deps) (*Report, error) {
 	b := &bench{cfg: cfg, deps: deps, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6d78)), live: map[gkey]interference.Guest{}}
 	rep := &Report{Started: time.Now().UTC(), Config: recordConfig(cfg)}
 	rep.Env = CaptureEnv(backendsOf(cfg.Cells))
+	rep.Env.Notes = append(rep.Env.Notes, cfg.Notes...)
 	defer b.stopAll()
 	cells := cfg.Cells
 	for round := 0; ; round++ {

@@ -40,8 +40,10 @@ type RealOptions struct {
 	// canary out.
 	SignalTick time.Duration
 	NoCanary   bool
-	// Backends to make runners for (default process, container, qemu where available).
+	// Backends to make runners for (default process, container, qemu).
 	Backends []string
+	// Kernel the QEMU guests boot (default guestrun.FindKernel).
+	Kernel string
 }
 
 // Real is the wired parts and what they need to end.
@@ -92,14 +94,10 @@ func NewReal(ctx context.Context, o RealOptions) (*Real, error) {
 			runners[b] = &guestrun.Process{Parent: r.parent, Agent: o.Agent, Dir: o.WorkDir}
 		case "container":
 			runners[b] = &guestrun.Container{Parent: r.parent, Agent: o.Agent, WorkDir: o.WorkDir}
+		case "qemu":
+			runners[b] = &guestrun.QEMU{Parent: r.parent, Agent: o.Agent, WorkDir: o.WorkDir, Kernel: o.Kernel}
 		default:
-			if f := ExtraRunners[b]; f != nil {
-				rn, err := f(r.parent, o)
-				if err != nil {
-					return nil, err
-				}
-				runners[b] = rn
-			}
+			return nil, fmt.Errorf("matrix: unknown backend %q (process, container, qemu)", b)
 		}
 	}
 	var canary *signals.Canary
@@ -133,9 +131,6 @@ func NewReal(ctx context.Context, o RealOptions) (*Real, error) {
 	}
 	return r, nil
 }
-
-// ExtraRunners make runners of other backends (qemu) once their constructors exist.
-var ExtraRunners = map[string]func(parent *cgroup.Group, o RealOptions) (interference.Runner, error){}
 
 type ctlAdapter struct{ c *controller.Controller }
 

@@ -82,12 +82,12 @@ type CellSummary struct {
 	MissedDelta *CI `json:"missedDelta,omitempty"`
 	// The wake-up probe's p99 alone and next to the guest (medians over rounds, µs) and
 	// their paired difference.
-	ProbeP99AloneUs float64 `json:"probeP99AloneUs"`
-	ProbeP99BothUs  float64 `json:"probeP99BothUs"`
-	ProbeP99DeltaUs *CI     `json:"probeP99DeltaUs,omitempty"`
-	IdleShare       float64 `json:"idleShare"`
-	Harvest         *CI     `json:"harvest,omitempty"`
-	GuestShare      *CI     `json:"guestShare,omitempty"`
+	ProbeP99AloneUs F   `json:"probeP99AloneUs"`
+	ProbeP99BothUs  F   `json:"probeP99BothUs"`
+	ProbeP99DeltaUs *CI `json:"probeP99DeltaUs,omitempty"`
+	IdleShare       F   `json:"idleShare"`
+	Harvest         *CI `json:"harvest,omitempty"`
+	GuestShare      *CI `json:"guestShare,omitempty"`
 	// Estimated: estimate.Desktop's slowdown over the both runs (median).
 	Estimated *CI `json:"estimated,omitempty"`
 	// PerRound: the derived numbers of each round (NaN as null).
@@ -149,8 +149,8 @@ type Report struct {
 	ProbeOverhead *CI `json:"probeOverhead,omitempty"`
 	// ProbeCPU: the probe thread's own CPU use (CPUs, median over runs); SignalsCost:
 	// the signal sampler's and memory canary's CPU (CPUs, over the whole matrix).
-	ProbeCPU    float64  `json:"probeCPU"`
-	SignalsCost float64  `json:"signalsCost,omitempty"`
+	ProbeCPU    F        `json:"probeCPU"`
+	SignalsCost F        `json:"signalsCost,omitempty"`
 	Targets     []Target `json:"targets"`
 	Runs        []Run    `json:"runs"`
 }
@@ -253,8 +253,8 @@ func (rep *Report) Summarize() {
 		if s.Kind == Frame {
 			s.MissedDelta = MedianCI(md)
 		}
-		s.ProbeP99AloneUs, s.ProbeP99BothUs, s.ProbeP99DeltaUs = Median(pa), Median(pb), MedianCI(pd)
-		s.IdleShare = Median(idle)
+		s.ProbeP99AloneUs, s.ProbeP99BothUs, s.ProbeP99DeltaUs = F(Median(pa)), F(Median(pb)), MedianCI(pd)
+		s.IdleShare = F(Median(idle))
 		rep.Cells = append(rep.Cells, s)
 	}
 	// Probe overhead, paired per round.
@@ -278,7 +278,7 @@ func (rep *Report) Summarize() {
 		}
 	}
 	if len(pc) > 0 {
-		rep.ProbeCPU = Median(pc)
+		rep.ProbeCPU = F(Median(pc))
 	}
 	rep.Targets = EvalTargets(rep.Cells)
 }
