@@ -14,7 +14,10 @@ import (
 
 // Env is where the numbers were measured.
 type Env struct {
-	Kernel   string `json:"kernel"`
+	// Kernel is the release (uname -r, as wire.InterferenceProfile and calibrate.Env
+	// have it), KernelVersion the build (uname -v).
+	Kernel        string `json:"kernel"`
+	KernelVersion string `json:"kernelVersion"`
 	CPUModel string `json:"cpuModel"`
 	Cores    int    `json:"cores"`
 	// SMT: /sys/devices/system/cpu/smt/active ("1", "0", or "" when absent).
@@ -41,7 +44,7 @@ func CaptureEnv(backends []string) Env {
 	e := Env{Cores: runtime.NumCPU(), Backends: backends, GoVersion: runtime.Version(), Sched: map[string]string{}}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
-		e.Kernel = unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Version[:])
+		e.Kernel, e.KernelVersion = unix.ByteSliceToString(u.Release[:]), unix.ByteSliceToString(u.Version[:])
 	}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
