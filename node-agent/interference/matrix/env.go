@@ -18,8 +18,8 @@ type Env struct {
 	// have it), KernelVersion the build (uname -v).
 	Kernel        string `json:"kernel"`
 	KernelVersion string `json:"kernelVersion"`
-	CPUModel string `json:"cpuModel"`
-	Cores    int    `json:"cores"`
+	CPUModel      string `json:"cpuModel"`
+	Cores         int    `json:"cores"`
 	// SMT: /sys/devices/system/cpu/smt/active ("1", "0", or "" when absent).
 	SMT string `json:"smt"`
 	// Cgroup: "v1" (with "hybrid" when a cgroup2 mount sits next to it) or "v2";
