@@ -24,7 +24,7 @@ func NewBenchInterferenceCmd() *cobra.Command {
 	var (
 		desktops, guests, policies, backends, keep []string
 		preset, out, workDir, kernel               string
-		seconds, warmup, maxWidth, target          float64
+		seconds, warmup, maxWidth, target, start   float64
 		reps, maxReps, threads                     int
 		seed                                       uint64
 		adapt, noOverhead, dryRun, noCanary        bool
@@ -107,7 +107,7 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 					bes = append(bes, c.Backend)
 				}
 			}
-			real, err := matrix.NewReal(context.WithoutCancel(ctx), matrix.RealOptions{WorkDir: workDir, Target: target, NoCanary: noCanary, Backends: bes, Kernel: kernel})
+			real, err := matrix.NewReal(context.WithoutCancel(ctx), matrix.RealOptions{WorkDir: workDir, Target: target, StartCap: start, NoCanary: noCanary, Backends: bes, Kernel: kernel})
 			if err != nil {
 				return err
 			}
@@ -143,6 +143,7 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 	f.IntVar(&threads, "threads", 0, "guest worker threads (default: the host's CPUs)")
 	f.Uint64Var(&seed, "seed", 0, "seed of the phase order (default: the time)")
 	f.Float64Var(&target, "target", 0.01, "the adaptive controller's slowdown target")
+	f.Float64Var(&start, "start-cap", 0, "the adaptive controller's starting cap, fraction of the CPUs (default: the controller's)")
 	f.StringSliceVar(&keep, "keep", []string{"qemu"}, "backends whose guests stay up (frozen) between runs instead of restarting per run")
 	f.StringVar(&out, "out", "interference", "output directory")
 	f.StringVar(&workDir, "work-dir", "", "directory for the io guest's files and the container's directories (default: $TMPDIR)")

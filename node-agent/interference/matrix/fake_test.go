@@ -3,6 +3,7 @@ package matrix
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -115,6 +116,7 @@ type world struct {
 	started int
 	ctls    map[interference.Guest]*fakeControl
 	threads *fakeThreads
+	jitter  *rand.Rand // noise on the desktop's rate
 }
 
 func newWorld() *world {
@@ -165,6 +167,11 @@ func (w *world) runDesktop(ctx context.Context, name string, d time.Duration) (i
 	rate, lat := 1000.0, 50.0
 	if withGuest {
 		rate, lat = 900, 60
+	}
+	if w.jitter != nil {
+		w.mu.Lock()
+		rate += 100 * w.jitter.Float64()
+		w.mu.Unlock()
 	}
 	res := interference.Result{Workload: name, Seconds: d.Seconds(), Work: rate * d.Seconds(), Unit: "ops", CPUSeconds: d.Seconds()}
 	if KindOf(name) != Throughput {

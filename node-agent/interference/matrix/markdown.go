@@ -85,7 +85,11 @@ func (rep *Report) Markdown() string {
 			if s.Errors > 0 {
 				errs = fmt.Sprintf(" (%d failed)", s.Errors)
 			}
-			w("| %s | %s | %s | %d%s | %s%s | %s | %s → %s | %s | %s |\n", s.Desktop, s.Guest, s.Policy, s.Rounds, errs,
+			pol := s.Policy
+			if s.Cap != nil {
+				pol += fmt.Sprintf(" (cap %.2f)", s.Cap.Median)
+			}
+			w("| %s | %s | %s | %d%s | %s%s | %s | %s → %s | %s | %s |\n", s.Desktop, s.Guest, pol, s.Rounds, errs,
 				pct(s.Slowdown), extra, estStr(s.Estimated), us(float64(s.ProbeP99AloneUs)), us(float64(s.ProbeP99BothUs)), pctPlain(s.Harvest), pctPlain(s.GuestShare))
 		}
 		w("\n")

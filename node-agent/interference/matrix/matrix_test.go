@@ -420,3 +420,24 @@ func TestProfileFake(t *testing.T) {
 		t.Errorf("%d guests left", w.guests)
 	}
 }
+
+func TestMeasureAdapt(t *testing.T) {
+	w := newWorld()
+	w.jitter = rand.New(rand.NewPCG(5, 6))
+	cells := []Cell{{"cpu", "cpu", "none", "process"}, {"wakeup", "cpu", "none", "process"}}
+	cfg := Config{Cells: cells, Run: 20 * time.Millisecond, Warmup: -1, Reps: 3, MaxReps: 6, Adapt: true, MaxWidth: 0.01, Seed: 3, Cores: 2}
+	rep, err := Measure(context.Background(), cfg, w.deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cpu×cpu's slowdown is noisy (±5%): it gets every extra round; wakeup's is not.
+	for _, s := range rep.Cells {
+		want := 3
+		if s.Desktop == "cpu" {
+			want = 6
+		}
+		if s.Rounds != want {
+			t.Errorf("%s: %d rounds, want %d (CI %+v)", s.Cell, s.Rounds, want, s.Slowdown)
+		}
+	}
+}

@@ -34,8 +34,10 @@ type RealOptions struct {
 	Parent *cgroup.Group
 	// WorkDir for the io workload and the container's directories (default os.TempDir()).
 	WorkDir string
-	// Target is the adaptive controller's slowdown target (default 0.01).
-	Target float64
+	// Target is the adaptive controller's slowdown target (default 0.01), StartCap where
+	// it starts when the owner becomes active (default: the controller's, 0.25; the agent
+	// takes it from the host's profile, controller.StartCapFor).
+	Target, StartCap float64
 	// SignalTick is the sampler's period (default 100 ms); NoCanary leaves the memory
 	// canary out.
 	SignalTick time.Duration
@@ -115,7 +117,7 @@ func NewReal(ctx context.Context, o RealOptions) (*Real, error) {
 	if !o.InProcess {
 		run = subprocessDesktop(o.Agent)
 	}
-	target := o.Target
+	target, startCap := o.Target, o.StartCap
 	r.Deps = Deps{
 		Runners:    runners,
 		RunDesktop: run,
@@ -126,7 +128,7 @@ func NewReal(ctx context.Context, o RealOptions) (*Real, error) {
 			return Estimate{Slowdown: e.Slowdown, Low: e.Low, High: e.High, Method: e.Method}
 		},
 		NewController: func() Controller {
-			return ctlAdapter{controller.New(controller.Config{Target: target})}
+			return ctlAdapter{controller.New(controller.Config{Target: target, StartCap: startCap})}
 		},
 	}
 	return r, nil

@@ -1,11 +1,13 @@
 package matrix
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"time"
 
@@ -90,6 +92,8 @@ type CellSummary struct {
 	GuestShare      *CI `json:"guestShare,omitempty"`
 	// Estimated: estimate.Desktop's slowdown over the both runs (median).
 	Estimated *CI `json:"estimated,omitempty"`
+	// Cap: adaptive, the controller's mean cap over each run (fraction of the CPUs).
+	Cap *CI `json:"cap,omitempty"`
 	// PerRound: the derived numbers of each round (NaN as null).
 	PerRound []RoundValue `json:"perRound"`
 	Errors   int          `json:"errors,omitempty"`
@@ -224,7 +228,7 @@ func (rep *Report) Summarize() {
 	rep.Cells = nil
 	for _, c := range rep.Config.Cells {
 		s := CellSummary{Cell: c, Kind: KindOf(c.Desktop)}
-		var sl, p99, md, pa, pb, pd, idle, hv, gs, est []float64
+		var sl, p99, md, pa, pb, pd, idle, hv, gs, est, caps []float64
 		for i := range rep.Runs {
 			r := &rep.Runs[i]
 			if r.Phase != PhaseBoth || r.Cell() != c {
@@ -244,9 +248,17 @@ func (rep *Report) Summarize() {
 			if r.Estimate != nil {
 				est = append(est, r.Estimate.Slowdown)
 			}
+			if len(r.CapTrace) > 0 {
+				sum := 0.0
+				for _, c := range r.CapTrace {
+					sum += c.Cap
+				}
+				caps = append(caps, sum/float64(len(r.CapTrace)))
+			}
 		}
 		s.Rounds = len(s.PerRound)
 		s.Slowdown, s.Harvest, s.GuestShare, s.Estimated = MedianCI(sl), MedianCI(hv), MedianCI(gs), MedianCI(est)
+		s.Cap = MedianCI(caps)
 		if s.Kind == Latency {
 			s.P99DeltaUs = MedianCI(p99)
 		}
@@ -339,10 +351,20 @@ func (rep *Report) Write(dir string) error {
 	if err != nil {
 		return err
 	}
+	b = compactNumberArrays(b)
 	if err := os.WriteFile(filepath.Join(dir, "interference.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "interference.md"), []byte(rep.Markdown()), 0o644)
+}
+
+var numberArray = regexp.MustCompile(`\[\s*-?[0-9][0-9.eE+-]*(?:,\s*-?[0-9][0-9.eE+-]*)*\s*\]`)
+
+// compactNumberArrays puts arrays of numbers (the latency percentiles) on one line.
+func compactNumberArrays(b []byte) []byte {
+	return numberArray.ReplaceAllFunc(b, func(m []byte) []byte {
+		return bytes.Join(bytes.Fields(m), nil)
+	})
 }
 
 // Load reads an interference.json.
