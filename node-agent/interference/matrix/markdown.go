@@ -28,6 +28,13 @@ func num(c *CI) string {
 	return fmt.Sprintf("%.0f [%.0f, %.0f]", c.Median, c.Low, c.High)
 }
 
+func snum(c *CI) string {
+	if c == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%+.0f [%+.0f, %+.0f]", c.Median, c.Low, c.High)
+}
+
 func us(v float64) string {
 	if math.IsNaN(v) {
 		return "–"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"time"
 
@@ -181,8 +182,9 @@ func recordConfig(c Config) ConfigRecord {
 	base := "desktop alone: no guest of the cell runs (guests are stopped after each run)"
 	if len(c.Keep) > 0 {
 		var ks []string
+		used := backendsOf(c.Cells)
 		for k, on := range c.Keep {
-			if on {
+			if on && slices.Contains(used, k) {
 				ks = append(ks, k)
 			}
 		}
@@ -330,7 +332,7 @@ func EvalTargets(cells []CellSummary) []Target {
 			t := Target{Name: "cpu×cpu: slowdown ≤ 1%, p99 wake-up +≤ 0.5 ms, harvest ≥ 95%", Cell: s.Cell}
 			t.Met = s.Slowdown.Median <= 0.01 && s.ProbeP99DeltaUs.Median <= 500 && s.Harvest.Median >= 0.95
 			t.MetCI = s.Slowdown.High <= 0.01 && s.ProbeP99DeltaUs.High <= 500 && s.Harvest.Low >= 0.95
-			t.Detail = fmt.Sprintf("slowdown %s, p99 +%s µs, harvest %s", pct(s.Slowdown), num(s.ProbeP99DeltaUs), pctPlain(s.Harvest))
+			t.Detail = fmt.Sprintf("slowdown %s, p99 %s µs, harvest %s", pct(s.Slowdown), snum(s.ProbeP99DeltaUs), pctPlain(s.Harvest))
 			out = append(out, t)
 		case s.Desktop == "memory" && s.Guest == "memory" && s.Policy == "adaptive" && s.Slowdown != nil:
 			t := Target{Name: "memory×memory: slowdown ≤ 3% under adaptive", Cell: s.Cell}
