@@ -112,6 +112,7 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 				return err
 			}
 			defer real.Close()
+			cfg.Notes = append(cfg.Notes, "guests' cgroups below "+real.Parent().Path()+"; desktop workloads run as `overtime-agent bench desktop-load` processes next to this one")
 			t0 := time.Now()
 			cfg.Log = func(format string, a ...any) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "[%5.0fs] %s\n", time.Since(t0).Seconds(), fmt.Sprintf(format, a...))

@@ -166,6 +166,9 @@ func (s monitorSignals) Begin() func() interference.Window {
 
 func (s monitorSignals) Close() { s.r.guest.CompareAndSwap(s.g, nil) }
 
+// Parent is the cgroup the guests' groups are made in.
+func (r *Real) Parent() *cgroup.Group { return r.parent }
+
 // Cost is the sampler's CPU per second since it started (CPUs).
 func (r *Real) Cost() float64 {
 	t := r.Monitor.Snapshot()
