@@ -25,6 +25,7 @@ func NewBenchInterferenceCmd() *cobra.Command {
 		desktops, guests, policies, backends, keep []string
 		preset, out, workDir, kernel               string
 		seconds, warmup, maxWidth, target, start   float64
+		signalTick                                 time.Duration
 		reps, maxReps, threads                     int
 		seed                                       uint64
 		adapt, noOverhead, dryRun, noCanary        bool
@@ -107,7 +108,7 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 					bes = append(bes, c.Backend)
 				}
 			}
-			real, err := matrix.NewReal(context.WithoutCancel(ctx), matrix.RealOptions{WorkDir: workDir, Target: target, StartCap: start, NoCanary: noCanary, Backends: bes, Kernel: kernel})
+			real, err := matrix.NewReal(context.WithoutCancel(ctx), matrix.RealOptions{WorkDir: workDir, Target: target, StartCap: start, SignalTick: signalTick, NoCanary: noCanary, Backends: bes, Kernel: kernel})
 			if err != nil {
 				return err
 			}
@@ -150,6 +151,7 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 	f.StringVar(&workDir, "work-dir", "", "directory for the io guest's files and the container's directories (default: $TMPDIR)")
 	f.StringVar(&kernel, "kernel", "", "kernel the QEMU guests boot (default: the test image's or /boot's; without one the qemu cells are left out)")
 	f.BoolVar(&noOverhead, "no-probe-overhead", false, "leave out the probe-overhead runs (CPU desktop without the probe)")
+	f.DurationVar(&signalTick, "signal-tick", 100*time.Millisecond, "the signal sampler's period (windows align to it; the agent samples every 250ms)")
 	f.BoolVar(&noCanary, "no-canary", false, "run the signal sampler without its memory canary")
 	f.BoolVar(&dryRun, "dry-run", false, "print the cells and the estimated duration only")
 	return c
