@@ -4,11 +4,12 @@
 //   - interference-tradeoff.png: one panel per isolation policy, the desktop's slowdown
 //     against the harvest of every cell under that policy (medians with their 95%
 //     intervals as bars, labelled desktop×guest, backends other than process marked);
-//   - interference-latency.png: one panel per policy, the wakeup desktop workload's
-//     wake-up latency distribution (CDF, all rounds pooled) alone and next to the cpu
-//     guest, per backend.
 //
-//	go run ./test/bench/interferenceplot -in docs/benchmarks/interference/interference.json
+//   - interference-latency.png: one panel per policy, the wakeup desktop workload's
+//     wake-up latency distribution (complementary CDF on log axes, the runs' percentiles
+//     pooled over rounds) alone and next to the cpu guest, per backend.
+//
+//     go run ./test/bench/interferenceplot -in docs/benchmarks/interference/interference.json
 package main
 
 import (
@@ -178,10 +179,12 @@ func pooled(runs []matrix.Run) []float64 {
 	return all
 }
 
-func cdf(xs []float64) plotter.XYs {
+// ccdf is the share of xs (sorted) at or above each value: the tail, where p99 lives,
+// stays visible on a log axis.
+func ccdf(xs []float64) plotter.XYs {
 	pts := make(plotter.XYs, len(xs))
 	for i, x := range xs {
-		pts[i] = plotter.XY{X: x, Y: float64(i+1) / float64(len(xs))}
+		pts[i] = plotter.XY{X: x, Y: float64(len(xs)-i) / float64(len(xs))}
 	}
 	return pts
 }
@@ -211,12 +214,12 @@ func latency(rep *matrix.Report, path string) error {
 		p := plot.New()
 		p.Title.Text = "wakeup × cpu: " + pol
 		p.X.Label.Text = "wake-up latency µs (log scale)"
-		p.Y.Label.Text = "fraction of wake-ups"
+		p.Y.Label.Text = "share of wake-ups at least this late (log)"
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 		p.Add(plotter.NewGrid())
 		if a := pooled(alone); len(a) > 0 {
-			l, err := plotter.NewLine(cdf(a))
+			l, err := plotter.NewLine(ccdf(a))
 			if err != nil {
 				return err
 			}
@@ -231,7 +234,7 @@ func latency(rep *matrix.Report, path string) error {
 		}
 		sort.Strings(bes)
 		for i, be := range bes {
-			l, err := plotter.NewLine(cdf(pooled(both[pol][be])))
+			l, err := plotter.NewLine(ccdf(pooled(both[pol][be])))
 			if err != nil {
 				return err
 			}
@@ -240,8 +243,10 @@ func latency(rep *matrix.Report, path string) error {
 			p.Add(l)
 			p.Legend.Add("with guest ("+be+")", l)
 		}
-		p.Y.Min, p.Y.Max = 0, 1
-		p.Legend.Top, p.Legend.Left = false, false
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Max = 1
+		p.Legend.Top, p.Legend.Left = true, false
 		panels = append(panels, p)
 	}
 	if len(panels) == 0 {
