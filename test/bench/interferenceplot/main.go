@@ -246,7 +246,7 @@ func latency(rep *matrix.Report, path string) error {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 		p.Y.Max = 1
-		p.Legend.Top, p.Legend.Left = true, false
+		p.Legend.Top, p.Legend.Left = false, true
 		panels = append(panels, p)
 	}
 	if len(panels) == 0 {
