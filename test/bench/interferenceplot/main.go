@@ -214,7 +214,7 @@ func latency(rep *matrix.Report, path string) error {
 		p := plot.New()
 		p.Title.Text = "wakeup × cpu: " + pol
 		p.X.Label.Text = "wake-up latency µs (log scale)"
-		p.Y.Label.Text = "share of wake-ups at least this late (log)"
+		p.Y.Label.Text = "share ≥ x (log)"
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 		p.Add(plotter.NewGrid())
@@ -245,7 +245,6 @@ func latency(rep *matrix.Report, path string) error {
 		}
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-		p.Y.Max = 1
 		p.Legend.Top, p.Legend.Left = false, true
 		panels = append(panels, p)
 	}
