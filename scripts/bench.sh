@@ -43,6 +43,8 @@ go test -count=1 -timeout 90m -run '^$' -bench Images -benchtime 1x ./test/bench
 # (process backend; a few container and QEMU cells), desktop alone / guest alone / both,
 # shuffled per round, 5 rounds of 2 s runs; slowdown and harvest medians with 95%
 # intervals, wake-up latency, the estimator's inputs per run; then the figures. Needs root
-# and the cores to itself (run nothing else). About 17 minutes (printed before it starts).
+# and the cores to itself (run nothing else); QEMU cells need a kernel (images/testimage/build.sh),
+# else they are left out and the report says so. About 17 minutes, 15 without QEMU (the
+# command prints its estimate before it starts).
 bin/overtime-agent bench interference --cells standard --out docs/benchmarks/interference
 go run ./test/bench/interferenceplot -in docs/benchmarks/interference/interference.json
