@@ -39,3 +39,12 @@ go test -count=1 -timeout 60m -run '^$' -bench Publish -benchtime 1x ./test/benc
 # NFS against the same tree as a plain NFS directory, with ls -lR /usr and a large
 # program's start on each, interleaved. Needs root. About 40 minutes (48 with other work on the cores).
 go test -count=1 -timeout 90m -run '^$' -bench Images -benchtime 1x ./test/bench/images -args -out "$PWD/docs/benchmarks"
+# Interference (issue 16): desktop workloads × guest workloads × isolation policies
+# (process backend; a few container and QEMU cells), desktop alone / guest alone / both,
+# shuffled per round, 5 rounds of 2 s runs; slowdown and harvest medians with 95%
+# intervals, wake-up latency, the estimator's inputs per run; then the figures. Needs root
+# and the cores to itself (run nothing else); QEMU cells need a kernel (images/testimage/build.sh),
+# else they are left out and the report says so. About 17 minutes, 15 without QEMU (the
+# command prints its estimate before it starts).
+bin/overtime-agent bench interference --cells standard --out docs/benchmarks/interference
+go run ./test/bench/interferenceplot -in docs/benchmarks/interference/interference.json
