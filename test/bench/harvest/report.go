@@ -32,6 +32,9 @@ var metrics = []metric{
 	{"wastedCpuHours", "wasted CPU-hours", func(r Result) float64 { return r.WastedCPUHours }, "%.0f"},
 	{"ownerActiveUnthrottledHours", "owner-active h, guest unthrottled", func(r Result) float64 { return r.ActiveUnthrottledHours }, "%.1f"},
 	{"ownerActiveThrottledHours", "owner-active h, guest throttled", func(r Result) float64 { return r.ActiveThrottledHours }, "%.1f"},
+	{"meanThrottleCap", "mean cap while throttled", func(r Result) float64 { return 100 * r.MeanThrottleCap }, "%.0f %%"},
+	{"slowdownMinutesAboveTarget", "desktop slowdown-min > 1 % (modelled)", func(r Result) float64 { return r.SlowdownMinutesAbove }, "%.0f"},
+	{"meanSlowdownOwnerActive", "mean slowdown, owner active (modelled)", func(r Result) float64 { return 100 * r.MeanSlowdownActive }, "%.2f %%"},
 }
 
 func tableHead() string {
