@@ -17,6 +17,7 @@ import (
 var (
 	out   = flag.String("out", "", "directory for harvest.json, harvest.md and harvest.png (empty: only log)")
 	seeds = flag.Int("seeds", 5, "weeks (seeds 1..N) the benchmark simulates")
+	ifile = flag.String("interference", "", "interference.json of the matrix (simCoefficients); empty: the default placeholder coefficients")
 )
 
 // smallParams is the default model with fewer hosts, for tests that look at the trace.
@@ -410,6 +411,11 @@ func TestCommandGen(t *testing.T) {
 //	go test -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out docs/benchmarks
 func BenchmarkHarvest(b *testing.B) {
 	p, opt, specs := DefaultParams(), DefaultSimOptions(), Policies()
+	m, err := coefficientsFor(*ifile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt.Model = m
 	var reps []*Report
 	start := time.Now()
 	for s := 1; s <= *seeds; s++ {

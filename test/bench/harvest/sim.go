@@ -41,8 +41,9 @@ import (
 // a CapController's output instead of ThrottleCPU. The simulator steps the controller
 // every ControlTick (1 s, the agent's controller tick; the event-driven steps are split
 // at the ticks), feeding it the modelled slowdown of the cap in force during the past
-// tick plus Gaussian estimation noise (EstimateSigma, a seeded stream per host) and the
-// engine's owner state.
+// tick (under the desktop activity at the step: the estimate lags the cap by one tick,
+// not the activity) plus Gaussian estimation noise (EstimateSigma, a seeded stream per
+// host; the estimate is clipped at 0) and the engine's owner state.
 
 // NoInput is Obs.LastInput when there has been no input yet. Far in the past, but far
 // enough from math.MinInt64 that Now-LastInput does not overflow.
@@ -786,7 +787,10 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 			// The controller's ticks inside [t, next).
 			for a := t; a < next; {
 				if a >= nextTick {
-					sd := opt.Model.Slowdown(s.activity(), prevCap)
+					sd := 0.0 // nobody at the desk: nothing to slow down
+					if s.ownerActive {
+						sd = opt.Model.Slowdown(s.activity(), prevCap)
+					}
 					est := sd + opt.EstimateSigma*noise.NormFloat64()
 					e := SlowdownEstimate{Slowdown: max(0, est), Low: max(0, est-1.96*opt.EstimateSigma), High: max(0, est+1.96*opt.EstimateSigma)}
 					ctlCap = min(1, max(0, ctl.Step(env.Start.Add(time.Duration(a)*time.Second), e, owner != nil && owner.OwnerActive())))

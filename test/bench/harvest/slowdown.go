@@ -211,7 +211,6 @@ func (m *SlowdownModel) CapFor(k Activity, target float64) float64 {
 	return math.Floor(lo*1e4) / 1e4
 }
 
-
 // coefficientsFor loads path, or returns the defaults for an empty path.
 func coefficientsFor(path string) (*SlowdownModel, error) {
 	c := DefaultCoefficients()
