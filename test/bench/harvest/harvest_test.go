@@ -427,7 +427,11 @@ func BenchmarkHarvest(b *testing.B) {
 	b.Logf("seed %d:\n%s", reps[0].Seed, resultTable(reps[0]))
 	b.Logf("seeds 1-%d, median (min-max):\n%s", len(reps), summaryTable(reps))
 	if *out != "" {
-		if err := newBench(p, opt, specs, reps).write(*out, specs); err != nil {
+		bench := newBench(p, opt, specs, reps)
+		if a, ok := OvertimeAdaptive(); ok {
+			bench.Sensitivity = sensitivity(generate(b, p, 1), a, opt, sensitivityScales)
+		}
+		if err := bench.write(*out, specs); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -407,10 +407,11 @@ type SimOptions struct {
 
 // DefaultSimOptions: jobs of median 2 h (sigma 1, at most 24 h); owner-active means
 // input in the last 5 min or a load episode; slowdown target 1 %, controller tick 1 s,
-// estimation noise σ = 0.25 percentage points.
+// estimation noise σ = 0.25 percentage points; the default (placeholder) slowdown model.
 func DefaultSimOptions() SimOptions {
 	return SimOptions{JobMedian: 2 * time.Hour, JobSigma: 1, JobMax: 24 * time.Hour, ActiveWindow: 5 * time.Minute,
-		SlowdownTarget: model.DefaultPolicy().SlowdownTarget / 100, ControlTick: time.Second, EstimateSigma: 0.0025}
+		SlowdownTarget: model.DefaultPolicy().SlowdownTarget / 100, ControlTick: time.Second, EstimateSigma: 0.0025,
+		Model: DefaultSlowdownModel()}
 }
 
 // Change is one action change of a host's guest.

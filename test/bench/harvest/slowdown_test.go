@@ -185,3 +185,43 @@ func TestAdaptiveWiring(t *testing.T) {
 		t.Error("estimation noise not seeded, or absent")
 	}
 }
+
+// The report's verdict and sensitivity table, with a test controller at a fixed cap (the
+// published report has no adaptive row without the agent's controller).
+func TestReportAdaptive(t *testing.T) {
+	spec := overtimeAdaptive(func(ControllerParams) CapController { return &stepLog{cap: 1} })
+	specs := []PolicySpec{spec, OvertimeDefault(), Nice19()}
+	p, opt := smallParams(20), DefaultSimOptions()
+	var reps []*Report
+	for s := uint64(1); s <= 2; s++ {
+		reps = append(reps, Simulate(generate(t, p, s), specs, opt))
+	}
+	b := newBench(p, opt, specs, reps)
+	b.Sensitivity = sensitivity(generate(t, p, 1), spec, opt, sensitivityScales)
+	if len(b.Sensitivity) != 4 || b.Sensitivity[0].MeanSlowdown*4 < b.Sensitivity[2].MeanSlowdown-1e-9 ||
+		!near(b.Sensitivity[0].MeanSlowdown*4, b.Sensitivity[2].MeanSlowdown) {
+		t.Fatalf("sensitivity %+v: the mean slowdown should scale with the coefficients at a fixed cap", b.Sensitivity)
+	}
+	dir := t.TempDir()
+	if err := b.write(dir, specs); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "harvest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A cap of 1 is nice19 during the day: the share target is met, the slowdown is not.
+	for _, want := range []string{"**Met**: overtime-adaptive delivers", "| ×0.25 |", "placeholders, not measurements", "| overtime-adaptive |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("harvest.md lacks %q", want)
+		}
+	}
+	b.Reports[1].Results[0].JobsRequeued = 1
+	if v := b.verdict(); !strings.HasPrefix(v, "**Missed**") {
+		t.Errorf("a requeue in one week still reads %q", v[:40])
+	}
+	without := []*Report{Simulate(generate(t, p, 1), specs[1:], opt)}
+	if v := newBench(p, opt, specs[1:], without).verdict(); !strings.Contains(v, "not in this run") {
+		t.Errorf("without the adaptive policy: %q", v)
+	}
+}
