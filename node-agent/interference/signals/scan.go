@@ -1,0 +1,252 @@
+package signals
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"time"
+)
+
+// scanner sums the schedstat counters (run, run-queue wait) of every task by differences
+// between scans, so that a task that exits keeps what it accumulated while watched and
+// totals never go back.
+type scanner struct {
+	proc  string
+	self  int
+	procs map[int]*proc
+	n     int // scans done
+	buf   []byte
+	names []string
+}
+
+// proc is one process the scanner follows.
+type proc struct {
+	kernel  bool // kernel thread: never desktop work
+	checked int  // scan at which kernel was decided (re-checked now and then: PIDs are reused)
+	tasks   map[int]*task
+	seen    int // last scan that listed it
+}
+
+type task struct {
+	f         *os.File // /proc/PID/task/TID/schedstat, kept open: one pread per scan
+	run, wait uint64
+	seen      int
+}
+
+// scanResult is what changed since the previous scan.
+type scanResult struct {
+	deskRun, deskWait, guestWait time.Duration
+	tasks                        int
+}
+
+// kernelRecheck: scans between re-checks of a kernel-thread PID (a user process could
+// reuse it after the kernel thread exits).
+const kernelRecheck = 240
+
+func newScanner(procDir string) *scanner {
+	return &scanner{proc: procDir, self: os.Getpid(), procs: map[int]*proc{}, buf: make([]byte, 128)}
+}
+
+func (s *scanner) close() {
+	for _, p := range s.procs {
+		for _, t := range p.tasks {
+			t.f.Close()
+		}
+	}
+	s.procs = map[int]*proc{}
+}
+
+// scan reads every task's counters (only the guest's when guestOnly) and returns the
+// increments since the last scan. The first scan only sets the starting point.
+func (s *scanner) scan(guest map[int]bool, guestOnly bool) scanResult {
+	s.n++
+	var r scanResult
+	var pids []int
+	if guestOnly {
+		for p := range guest {
+			pids = append(pids, p)
+		}
+	} else {
+		pids = s.listPIDs()
+	}
+	for _, pid := range pids {
+		if pid == s.self {
+			continue // the agent: its canary and this scan are not desktop work
+		}
+		p := s.procs[pid]
+		if p == nil || (p.kernel && s.n-p.checked >= kernelRecheck) {
+			if p == nil {
+				p = &proc{tasks: map[int]*task{}}
+				s.procs[pid] = p
+			}
+			p.kernel, p.checked = isKernelThread(s.proc, pid), s.n
+		}
+		p.seen = s.n
+		if p.kernel {
+			continue
+		}
+		isGuest := guest[pid]
+		run, wait := s.scanProc(pid, p)
+		r.tasks += len(p.tasks)
+		if isGuest {
+			r.guestWait += wait
+		} else {
+			r.deskRun += run
+			r.deskWait += wait
+		}
+	}
+	for pid, p := range s.procs {
+		if p.seen != s.n {
+			for _, t := range p.tasks {
+				t.f.Close()
+			}
+			delete(s.procs, pid)
+		}
+	}
+	if s.n == 1 {
+		return scanResult{tasks: r.tasks}
+	}
+	return r
+}
+
+// scanProc reads the process's tasks and returns their increments.
+func (s *scanner) scanProc(pid int, p *proc) (run, wait time.Duration) {
+	dir := s.proc + "/" + strconv.Itoa(pid) + "/task"
+	tids := s.readdir(dir)
+	for _, tid := range tids {
+		t := p.tasks[tid]
+		isNew := t == nil
+		if isNew {
+			f, err := os.Open(dir + "/" + strconv.Itoa(tid) + "/schedstat")
+			if err != nil {
+				continue
+			}
+			t = &task{f: f}
+			p.tasks[tid] = t
+		}
+		t.seen = s.n
+		r, w, err := s.read(t.f)
+		if err != nil {
+			continue // exited: dropped below
+		}
+		if isNew {
+			if s.n > 1 {
+				// Born since the last scan (or in a process first seen now, which the
+				// next scans count by difference): its counters are this interval's.
+				run += time.Duration(r)
+				wait += time.Duration(w)
+			}
+		} else {
+			if r >= t.run {
+				run += time.Duration(r - t.run)
+			}
+			if w >= t.wait {
+				wait += time.Duration(w - t.wait)
+			}
+		}
+		t.run, t.wait = r, w
+	}
+	for tid, t := range p.tasks {
+		if t.seen != s.n {
+			t.f.Close()
+			delete(p.tasks, tid)
+		}
+	}
+	return run, wait
+}
+
+// read preads "run wait slices" from an open schedstat file.
+func (s *scanner) read(f *os.File) (run, wait uint64, err error) {
+	n, err := f.ReadAt(s.buf, 0)
+	if n == 0 {
+		if err == nil {
+			err = errShort
+		}
+		return 0, 0, err
+	}
+	return parseSchedstat(s.buf[:n])
+}
+
+func parseSchedstat(b []byte) (run, wait uint64, err error) {
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0, 0, errShort
+	}
+	if run, err = strconv.ParseUint(string(f[0]), 10, 64); err != nil {
+		return 0, 0, err
+	}
+	if wait, err = strconv.ParseUint(string(f[1]), 10, 64); err != nil {
+		return 0, 0, err
+	}
+	return run, wait, nil
+}
+
+// listPIDs lists the numeric entries of /proc.
+func (s *scanner) listPIDs() []int { return s.readdir(s.proc) }
+
+// readdir lists a directory's numeric entries.
+func (s *scanner) readdir(dir string) []int {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil && len(names) == 0 {
+		return nil
+	}
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		if n == "" || n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		if v, err := strconv.Atoi(n); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// pfKthread is PF_KTHREAD in /proc/PID/stat's flags.
+const pfKthread = 0x00200000
+
+// isKernelThread reads /proc/PID/stat's flags.
+func isKernelThread(procDir string, pid int) bool {
+	b, err := os.ReadFile(procDir + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(string(f[6]), 10, 64)
+	return err == nil && flags&pfKthread != 0
+}
+
+// processSchedstat sums the counters of a process's live tasks (one-off read).
+func processSchedstat(procDir string, pid int) (run, wait time.Duration, err error) {
+	dir := procDir + "/" + strconv.Itoa(pid) + "/task"
+	f, err := os.Open(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	for _, n := range names {
+		b, err := os.ReadFile(dir + "/" + n + "/schedstat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		r, w, err := parseSchedstat(b)
+		if err == nil {
+			run += time.Duration(r)
+			wait += time.Duration(w)
+		}
+	}
+	return run, wait, nil
+}
