@@ -340,6 +340,32 @@ func TestPoolWeekInvariants(t *testing.T) {
 		}
 	}
 	nice, ot, ah, hc := by["nice19"], by["overtime-default"], by["after-hours-only"], by["htcondor-desktop"]
+	// overtime-adaptive (the agent's controller): the same decisions as the default, a cap
+	// chosen from the modelled slowdown. It must harvest at least what the fixed 25 %
+	// does, lose no job, and keep the throttled desktop under the target: at most 1 % of
+	// its throttled owner-active minutes above it, and fewer than the fixed cap's (whose
+	// load episodes at 25 % are above it by construction of the coefficients).
+	ad, ok := by["overtime-adaptive"]
+	if !ok {
+		t.Fatal("no overtime-adaptive result: the agent's controller is not built in")
+	}
+	if ad.CPUHours < ot.CPUHours || ad.JobsRequeued != 0 || ad.Freezes != 0 || ad.ControllerSteps == 0 {
+		t.Errorf("overtime-adaptive: %.0f CPU-hours (default %.0f), %d requeued, %d freezes, %d controller steps",
+			ad.CPUHours, ot.CPUHours, ad.JobsRequeued, ad.Freezes, ad.ControllerSteps)
+	}
+	if lim := 0.01 * ad.ActiveThrottledHours * 60; ad.SlowdownMinutesAboveThrottled > lim || ad.SlowdownMinutesAboveThrottled >= ot.SlowdownMinutesAboveThrottled {
+		t.Errorf("overtime-adaptive: %.0f throttled minutes above the target (limit %.0f, fixed cap %.0f)",
+			ad.SlowdownMinutesAboveThrottled, lim, ot.SlowdownMinutesAboveThrottled)
+	}
+	if ad.SlowdownMinutesAbove > ot.SlowdownMinutesAbove || ad.MeanSlowdownActive > 0.01 {
+		t.Errorf("overtime-adaptive: %.0f minutes above the target (default %.0f), mean slowdown %.4f over 1 %%",
+			ad.SlowdownMinutesAbove, ot.SlowdownMinutesAbove, ad.MeanSlowdownActive)
+	}
+	same := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, b) } // sums of other pieces
+	if !same(ad.ActiveThrottledHours, ot.ActiveThrottledHours) || !same(ad.ActiveUnthrottledHours, ot.ActiveUnthrottledHours) || ad.Throttles != ot.Throttles {
+		t.Errorf("overtime-adaptive decides otherwise than overtime-default: %.1f/%.1f h throttled/unthrottled vs %.1f/%.1f",
+			ad.ActiveThrottledHours, ad.ActiveUnthrottledHours, ot.ActiveThrottledHours, ot.ActiveUnthrottledHours)
+	}
 	if nice.JobsRequeued != 0 || nice.WastedCPUHours != 0 {
 		t.Errorf("nice19 lost %d jobs", nice.JobsRequeued)
 	}

@@ -40,6 +40,7 @@ var metrics = []metric{
 		return 100 * r.MeanThrottleCap
 	}, "%.0f %%"},
 	{"slowdownMinutesAboveTarget", "desktop slowdown-min > 1 % (modelled)", func(r Result) float64 { return r.SlowdownMinutesAbove }, "%.0f"},
+	{"slowdownMinutesAboveTargetThrottled", "of them throttled", func(r Result) float64 { return r.SlowdownMinutesAboveThrottled }, "%.0f"},
 	{"meanSlowdownOwnerActive", "mean slowdown, owner active (modelled)", func(r Result) float64 { return 100 * r.MeanSlowdownActive }, "%.2f %%"},
 }
 
@@ -166,6 +167,7 @@ func newBench(p Params, opt SimOptions, specs []PolicySpec, reps []*Report) *Ben
 // SensitivityRow is one policy on one week with every slowdown coefficient scaled.
 type SensitivityRow struct {
 	Scale        float64 `json:"scale"`
+	NoiseFree    bool    `json:"noiseFree,omitempty"` // the estimate without noise
 	Policy       string  `json:"policy"`
 	Share        float64 `json:"share"`
 	JobsRequeued int     `json:"jobsRequeued"`
@@ -174,14 +176,22 @@ type SensitivityRow struct {
 	MeanSlowdown float64 `json:"meanSlowdownOwnerActive"`
 }
 
-// sensitivityScales: the placeholder coefficients halved, quartered, doubled.
-var sensitivityScales = []float64{0.25, 0.5, 1, 2}
+// sensitivityScales: the coefficients from a tenth to twice; a last row at ×1 without
+// estimation noise.
+var sensitivityScales = []float64{0.1, 0.25, 0.5, 1, 2}
 
-// sensitivity replays tr through spec with the model's curves scaled by each factor.
+// sensitivity replays tr through spec with the model's curves scaled by each factor, and
+// once more unscaled with a noise-free estimate.
 func sensitivity(tr *Trace, spec PolicySpec, opt SimOptions, scales []float64) []SensitivityRow {
 	base := opt.Model.Coefficients()
 	var out []SensitivityRow
-	for _, f := range scales {
+	for i := 0; i <= len(scales); i++ {
+		f, o := 1.0, opt
+		if i < len(scales) {
+			f = scales[i]
+		} else {
+			o.EstimateSigma, o.EstimateRelSigma = 0, 0
+		}
 		c := Coefficients{Source: fmt.Sprintf("%s ×%g", base.Source, f)}
 		for _, p := range base.Interactive {
 			c.Interactive = append(c.Interactive, CapPoint{p.Cap, p.Slowdown * f})
@@ -193,10 +203,9 @@ func sensitivity(tr *Trace, spec PolicySpec, opt SimOptions, scales []float64) [
 		if err != nil {
 			panic(err) // scaling a valid model by a positive factor keeps it valid
 		}
-		o := opt
 		o.Model = m
 		r := Simulate(tr, []PolicySpec{spec}, o).Results[0]
-		out = append(out, SensitivityRow{Scale: f, Policy: r.Policy, Share: r.Share, JobsRequeued: r.JobsRequeued,
+		out = append(out, SensitivityRow{Scale: f, NoiseFree: i == len(scales), Policy: r.Policy, Share: r.Share, JobsRequeued: r.JobsRequeued,
 			MeanCap: r.MeanThrottleCap, MinutesAbove: r.SlowdownMinutesAbove, MeanSlowdown: r.MeanSlowdownActive})
 	}
 	return out
@@ -477,7 +486,11 @@ func (b *Bench) sensitivitySection(md *strings.Builder) {
 	md.WriteString("| scale | share of max | jobs requeued | mean cap while throttled | slowdown-min > target | mean slowdown, owner active |\n" +
 		"|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range b.Sensitivity {
-		fmt.Fprintf(md, "| ×%g | %.1f %% | %d | %.0f %% | %.0f | %.2f %% |\n", r.Scale, 100*r.Share, r.JobsRequeued, 100*r.MeanCap, r.MinutesAbove, 100*r.MeanSlowdown)
+		scale := fmt.Sprintf("×%g", r.Scale)
+		if r.NoiseFree {
+			scale += ", no estimation noise"
+		}
+		fmt.Fprintf(md, "| %s | %.1f %% | %d | %.0f %% | %.0f | %.2f %% |\n", scale, 100*r.Share, r.JobsRequeued, 100*r.MeanCap, r.MinutesAbove, 100*r.MeanSlowdown)
 	}
 	md.WriteString("\n")
 }

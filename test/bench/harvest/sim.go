@@ -38,12 +38,16 @@ import (
 // episode runs.
 //
 // Adaptive throttle (PolicySpec.Adaptive): while the policy throttles, the guest's cap is
-// a CapController's output instead of ThrottleCPU. The simulator steps the controller
-// every ControlTick (1 s, the agent's controller tick; the event-driven steps are split
-// at the ticks), feeding it the modelled slowdown of the cap in force during the past
-// tick (under the desktop activity at the step: the estimate lags the cap by one tick,
-// not the activity) plus Gaussian estimation noise (EstimateSigma, a seeded stream per
-// host; the estimate is clipped at 0) and the engine's owner state.
+// a CapController's output instead of ThrottleCPU. When the throttle begins (the input
+// event) the simulator tells the controller the engine's owner state (Owner: the agent
+// does so at the key press, so that the start cap is in force at once), then steps it at
+// the end of every ControlTick (250 ms, the agent's signals tick; the event-driven steps
+// are split at the ticks) with an estimate of that tick: the modelled slowdown averaged
+// over the tick (the cap is constant within a tick; 0 while nobody is active) plus
+// Gaussian estimation noise of σ = EstimateRelSigma × slowdown + EstimateSigma (a
+// seeded stream per host; the estimate is clipped at 0), with the estimator's interval,
+// and the engine's owner state. When the throttle ends the controller is told the owner
+// state again.
 
 // NoInput is Obs.LastInput when there has been no input yet. Far in the past, but far
 // enough from math.MinInt64 that Now-LastInput does not overflow.
@@ -100,6 +104,8 @@ type PolicySpec struct {
 // the cap (fraction of the host's cores, 0-1] for the next tick. adaptive.go adapts the
 // agent's controller (node-agent/interference/controller) to it.
 type CapController interface {
+	// Owner applies a change of the owner's activity without a measurement.
+	Owner(now time.Time, ownerActive bool) float64
 	Step(now time.Time, est SlowdownEstimate, ownerActive bool) float64
 }
 
@@ -108,6 +114,11 @@ type CapController interface {
 type SlowdownEstimate struct {
 	Slowdown, Low, High float64
 }
+
+// Estimator interval (see estimate.go's RelErr and AbsErr): Low..High is
+// Slowdown ± (estRelErr × Slowdown + estAbsErr); adaptive.go sets them from the agent's
+// estimator.
+var estRelErr, estAbsErr = 0.5, 0.005
 
 // ownerStater is a Policy that can say whether it sees the owner active (the engine's
 // state), for the cap controller.
@@ -394,11 +405,13 @@ type SimOptions struct {
 	// SlowdownTarget: the desktop slowdown (fraction) the report counts minutes above, and
 	// the adaptive controller's target (model.DefaultPolicy's SlowdownTarget, 1 %).
 	SlowdownTarget float64 `json:"slowdownTarget"`
-	// ControlTick: how often the adaptive controller is stepped while throttling.
+	// ControlTick: how often the adaptive controller is stepped while throttling (whole
+	// milliseconds).
 	ControlTick time.Duration `json:"controlTick"`
-	// EstimateSigma: standard deviation (fraction) of the Gaussian noise added to the
-	// modelled slowdown before the controller sees it; the estimate's interval is ±1.96σ.
-	EstimateSigma float64 `json:"estimateSigma"`
+	// The Gaussian noise added to the modelled slowdown before the controller sees it:
+	// σ = EstimateRelSigma × slowdown + EstimateSigma (fractions).
+	EstimateSigma    float64 `json:"estimateSigma"`
+	EstimateRelSigma float64 `json:"estimateRelSigma"`
 	// Model: the desktop-slowdown model (nil: DefaultSlowdownModel).
 	Model *SlowdownModel `json:"-"`
 	// Record keeps every action change in Result.Changes (for tests on small traces).
@@ -406,11 +419,14 @@ type SimOptions struct {
 }
 
 // DefaultSimOptions: jobs of median 2 h (sigma 1, at most 24 h); owner-active means
-// input in the last 5 min or a load episode; slowdown target 1 %, controller tick 1 s,
-// estimation noise σ = 0.25 percentage points; the default (placeholder) slowdown model.
+// input in the last 5 min or a load episode; slowdown target 1 %, controller tick 250 ms
+// (the agent's signals tick), estimation noise σ = 0.25 × slowdown + 0.25 percentage
+// points (the estimator's placeholder interval, ±(0.5 × slowdown + 0.5 pp), read as a 95 %
+// interval); the default (placeholder) slowdown model.
 func DefaultSimOptions() SimOptions {
 	return SimOptions{JobMedian: 2 * time.Hour, JobSigma: 1, JobMax: 24 * time.Hour, ActiveWindow: 5 * time.Minute,
-		SlowdownTarget: model.DefaultPolicy().SlowdownTarget / 100, ControlTick: time.Second, EstimateSigma: 0.0025,
+		SlowdownTarget: model.DefaultPolicy().SlowdownTarget / 100, ControlTick: 250 * time.Millisecond,
+		EstimateSigma: 0.0025, EstimateRelSigma: 0.25,
 		Model: DefaultSlowdownModel()}
 }
 
@@ -439,7 +455,10 @@ type Result struct {
 	// slowdown above SlowdownTarget, and the mean slowdown (fraction) over all owner-active
 	// time (0 while the guest is frozen or absent).
 	SlowdownMinutesAbove float64 `json:"slowdownMinutesAboveTarget"`
-	MeanSlowdownActive   float64 `json:"meanSlowdownOwnerActive"`
+	// SlowdownMinutesAboveThrottled: those of them with the guest throttled (the
+	// controller's share; the rest is the guest at full speed, e.g. in cluster mode).
+	SlowdownMinutesAboveThrottled float64 `json:"slowdownMinutesAboveTargetThrottled"`
+	MeanSlowdownActive            float64 `json:"meanSlowdownOwnerActive"`
 	// MeanThrottleCap: the guest's mean cap (fraction of the cores) over throttled time.
 	MeanThrottleCap float64 `json:"meanThrottleCap"`
 	ThrottledHours  float64 `json:"throttledHours"` // guest alive and throttled, all hosts
@@ -485,8 +504,8 @@ func Simulate(tr *Trace, specs []PolicySpec, opt SimOptions) *Report {
 	if opt.Model == nil {
 		opt.Model = DefaultSlowdownModel()
 	}
-	if opt.ControlTick < time.Second {
-		opt.ControlTick = time.Second
+	if opt.ControlTick < time.Millisecond {
+		opt.ControlTick = time.Millisecond
 	}
 	hours := int((tr.Length + hour - 1) / hour)
 	cores := tr.Params.Cores
@@ -544,6 +563,18 @@ func Simulate(tr *Trace, specs []PolicySpec, opt SimOptions) *Report {
 	}
 	rep.Results = res
 	return rep
+}
+
+// addHourlyF is addHourly for fractional seconds.
+func addHourlyF(bins []float64, a, b float64, rate float64) {
+	for a < b {
+		h := math.Floor(a / hour)
+		e := min(b, (h+1)*hour)
+		if int(h) < len(bins) {
+			bins[int(h)] += rate * (e - a)
+		}
+		a = e
+	}
 }
 
 // addHourly adds rate×seconds of [a, b) to the hour bins it covers.
@@ -679,7 +710,7 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 		ctl      CapController
 		noise    *rand.Rand
 		owner, _ = pol.(ownerStater)
-		tick     = int64(opt.ControlTick / time.Second)
+		tick     = int64(opt.ControlTick / time.Millisecond)
 	)
 	if spec.Adaptive != nil {
 		ctl = spec.Adaptive(env)
@@ -690,9 +721,11 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 		alive      bool    // the guest exists and holds a job
 		need, done float64 // the job's work and the work done, core-seconds
 		ctlCap     float64 // the controller's cap in force
-		prevCap    float64 // the cap in force before the current interval (for the estimate)
-		nextTick   int64   // when the controller is stepped next
+		nextTick   int64   // when the controller is stepped next (ms)
+		tickSD     float64 // the tick's slowdown × seconds so far
 	)
+	ownerActive := func() bool { return owner != nil && owner.OwnerActive() }
+	at := func(ms int64) time.Time { return env.Start.Add(time.Duration(ms) * time.Millisecond) }
 	// capOf is the cap in force under action a (0: the guest gets nothing).
 	capOf := func(a model.GuestAction) float64 {
 		switch {
@@ -711,7 +744,9 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 		if a == act && !first {
 			return
 		}
-		prevCap = capOf(act)
+		if ctl != nil && (a == model.ActionThrottle) != (act == model.ActionThrottle) && !first {
+			ctlCap = ctl.Owner(at(t*1000), ownerActive())
+		}
 		switch a {
 		case model.ActionEvict:
 			if alive {
@@ -728,23 +763,29 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 		}
 		if a == model.ActionThrottle {
 			r.Throttles++
-			nextTick = t // the controller decides at once
+			if ctl != nil {
+				if first {
+					ctlCap = ctl.Owner(at(t*1000), ownerActive())
+				}
+				nextTick, tickSD = t*1000+tick, 0
+			}
 		}
 		act = a
 		if opt.Record {
 			r.Changes = append(r.Changes, Change{Host: h, At: t, Action: a})
 		}
 	}
-	// account adds [a, b) with the guest at cap c in segment s.
-	account := func(a, b int64, s *seg, c float64) {
-		dt := float64(b - a)
+	// account adds [a, b) (seconds) with the guest at cap c in segment s and returns the
+	// desktop's slowdown (0 when nobody is active).
+	account := func(a, b float64, s *seg, c float64) (sd float64) {
+		dt := b - a
 		rate := 0.0
 		if alive && c > 0 {
 			rate = min(c*cores, max(0, cores-s.load))
 		}
 		if rate > 0 {
 			r.CPUHours += rate * dt / hour
-			addHourly(r.HourlyCores, a, b, rate)
+			addHourlyF(r.HourlyCores, a, b, rate)
 			work := rate * dt
 			for done+work >= need { // jobs end inside the step; the next starts at once
 				work -= need - done
@@ -766,12 +807,16 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 					r.ActiveThrottledHours += dt / hour
 				}
 			}
-			sd := opt.Model.Slowdown(s.activity(), c)
+			sd = opt.Model.Slowdown(s.activity(), c)
 			r.slowdownSum += sd * dt
 			if sd > opt.SlowdownTarget {
 				r.SlowdownMinutesAbove += dt / minute
+				if act == model.ActionThrottle {
+					r.SlowdownMinutesAboveThrottled += dt / minute
+				}
 			}
 		}
+		return sd
 	}
 	i := 0
 	set(0, pol.Decide(segs[0].obs(0, env.Cores)), true)
@@ -785,26 +830,23 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 		}
 		s := &segs[i]
 		if ctl != nil && alive && act == model.ActionThrottle {
-			// The controller's ticks inside [t, next).
-			for a := t; a < next; {
+			// The controller's ticks inside [t, next), in milliseconds.
+			for a, end := t*1000, next*1000; a < end; {
 				if a >= nextTick {
-					sd := 0.0 // nobody at the desk: nothing to slow down
-					if s.ownerActive {
-						sd = opt.Model.Slowdown(s.activity(), prevCap)
-					}
-					est := sd + opt.EstimateSigma*noise.NormFloat64()
-					e := SlowdownEstimate{Slowdown: max(0, est), Low: max(0, est-1.96*opt.EstimateSigma), High: max(0, est+1.96*opt.EstimateSigma)}
-					ctlCap = min(1, max(0, ctl.Step(env.Start.Add(time.Duration(a)*time.Second), e, owner != nil && owner.OwnerActive())))
+					sd := tickSD / (float64(tick) / 1000) // the tick's mean slowdown
+					est := max(0, sd+(opt.EstimateRelSigma*sd+opt.EstimateSigma)*noise.NormFloat64())
+					w := estRelErr*est + estAbsErr
+					e := SlowdownEstimate{Slowdown: est, Low: max(0, est-w), High: est + w}
+					ctlCap = min(1, max(0, ctl.Step(at(a), e, ownerActive())))
 					r.ControllerSteps++
-					nextTick = a + tick
+					nextTick, tickSD = a+tick, 0
 				}
-				b := min(next, nextTick)
-				account(a, b, s, ctlCap)
-				prevCap = ctlCap
+				b := min(end, nextTick)
+				tickSD += account(float64(a)/1000, float64(b)/1000, s, ctlCap) * float64(b-a) / 1000
 				a = b
 			}
 		} else {
-			account(t, next, s, capOf(act))
+			account(float64(t), float64(next), s, capOf(act))
 		}
 		t = next
 		if t >= tr.Length {

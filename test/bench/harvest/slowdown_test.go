@@ -124,10 +124,17 @@ type stepLog struct {
 	est   []SlowdownEstimate
 	owner []bool
 	start time.Time
+	// owners: when Owner was called (ms)
+	owners []int64
+}
+
+func (c *stepLog) Owner(now time.Time, ownerActive bool) float64 {
+	c.owners = append(c.owners, int64(now.Sub(c.start)/time.Millisecond))
+	return c.cap
 }
 
 func (c *stepLog) Step(now time.Time, est SlowdownEstimate, ownerActive bool) float64 {
-	c.at = append(c.at, int64(now.Sub(c.start)/time.Second))
+	c.at = append(c.at, int64(now.Sub(c.start)/time.Millisecond))
 	c.est = append(c.est, est)
 	c.owner = append(c.owner, ownerActive)
 	return c.cap
@@ -143,7 +150,7 @@ func TestAdaptiveWiring(t *testing.T) {
 		return log
 	})
 	opt := DefaultSimOptions()
-	opt.JobMedian, opt.JobSigma, opt.Record, opt.EstimateSigma = 10*time.Hour, 0, true, 0
+	opt.JobMedian, opt.JobSigma, opt.Record, opt.EstimateSigma, opt.EstimateRelSigma = 10*time.Hour, 0, true, 0, 0
 	rep := Simulate(handTrace(3*hour, nil, walkIn(3600, 7200, Interval{3600, 3660})), []PolicySpec{spec}, opt)
 	r := rep.Results[0]
 	want := []Change{{0, 0, model.ActionRun}, {0, 3600, model.ActionThrottle}, {0, 3990, model.ActionRun}}
@@ -153,21 +160,26 @@ func TestAdaptiveWiring(t *testing.T) {
 	if log.p.Target != 0.01 || log.p.MinCap != adaptiveMinCap || log.p.MaxCap != 1 || math.Abs(log.p.StartCap-0.1) > 2e-4 {
 		t.Errorf("controller params %+v", log.p)
 	}
-	if len(log.at) != 390 || log.at[0] != 3600 || log.at[389] != 3989 || r.ControllerSteps != 390 {
-		t.Fatalf("%d steps from %d to %d (counted %d), want 390 from 3600 to 3989", len(log.at), log.at[0], log.at[len(log.at)-1], r.ControllerSteps)
+	// Owner at the input event and when the throttle ends; a step at the end of every
+	// 250 ms tick in between.
+	if !reflect.DeepEqual(log.owners, []int64{3600000, 3990000}) {
+		t.Errorf("Owner called at %v ms, want at the throttle's start and end", log.owners)
 	}
-	// The first step sees the guest that ran at full speed, the next ones the 75 % cap;
-	// the engine's owner-active ends at 3960 (input + 5 min), and with it the slowdown.
+	if len(log.at) != 1559 || log.at[0] != 3600250 || log.at[1558] != 3989750 || r.ControllerSteps != 1559 {
+		t.Fatalf("%d steps from %d to %d ms (counted %d), want 1559 from 3600250 to 3989750", len(log.at), log.at[0], log.at[len(log.at)-1], r.ControllerSteps)
+	}
+	// Each step sees its tick at the 75 % cap while the owner is active (the engine's
+	// owner-active ends at 3960 s, input + 5 min, and with it the slowdown).
 	for i, at := range log.at {
-		wantSD, wantOwner := 0.015, at < 3960
-		if i == 0 {
-			wantSD = 0.02
-		}
-		if !wantOwner {
+		wantSD, wantOwner := 0.015, at < 3960000
+		if at > 3960000 {
 			wantSD = 0
 		}
 		if !near(log.est[i].Slowdown, wantSD) || log.owner[i] != wantOwner {
-			t.Fatalf("step at %d: estimate %+v, owner %v; want %.3f, %v", at, log.est[i], log.owner[i], wantSD, wantOwner)
+			t.Fatalf("step at %d ms: estimate %+v, owner %v; want %.3f, %v", at, log.est[i], log.owner[i], wantSD, wantOwner)
+		}
+		if w := estRelErr*wantSD + estAbsErr; !near(log.est[i].High, wantSD+w) {
+			t.Fatalf("step at %d ms: interval %+v, want ±%.4f", at, log.est[i], w)
 		}
 	}
 	if want := (3*hour - 390 + 390*0.75) * 4.0 / hour; !near(r.CPUHours, want) || !near(r.MeanThrottleCap, 0.75) {
@@ -177,7 +189,7 @@ func TestAdaptiveWiring(t *testing.T) {
 		t.Errorf("%.2f min above target, mean slowdown %.4f; want 6 and 0.015", r.SlowdownMinutesAbove, r.MeanSlowdownActive)
 	}
 	// Noise is seeded: the same run twice gives the same estimates.
-	opt.EstimateSigma = 0.0025
+	opt.EstimateSigma, opt.EstimateRelSigma = 0.0025, 0.25
 	Simulate(handTrace(3*hour, nil, walkIn(3600, 7200, Interval{3600, 3660})), []PolicySpec{spec}, opt)
 	first := log.est
 	Simulate(handTrace(3*hour, nil, walkIn(3600, 7200, Interval{3600, 3660})), []PolicySpec{spec}, opt)
@@ -192,14 +204,14 @@ func TestReportAdaptive(t *testing.T) {
 	spec := overtimeAdaptive(func(ControllerParams) CapController { return &stepLog{cap: 1} })
 	specs := []PolicySpec{spec, OvertimeDefault(), Nice19()}
 	p, opt := smallParams(20), DefaultSimOptions()
+	opt.ControlTick = time.Second // the test controller does not care; 4 times fewer steps
 	var reps []*Report
 	for s := uint64(1); s <= 2; s++ {
 		reps = append(reps, Simulate(generate(t, p, s), specs, opt))
 	}
 	b := newBench(p, opt, specs, reps)
 	b.Sensitivity = sensitivity(generate(t, p, 1), spec, opt, sensitivityScales)
-	if len(b.Sensitivity) != 4 || b.Sensitivity[0].MeanSlowdown*4 < b.Sensitivity[2].MeanSlowdown-1e-9 ||
-		!near(b.Sensitivity[0].MeanSlowdown*4, b.Sensitivity[2].MeanSlowdown) {
+	if len(b.Sensitivity) != 6 || !b.Sensitivity[5].NoiseFree || !near(b.Sensitivity[1].MeanSlowdown*4, b.Sensitivity[3].MeanSlowdown) {
 		t.Fatalf("sensitivity %+v: the mean slowdown should scale with the coefficients at a fixed cap", b.Sensitivity)
 	}
 	dir := t.TempDir()
