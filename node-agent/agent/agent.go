@@ -36,6 +36,9 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/coursevm"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/node-agent/hostinfo"
+	"github.com/overtime-hpc/overtime/node-agent/interference/controller"
+	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
+	"github.com/overtime-hpc/overtime/node-agent/interference/signals"
 	"github.com/overtime-hpc/overtime/node-agent/policy"
 	"github.com/overtime-hpc/overtime/node-agent/powerctl"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
@@ -79,9 +82,14 @@ type Options struct {
 	// GuestAgentURL is this agent's HTTP address as the guest reaches it (the SPANK
 	// plugin's job calls); "" = not told.
 	GuestAgentURL string
-	// DesktopCPUPressure is the PSI file whose "some" total measures the desktop's CPU
-	// stalls for job reports (default /proc/pressure/cpu).
+	// DesktopCPUPressure is the PSI file whose "some" total the job counters keep as
+	// desktopStallSeconds (default /proc/pressure/cpu). Job reports' slowdown comes from
+	// the interference estimator over Signals, not from it.
 	DesktopCPUPressure string
+	// Signals measures what the desktop suffers (default: a signals.Monitor of this PC,
+	// sampling while a guest runs): the adaptive controller's input and the job reports'
+	// slowdown estimate.
+	Signals Signals
 
 	// Machine restarts and switches off the PC (default: systemctl); Notifier tells the
 	// people logged in (default: wall and desktop notifications). See switch.go.
@@ -141,6 +149,12 @@ type Agent struct {
 	hbSeq    uint64 // guarded by hbMu
 
 	guestPID atomic.Int64 // main process of the running guest (0: none), for GuestCPU
+
+	// The adaptive controller (control.go), owned by Run's goroutine.
+	sig      Signals
+	ctl      *controller.Controller
+	lastTick signals.Totals
+	est      estimate.Estimate // the last tick's
 
 	cnt      counters            // totals for job reports (jobs.go)
 	jobsMu   sync.Mutex          // guards jobStart
@@ -221,7 +235,12 @@ func New(o Options) (*Agent, error) {
 		t, f, _ := a.cnt.seconds(o.Now())
 		return t, f
 	})
+	a.m.guestCap.Set(1)
 	a.backoff = o.RestartBackoff
+	a.sig = o.Signals
+	if a.sig == nil {
+		a.sig = a.newSignals()
+	}
 	return a, nil
 }
 
@@ -268,6 +287,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	go a.fetchLoop(ctx)
 	go a.heartbeatLoop(ctx)
+	go func() {
+		if err := a.sig.Run(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("desktop signals unavailable: no adaptive control, no slowdown estimates", "err", err)
+		}
+	}()
+	ticks := a.sig.Ticks()
 	events := a.watch(ctx)
 
 	timer := time.NewTimer(time.Hour)
@@ -297,6 +322,8 @@ func (a *Agent) Run(ctx context.Context) error {
 				continue
 			}
 			a.guestEvent(ctx, ev)
+		case t := <-ticks:
+			a.controlTick(ctx, t)
 		case <-timer.C:
 			a.tick(ctx)
 		}
@@ -380,13 +407,14 @@ func (a *Agent) apply(ctx context.Context, c *wire.AgentConfig, from string) {
 		p := c.Policy
 		a.log.Info("policy in force", "ownerActive", p.Actions[model.StateOwnerActive], "ownerIdle", p.Actions[model.StateOwnerIdle],
 			"idleAfter", time.Duration(p.IdleAfter), "hold", time.Duration(p.Hold), "evictAfter", time.Duration(p.EvictAfter),
-			"throttleCPU", p.ThrottleCPU)
+			"throttleCPU", p.ThrottleCPU, "controller", p.Controller, "slowdownTarget", p.SlowdownTarget)
 	}
 	if a.engine == nil {
 		a.engine = policy.New(c.Policy)
 	} else {
 		a.engine.SetPolicy(c.Policy)
 	}
+	a.configureController()
 	a.obs.Kind, a.obs.HasGuest = c.Kind, c.Guest != nil
 	a.publishCourseVM(ctx, c)
 	if first {
@@ -502,7 +530,12 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 	a.dec = d
 	setOne(a.m.ownerState, ownerStates, string(d.State))
 	setOne(a.m.action, guestActions, string(d.Action))
+	// The owner's arrival puts the controller's start cap in force with this very
+	// decision, before any measurement.
+	a.sig.SetOwnerActive(d.State == model.StateOwnerActive)
+	a.ctl.Owner(a.obs.Now, a.ownerActive())
 	changed := a.act(ctx)
+	a.m.guestCap.Set(a.capFraction())
 	if changed && !since.IsZero() {
 		a.m.reaction.WithLabelValues(string(d.Action)).Observe(a.o.Now().Sub(since).Seconds())
 	}
@@ -585,7 +618,7 @@ func (a *Agent) act(ctx context.Context) bool {
 	case model.ActionRun, model.ActionThrottle:
 		limit := 0.0
 		if action == model.ActionThrottle {
-			limit = float64(a.o.HostCPUs) * float64(a.cfg.Policy.ThrottleCPU) / 100
+			limit = a.throttleLimit() // fixed ThrottleCPU, or the adaptive controller's cap
 		}
 		if !a.applied.running {
 			if specErr != nil {
@@ -622,7 +655,9 @@ func (a *Agent) act(ctx context.Context) bool {
 				a.applied.frozen, changed = false, true
 			}
 		}
-		if a.applied.limit != limit {
+		// Under the adaptive controller a small move of its cap waits for its tick
+		// (applyCap), which calls the backend only for a change worth it.
+		if a.applied.limit != limit && !(action == model.ActionThrottle && a.adaptive() && a.capClose(limit, a.applied.limit)) {
 			if err := b.SetCPULimit(ctx, name, limit); err != nil {
 				fail("cpu-limit", err)
 			} else {
@@ -1000,6 +1035,12 @@ func (a *Agent) updateHeartbeat() {
 		hb.Power = &c
 	}
 	hb.BootSeconds = a.bootSeconds()
+	if a.applied.running {
+		hb.Slowdown = a.est.Slowdown
+		if a.applied.limit > 0 {
+			hb.Cap = a.applied.limit / float64(a.o.HostCPUs)
+		}
+	}
 	if a.cfg != nil {
 		hb.Host, hb.Mode = a.cfg.Host, a.cfg.Mode
 		if spec, err := a.spec(a.cfg); err == nil && !a.cfg.Exam {

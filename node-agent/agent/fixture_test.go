@@ -33,7 +33,8 @@ func TestJobAPIFixtures(t *testing.T) {
 		writeFile(t, psi, "some avg10=0.00 avg60=0.00 avg300=0.00 total="+us+"\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
 	}
 	setStall("1000000")
-	a, err := New(Options{Site: &fakeSite{}, MAC: testMAC, StateDir: t.TempDir(), DesktopCPUPressure: psi,
+	sig := newFakeSignals(t0)
+	a, err := New(Options{Site: &fakeSite{}, MAC: testMAC, StateDir: t.TempDir(), DesktopCPUPressure: psi, Signals: sig,
 		Now: func() time.Time { return now }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +68,9 @@ func TestJobAPIFixtures(t *testing.T) {
 	a.cnt.fold(now, run, true)
 	now = t0.Add(130 * time.Second)
 	setStall("7000000")
+	// Over the job's 120 s the desktop worked 30 s and waited 1.8 s, the guest used 150 s
+	// and waited 6 s: 1.8 × 150/180 / 30 = 5% slowdown, the guest lost 3.8%.
+	sig.advance(120*time.Second, 30*time.Second, 1800*time.Millisecond, 150*time.Second, 6*time.Second)
 	end := post("/v1/jobs/123/end", http.StatusOK)
 	noStart := post("/v1/jobs/123/end", http.StatusConflict)
 

@@ -11,16 +11,14 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
+	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
+	"github.com/overtime-hpc/overtime/node-agent/interference/signals"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
@@ -37,8 +35,11 @@ type Counters struct {
 	OwnerActiveSeconds float64                   `json:"ownerActiveSeconds"`
 	GuestCPUSeconds    float64                   `json:"guestCPUSeconds"`     // guest's cgroup, all its processes
 	StealSeconds       float64                   `json:"stealSeconds"`        // run-queue wait of the guest's threads
-	DesktopStall       float64                   `json:"desktopStallSeconds"` // desktop CPU PSI "some" total
+	DesktopStall       float64                   `json:"desktopStallSeconds"` // desktop CPU PSI "some" total (information)
 	Actions            map[model.GuestAction]int `json:"actions"`             // transitions into each action
+	// Signals are the desktop signals' totals (node-agent/interference/signals): a
+	// report's slowdown estimate is made of the window between two snapshots.
+	Signals signals.Totals `json:"signals"`
 }
 
 // counters is the mutable state behind Counters (and the throttled/frozen metrics): the
@@ -114,51 +115,12 @@ func (a *Agent) Counters() Counters {
 		out.Actions[k] = v
 	}
 	c.mu.Unlock()
-	out.GuestCPUSeconds, out.StealSeconds = a.guestCPUAndSteal()
+	out.Signals = a.sig.Snapshot()
+	// The guest's CPU and steal as the signals count them: by differences while the
+	// monitor watched, so a restarted guest or an exited thread takes nothing back.
+	out.GuestCPUSeconds, out.StealSeconds = out.Signals.GuestCPU.Seconds(), out.Signals.GuestSteal.Seconds()
 	out.DesktopStall = readPSITotal(a.o.DesktopCPUPressure)
 	return out
-}
-
-// guestCPUAndSteal reads the guest's cgroup: CPU used by all its processes, and the time
-// its threads waited on a run queue while runnable (schedstat run delay) — the steal
-// time the guest's kernel would see. Threads that exited take their wait with them, so
-// steal is a lower bound.
-func (a *Agent) guestCPUAndSteal() (cpu, steal float64) {
-	pid := int(a.guestPID.Load())
-	if pid <= 0 {
-		return 0, 0
-	}
-	cpu = a.GuestCPU().Seconds()
-	h, err := cgroup.Detect()
-	if err != nil {
-		return cpu, 0
-	}
-	g, err := h.FindByPID(pid)
-	if err != nil {
-		return cpu, 0
-	}
-	if d, err := g.CPUUsage(); err == nil {
-		cpu = d.Seconds()
-	}
-	pids, err := g.AllProcs()
-	if err != nil {
-		return cpu, 0
-	}
-	for _, p := range pids {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", p))
-		for _, t := range tasks {
-			b, err := os.ReadFile(t)
-			if err != nil {
-				continue
-			}
-			if f := strings.Fields(string(b)); len(f) >= 2 {
-				if ns, err := strconv.ParseFloat(f[1], 64); err == nil {
-					steal += ns / 1e9
-				}
-			}
-		}
-	}
-	return cpu, steal
 }
 
 // readPSITotal is the "some" total of a PSI file, in seconds (0 when unreadable).
@@ -185,7 +147,14 @@ func Report(job string, start, end Counters) wire.JobReport {
 	r.StealSeconds = pos(end.StealSeconds - start.StealSeconds)
 	if r.Seconds > 0 {
 		r.OwnerActiveFraction = min(pos(end.OwnerActiveSeconds-start.OwnerActiveSeconds)/r.Seconds, 1)
-		r.DesktopSlowdown = min(pos(end.DesktopStall-start.DesktopStall)/r.Seconds, 1)
+	}
+	// The desktop's slowdown over the job, by the estimator over the signals' window
+	// (none when the signals did not sample during the job).
+	if w := signals.WindowOf(start.Signals, end.Signals); w.Seconds > 0 {
+		est := estimate.Desktop(w)
+		r.DesktopSlowdown, r.SlowdownLow, r.SlowdownHigh = min(est.Slowdown, 1), min(est.Low, 1), min(est.High, 1)
+		r.SlowdownMethod = est.Method
+		r.GuestSlowdown = estimate.Guest(w)
 	}
 	for k, v := range end.Actions {
 		if d := v - start.Actions[k]; d > 0 {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
+	"github.com/overtime-hpc/overtime/node-agent/interference/signals"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
@@ -25,20 +27,25 @@ func TestCountersFold(t *testing.T) {
 
 func TestReport(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	// Over the job the desktop used 50 s of CPU and waited 1.5 s; the guest used 100 s
+	// and waited 25 s: 2/3 of the wait is the guest's, 1 s per 50 s of work = 2%.
+	sig0 := signals.Totals{Time: t0, DesktopCPU: 100 * time.Second, DesktopWait: time.Second, GuestCPU: 1000 * time.Second}
+	sig1 := signals.Totals{Time: t0.Add(200 * time.Second), DesktopCPU: 150 * time.Second, DesktopWait: 2500 * time.Millisecond,
+		GuestCPU: 1100 * time.Second, GuestSteal: 25 * time.Second}
 	start := Counters{Time: t0, Host: "pc1", Mode: "desktop", ThrottledSeconds: 100, FrozenSeconds: 7,
 		OwnerActiveSeconds: 50, GuestCPUSeconds: 1000, StealSeconds: 3, DesktopStall: 10,
-		Actions: map[model.GuestAction]int{model.ActionThrottle: 4}}
+		Actions: map[model.GuestAction]int{model.ActionThrottle: 4}, Signals: sig0}
 	end := Counters{Time: t0.Add(200 * time.Second), Host: "pc1", Mode: "desktop", ThrottledSeconds: 130, FrozenSeconds: 17,
 		OwnerActiveSeconds: 100, GuestCPUSeconds: 1150, StealSeconds: 5.5, DesktopStall: 14,
-		Actions: map[model.GuestAction]int{model.ActionThrottle: 6, model.ActionFreeze: 1}}
+		Actions: map[model.GuestAction]int{model.ActionThrottle: 6, model.ActionFreeze: 1}, Signals: sig1}
 	r := Report("42", start, end)
 	want := wire.JobReport{Job: "42", Host: "pc1", Mode: "desktop", Seconds: 200, ThrottledSeconds: 30, FrozenSeconds: 10,
-		OwnerActiveFraction: 0.25, GuestCPUSeconds: 150, StealSeconds: 2.5, DesktopSlowdown: 0.02}
+		OwnerActiveFraction: 0.25, GuestCPUSeconds: 150, StealSeconds: 2.5, DesktopSlowdown: 0.02, GuestSlowdown: 0.2}
 	for name, got := range map[string][2]float64{
 		"seconds": {r.Seconds, want.Seconds}, "throttled": {r.ThrottledSeconds, want.ThrottledSeconds},
 		"frozen": {r.FrozenSeconds, want.FrozenSeconds}, "owner": {r.OwnerActiveFraction, want.OwnerActiveFraction},
 		"cpu": {r.GuestCPUSeconds, want.GuestCPUSeconds}, "steal": {r.StealSeconds, want.StealSeconds},
-		"slowdown": {r.DesktopSlowdown, want.DesktopSlowdown},
+		"slowdown": {r.DesktopSlowdown, want.DesktopSlowdown}, "guest slowdown": {r.GuestSlowdown, want.GuestSlowdown},
 	} {
 		if math.Abs(got[0]-got[1]) > 1e-9 {
 			t.Errorf("%s = %v, want %v", name, got[0], got[1])
@@ -47,8 +54,17 @@ func TestReport(t *testing.T) {
 	if r.Actions[model.ActionThrottle] != 2 || r.Actions[model.ActionFreeze] != 1 {
 		t.Errorf("actions %v, want throttle 2 freeze 1", r.Actions)
 	}
+	if r.SlowdownMethod != estimate.MethodWait || !(r.SlowdownLow < r.DesktopSlowdown && r.DesktopSlowdown < r.SlowdownHigh) {
+		t.Errorf("slowdown %v in [%v, %v] by %q: want an interval around it and the estimator's name",
+			r.DesktopSlowdown, r.SlowdownLow, r.SlowdownHigh, r.SlowdownMethod)
+	}
 	if err := r.Validate(); err != nil {
 		t.Fatalf("report does not validate: %v", err)
+	}
+	// Without signals over the job (none sampled): no estimate, not a made-up 0 with a method.
+	start.Signals, end.Signals = signals.Totals{}, signals.Totals{}
+	if r := Report("42", start, end); r.DesktopSlowdown != 0 || r.SlowdownMethod != "" {
+		t.Errorf("no signals: slowdown %v by %q", r.DesktopSlowdown, r.SlowdownMethod)
 	}
 	// A guest restarted during the job resets its CPU counter: never a negative number.
 	end.GuestCPUSeconds = 10

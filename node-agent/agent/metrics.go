@@ -25,6 +25,8 @@ type metrics struct {
 	rejected    prometheus.Counter
 	actionError *prometheus.CounterVec
 	signals     *prometheus.CounterVec
+	slowdown    prometheus.Gauge
+	guestCap    prometheus.Gauge
 }
 
 // newMetrics builds the registry; guestSeconds reads the throttled and frozen totals (the
@@ -61,8 +63,12 @@ func newMetrics(guestSeconds func() (throttled, frozen float64)) *metrics {
 		Help: "Backend operations that failed."}, []string{"op"})
 	m.signals = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "signals_total",
 		Help: "Sensor signals received, by kind."}, []string{"kind"})
+	m.slowdown = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "desktop_slowdown",
+		Help: "Estimated slowdown of the desktop caused by the guest over the last signals tick (fraction)."})
+	m.guestCap = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "guest_cpu_cap",
+		Help: "CPU cap applied to the guest, as a fraction of the host's CPUs (1 = uncapped)."})
 	m.reg.MustRegister(m.ownerState, m.action, m.guestState, m.guestCPU, m.throttled, m.frozen, m.pressure, m.load,
-		m.reaction, m.restarts, m.configFrom, m.rejected, m.actionError, m.signals,
+		m.reaction, m.restarts, m.configFrom, m.rejected, m.actionError, m.signals, m.slowdown, m.guestCap,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range model.OwnerStates {
 		m.ownerState.WithLabelValues(string(s))

@@ -100,21 +100,21 @@ static void test_end(void)
 	CHECK(r.throttled_seconds == 60);
 	CHECK(r.frozen_seconds == 30);
 	CHECK(r.owner_active_fraction == 0.75);
-	CHECK(r.guest_cpu_seconds == 0);
-	CHECK(r.steal_seconds == 0);
+	CHECK(r.guest_cpu_seconds == 150);
+	CHECK(r.steal_seconds == 6);
 	CHECK(r.desktop_slowdown == 0.05);
 	/* The agent counts "run" too; the plugin only reports these three. */
 	CHECK(r.actions_throttle == 0);
 	CHECK(r.actions_freeze == 1);
 	CHECK(r.actions_evict == 0);
 	CHECK_STR(r.summary, "overtime: job 123 on pc-a03 120 s: throttled 60 s, "
-			     "frozen 30 s, owner active 75%, guest CPU 0 s, "
-			     "steal 0.0 s, desktop slowdown ~5%");
+			     "frozen 30 s, owner active 75%, guest CPU 150 s, "
+			     "steal 6.0 s, desktop slowdown ~5%");
 	ot_format_report(&r, rec, sizeof(rec));
 	CHECK_STR(rec, "job=123 host=pc-a03 mode=desktop "
 		       "start=2026-11-22T10:00:10Z end=2026-11-22T10:02:10Z "
 		       "seconds=120 throttled=60 frozen=30 owner_active=0.75 "
-		       "guest_cpu=0 steal=0 desktop_slowdown=0.05 "
+		       "guest_cpu=150 steal=6 desktop_slowdown=0.05 "
 		       "actions=throttle:0,freeze:1,evict:0");
 }
 

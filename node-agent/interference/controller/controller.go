@@ -174,8 +174,10 @@ func (c *Controller) Owner(now time.Time, active bool) float64 {
 		}
 		c.idleSince = time.Time{}
 		c.quiet(now)
-	case !active && (c.active || !c.started):
-		c.idleSince = now
+	case !active && c.active:
+		c.idleSince = now // the owner left: the learned cap holds for IdleHold
+	case !active && !c.started:
+		c.idleSince = time.Time{} // nobody yet: the first arrival starts at StartCap
 	case !active && !c.idleSince.IsZero() && now.Sub(c.idleSince) >= c.cfg.IdleHold:
 		c.cap = c.cfg.MaxCap
 	}

@@ -233,6 +233,18 @@ func TestNeverBelowMinCap(t *testing.T) {
 	}
 }
 
+// A controller that starts with nobody at the desk puts StartCap in force at the first
+// arrival, however soon.
+func TestFirstArrivalStartsAtStartCap(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	c := New(Config{StartCap: 0.3})
+	c.Owner(t0, false)
+	c.Step(t0.Add(tick), estimate.Estimate{}, false)
+	if got := c.Owner(t0.Add(2*tick), true); got != 0.3 {
+		t.Fatalf("first arrival 0.5 s after start: cap %v, want StartCap 0.3", got)
+	}
+}
+
 func TestOwnerReturnsWithinIdleHold(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	c := New(Config{StartCap: 0.3})

@@ -56,17 +56,24 @@ func (s *scanner) close() {
 	s.procs = map[int]*proc{}
 }
 
-// scan reads every task's counters (only the guest's when guestOnly) and returns the
-// increments since the last scan. The first scan only sets the starting point.
-func (s *scanner) scan(guest map[int]bool, guestOnly bool) scanResult {
+// scan reads the counters of every task (of the guest's and desk's processes when desk
+// is set; only the guest's when guestOnly) and returns the increments since the last
+// scan. The first scan only sets the starting point.
+func (s *scanner) scan(guest map[int]bool, desk []int, guestOnly bool) scanResult {
 	s.n++
 	var r scanResult
 	var pids []int
-	if guestOnly {
+	switch {
+	case guestOnly || desk != nil:
 		for p := range guest {
 			pids = append(pids, p)
 		}
-	} else {
+		for _, p := range desk {
+			if !guest[p] {
+				pids = append(pids, p)
+			}
+		}
+	default:
 		pids = s.listPIDs()
 	}
 	for _, pid := range pids {

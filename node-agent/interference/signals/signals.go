@@ -81,11 +81,19 @@ type MonitorConfig struct {
 	// DesktopGroup is a cgroup v2 group holding the desktop's sessions (DesktopGroupV2);
 	// nil scans /proc.
 	DesktopGroup *cgroup.Group
-	// Canary, when set, runs every tick; without a baseline the Monitor calibrates it the
-	// first time no guest runs (or the caller sets one from the host's profile).
+	// Canary, when set, runs every tick. Without a baseline (Canary.SetBaseline from the
+	// host's profile, or Calibrate) the Monitor makes one from the median of its first
+	// CalibrationRuns runs while no guest runs; until then CanaryRatio is 0 (unmeasured).
 	Canary *Canary
+	// DesktopPIDs, when set, names the desktop's processes (a matrix run's desktop
+	// workload, tests) instead of every task outside the guest. Scan mode only.
+	DesktopPIDs func() []int
 	// Proc is the proc file system (default /proc).
 	Proc string
+	// OnlyWithGuest: sample the desktop only while a guest runs (the agent: there is no
+	// interference to measure without one); without a guest only the canary runs, until
+	// its baseline is made.
+	OnlyWithGuest bool
 }
 
 // Monitor samples the signals. Its methods are safe from any goroutine; Run samples.
@@ -104,7 +112,12 @@ type Monitor struct {
 	deskUsage  time.Duration
 	deskWait   time.Duration
 	deskInit   bool
+	calib      []time.Duration // canary runs without a guest, until the baseline is set
+	idleCanary bool
 }
+
+// CalibrationRuns is how many canary runs without a guest make the Monitor's baseline.
+const CalibrationRuns = 15
 
 // NewMonitor returns a monitor; Run (or Sample) does the work.
 func NewMonitor(cfg MonitorConfig) *Monitor {
@@ -116,6 +129,9 @@ func NewMonitor(cfg MonitorConfig) *Monitor {
 	}
 	if cfg.Guest == nil {
 		cfg.Guest = func() *cgroup.Group { return nil }
+	}
+	if cfg.Canary != nil && cfg.Canary.Gap == 0 {
+		cfg.Canary.Gap = cfg.Tick
 	}
 	return &Monitor{cfg: cfg, ticks: make(chan Totals, 1), scan: newScanner(cfg.Proc)}
 }
@@ -169,6 +185,10 @@ func (m *Monitor) Sample(now time.Time) {
 	g := m.cfg.Guest()
 	var d sample
 	first := m.tot.Samples == 0
+	if g == nil && m.cfg.OnlyWithGuest {
+		m.idleSample(now, c0)
+		return
+	}
 
 	// The guest's CPU from its cgroup (a new group, or a counter that went back, is a new
 	// guest: its usage so far is not counted).
@@ -200,20 +220,31 @@ func (m *Monitor) Sample(now time.Time) {
 			}
 			m.deskUsage, m.deskWait, m.deskInit = u, w, true
 		}
-		s := m.scan.scan(guestPIDs, true)
+		s := m.scan.scan(guestPIDs, nil, true)
 		d.guestSteal = s.guestWait
 	} else {
-		s := m.scan.scan(guestPIDs, false)
+		var desk []int
+		if m.cfg.DesktopPIDs != nil {
+			desk = m.cfg.DesktopPIDs()
+		}
+		s := m.scan.scan(guestPIDs, desk, false)
 		d.deskCPU, d.deskWait, d.guestSteal = s.deskRun, s.deskWait, s.guestWait
 	}
 
 	var ratio float64
 	if c := m.cfg.Canary; c != nil {
-		if c.Baseline() == 0 && g == nil {
-			c.Calibrate(15)
-		}
-		if c.Baseline() > 0 {
-			ratio = float64(c.Run()) / float64(c.Baseline())
+		d := c.Run()
+		switch b := c.Baseline(); {
+		case b > 0:
+			ratio = float64(d) / float64(b)
+		case g == nil && !first:
+			// No guest: this run is a baseline run (the first, with its page faults,
+			// is not).
+			m.calib = append(m.calib, d)
+			if len(m.calib) >= CalibrationRuns {
+				c.SetBaseline(median(m.calib))
+				m.calib = nil
+			}
 		}
 	}
 	cost := threadCPU() - c0
@@ -234,7 +265,11 @@ func (m *Monitor) Sample(now time.Time) {
 	}
 	tot := m.tot
 	m.mu.Unlock()
+	m.deliver(tot)
+}
 
+// deliver hands the totals to the Ticks reader.
+func (m *Monitor) deliver(tot Totals) {
 	select {
 	case m.ticks <- tot:
 	default:
@@ -247,6 +282,44 @@ func (m *Monitor) Sample(now time.Time) {
 		case m.ticks <- tot:
 		default:
 		}
+	}
+}
+
+// idleSample is a sample without a guest under OnlyWithGuest: time passes, the canary
+// makes its baseline, the scanner forgets its tasks (their counters would be stale).
+func (m *Monitor) idleSample(now time.Time, c0 time.Duration) {
+	if c := m.cfg.Canary; c != nil && c.Baseline() == 0 {
+		d := c.Run()
+		if !m.idleCanary {
+			m.idleCanary = true // the first run, with its page faults, is not a baseline run
+		} else if m.calib = append(m.calib, d); len(m.calib) >= CalibrationRuns {
+			c.SetBaseline(median(m.calib))
+			m.calib = nil
+		}
+	}
+	if m.scan.n > 0 {
+		m.scan.close()
+		m.scan = newScanner(m.cfg.Proc)
+	}
+	m.guestPath, m.deskInit = "", false
+	cost := threadCPU() - c0
+	m.mu.Lock()
+	if !m.tot.Time.IsZero() && now.After(m.tot.Time) && m.active {
+		m.tot.OwnerActive += now.Sub(m.tot.Time)
+	}
+	m.tot.Time = now
+	m.tot.Samples++
+	m.tot.Cost += cost
+	tot := m.tot
+	m.mu.Unlock()
+	m.deliver(tot)
+}
+
+// SetCanaryBaseline sets the canary's baseline (from the host's calibration profile,
+// wire.InterferenceProfile.CanaryNs); no-op without a canary.
+func (m *Monitor) SetCanaryBaseline(d time.Duration) {
+	if m.cfg.Canary != nil && d > 0 {
+		m.cfg.Canary.SetBaseline(d)
 	}
 }
 

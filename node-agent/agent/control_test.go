@@ -1,0 +1,197 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/node-agent/guest"
+	"github.com/overtime-hpc/overtime/node-agent/interference/signals"
+	"github.com/overtime-hpc/overtime/node-agent/sensor"
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+)
+
+// fakeSignals stands in for the signals.Monitor: the test says what each tick measured.
+type fakeSignals struct {
+	mu     sync.Mutex
+	tot    signals.Totals
+	active bool
+	ticks  chan signals.Totals
+}
+
+func newFakeSignals(t0 time.Time) *fakeSignals {
+	return &fakeSignals{tot: signals.Totals{Time: t0}, ticks: make(chan signals.Totals, 1)}
+}
+
+func (f *fakeSignals) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+func (f *fakeSignals) Ticks() <-chan signals.Totals  { return f.ticks }
+func (f *fakeSignals) Snapshot() signals.Totals {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tot
+}
+func (f *fakeSignals) SetOwnerActive(on bool) {
+	f.mu.Lock()
+	f.active = on
+	f.mu.Unlock()
+}
+
+// advance adds one interval's measurements and returns the new totals (the tick).
+func (f *fakeSignals) advance(d time.Duration, deskCPU, deskWait, guestCPU, guestSteal time.Duration) signals.Totals {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tot.Time = f.tot.Time.Add(d)
+	f.tot.Samples++
+	f.tot.DesktopCPU += deskCPU
+	f.tot.DesktopWait += deskWait
+	f.tot.GuestCPU += guestCPU
+	f.tot.GuestSteal += guestSteal
+	if f.active {
+		f.tot.OwnerActive += d
+	}
+	return f.tot
+}
+
+// fakeBackend runs a pretend guest and records the CPU limits set.
+type fakeBackend struct {
+	mu      sync.Mutex
+	running bool
+	frozen  bool
+	limit   float64
+	limits  []float64 // every SetCPULimit, in order (and the start's limit first)
+}
+
+func (b *fakeBackend) Kind() model.GuestBackend             { return model.BackendContainer }
+func (b *fakeBackend) Available(context.Context) error      { return nil }
+func (b *fakeBackend) Freeze(context.Context, string) error { b.frozen = true; return nil }
+func (b *fakeBackend) Thaw(context.Context, string) error   { b.frozen = false; return nil }
+func (b *fakeBackend) Stop(context.Context, string) error   { b.running = false; return nil }
+func (b *fakeBackend) Start(_ context.Context, s guest.Spec) error {
+	b.running, b.limit = true, s.CPULimit
+	b.limits = append(b.limits, s.CPULimit)
+	return nil
+}
+func (b *fakeBackend) Status(context.Context, string) (guest.Status, error) {
+	if !b.running {
+		return guest.Status{State: guest.StateAbsent}, nil
+	}
+	return guest.Status{State: guest.StateRunning, CPULimit: b.limit}, nil
+}
+func (b *fakeBackend) SetCPULimit(_ context.Context, _ string, cpus float64) error {
+	b.limit = cpus
+	b.limits = append(b.limits, cpus)
+	return nil
+}
+
+// guestConfig is a desktop mode with a container compute guest under policy p.
+func guestConfig(p model.Policy) *wire.AgentConfig {
+	c := goodConfig()
+	c.Mode, c.Kind, c.Policy = "desktop", model.KindDesktop, p
+	c.Guest = &wire.AgentGuest{Name: "overtime-pc1", ImageKind: model.ImageCompute,
+		Resolved: model.ImageVersion{Version: "1", Path: "compute/1"}}
+	c.Guest.Backend = model.BackendContainer
+	return c
+}
+
+// The adaptive path: the key press puts the start cap in force at once; a desktop that
+// waits behind the guest makes the cap fall within the tick; a desktop that no longer
+// suffers lets it climb back, slowly; the job report carries the estimate.
+func TestAdaptiveCapFollowsSlowdown(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	now := t0
+	sig := newFakeSignals(t0)
+	be := &fakeBackend{}
+	a, err := New(Options{Site: &fakeSite{}, MAC: testMAC, StateDir: t.TempDir(), ImageRoot: t.TempDir(),
+		HostCPUs: 4, HostMemMB: 8192, Signals: sig,
+		Backends: map[model.GuestBackend]guest.Backend{model.BackendContainer: be},
+		Now:      func() time.Time { return now }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p := model.DefaultPolicy() // adaptive, target 1%, ThrottleCPU 25 (the start without a profile)
+	a.apply(ctx, guestConfig(p), "api")
+	if !be.running || be.limit != 0 {
+		t.Fatalf("nobody at the desk: guest running %v, limit %v; want running uncapped", be.running, be.limit)
+	}
+	tick := func(deskCPU, deskWait, guestCPU time.Duration) {
+		now = now.Add(250 * time.Millisecond)
+		a.controlTick(ctx, sig.advance(250*time.Millisecond, deskCPU, deskWait, guestCPU, 0))
+	}
+	tick(0, 0, time.Second) // the first tick only starts the window
+	tick(0, 0, time.Second)
+
+	// A key: throttle, at the start cap (25% of 4 CPUs).
+	now = now.Add(10 * time.Millisecond)
+	a.signal(sensor.Event{Kind: sensor.KindInput, Time: now})
+	a.decideAndAct(ctx, now)
+	if a.dec.Action != model.ActionThrottle || be.limit != 1 {
+		t.Fatalf("after a key: action %s, limit %v CPUs; want throttle at 1 CPU (StartCap 0.25 × 4)", a.dec.Action, be.limit)
+	}
+	if hb := a.LastHeartbeat(); hb.Cap != 0.25 {
+		t.Errorf("heartbeat cap %v, want 0.25", hb.Cap)
+	}
+	// The desktop works 0.2 s of each 0.25 s tick and waits 20 ms behind a guest that
+	// had as much CPU: slowdown 0.02 × 0.5 / 0.2 = 5%, five times the target.
+	tick(200*time.Millisecond, 20*time.Millisecond, 200*time.Millisecond)
+	if !(be.limit < 1*0.5) {
+		t.Fatalf("desktop at %.1f%% slowdown: limit %v CPUs, want cut to at most half of 1 within the tick", 100*a.est.Slowdown, be.limit)
+	}
+	if math.Abs(a.est.Slowdown-0.05) > 1e-9 {
+		t.Errorf("estimate %v, want 0.05", a.est.Slowdown)
+	}
+	cut := be.limit
+	if got, _ := strconv.ParseFloat(metricValue(t, a, "overtime_agent_guest_cpu_cap"), 64); math.Abs(got-cut/4) > 1e-9 {
+		t.Errorf("cap gauge %v, want %v", got, cut/4)
+	}
+	if got, _ := strconv.ParseFloat(metricValue(t, a, "overtime_agent_desktop_slowdown"), 64); math.Abs(got-0.05) > 1e-9 {
+		t.Errorf("slowdown gauge %v, want 0.05", got)
+	}
+
+	// The desktop keeps working but no longer waits: after the increase hold the cap
+	// climbs, one step at a time.
+	calls := len(be.limits)
+	for i := 0; i < 40; i++ { // 10 s
+		a.signal(sensor.Event{Kind: sensor.KindInput, Time: now})
+		a.decideAndAct(ctx, now)
+		tick(200*time.Millisecond, 0, 100*time.Millisecond)
+	}
+	if !(be.limit > cut) {
+		t.Fatalf("a desktop without wait for 10 s: limit %v, want above the cut %v", be.limit, cut)
+	}
+	if be.limit > cut+4*0.05*4*1.0001 {
+		t.Errorf("limit %v after 10 s: more than 3 steps of 5%% above %v (the ramp must be slow)", be.limit, cut)
+	}
+	if n := len(be.limits) - calls; n > 4 {
+		t.Errorf("%d backend calls in 10 s of slow ramp: want one per step", n)
+	}
+
+	// A job over a window with waits: the report carries the estimate and its method.
+	start := a.Counters()
+	for i := 0; i < 4; i++ {
+		tick(200*time.Millisecond, 4*time.Millisecond, 200*time.Millisecond)
+	}
+	r := Report("7", start, a.Counters())
+	if !(r.DesktopSlowdown > 0.009 && r.DesktopSlowdown < 0.011) || r.SlowdownMethod == "" ||
+		!(r.SlowdownLow < r.DesktopSlowdown && r.DesktopSlowdown < r.SlowdownHigh) {
+		t.Errorf("job report slowdown %v [%v, %v] by %q; want 1%% within its interval and a method",
+			r.DesktopSlowdown, r.SlowdownLow, r.SlowdownHigh, r.SlowdownMethod)
+	}
+	if err := r.Validate(); err != nil {
+		t.Errorf("report does not validate: %v", err)
+	}
+
+	// The fixed controller ignores the measurements: ThrottleCPU it is.
+	p.Controller = model.ControllerFixed
+	a.apply(ctx, guestConfig(p), "api")
+	tick(200*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond)
+	if be.limit != 1 {
+		t.Errorf("fixed controller: limit %v, want ThrottleCPU 25%% of 4 = 1", be.limit)
+	}
+}
