@@ -512,8 +512,9 @@ func (b *Bench) slowdownSection(md *strings.Builder) {
 			"below is only as good as these curves; the sensitivity table shows how the verdict moves with them.")
 	}
 	fmt.Fprintf(md, "\n\n**The adaptive controller** is the agent's own code (node-agent/interference/controller, its default\n"+
-		"gains), not a model of it. It is told the engine's owner state when the throttle begins (at the input event)\n"+
-		"and ends, and stepped at the end of every %d ms tick (the agent's signals tick) with that tick's modelled\n"+
+		"gains), not a model of it, driven as the agent drives it (node-agent/agent/control.go): told the owner state\n"+
+		"when the throttle begins (at the input event) and ends, its cap applied only when it moves by 2 %% of the cores\n"+
+		"or more, and stepped at the end of every %d ms tick (the agent's signals tick) with that tick's modelled\n"+
 		"slowdown plus Gaussian estimation noise, σ = %.2f × slowdown + %.2f percentage points (a seeded stream per PC;\n"+
 		"this reads the estimator's placeholder interval, ±(0.5 × slowdown + 0.5 pp), as a 95 %% interval), with that\n"+
 		"interval as Low..High. It targets %.0f %% and starts at controller.StartCapFor of the profile a calibration would\n"+

@@ -42,12 +42,13 @@ import (
 // event) the simulator tells the controller the engine's owner state (Owner: the agent
 // does so at the key press, so that the start cap is in force at once), then steps it at
 // the end of every ControlTick (250 ms, the agent's signals tick; the event-driven steps
-// are split at the ticks) with an estimate of that tick: the modelled slowdown averaged
+// are split at the ticks) and applies its cap when it moved by capStep or more, as the
+// agent does; the owner state it passes is the agent's (the engine sees the owner
+// active, or the action is throttle); each step gets an estimate of its tick: the modelled slowdown averaged
 // over the tick (the cap is constant within a tick; 0 while nobody is active) plus
 // Gaussian estimation noise of σ = EstimateRelSigma × slowdown + EstimateSigma (a
-// seeded stream per host; the estimate is clipped at 0), with the estimator's interval,
-// and the engine's owner state. When the throttle ends the controller is told the owner
-// state again.
+// seeded stream per host; the estimate is clipped at 0), with the estimator's interval.
+// When the throttle ends the controller is told the owner state again.
 
 // NoInput is Obs.LastInput when there has been no input yet. Far in the past, but far
 // enough from math.MinInt64 that Now-LastInput does not overflow.
@@ -119,6 +120,10 @@ type SlowdownEstimate struct {
 // Slowdown ± (estRelErr × Slowdown + estAbsErr); adaptive.go sets them from the agent's
 // estimator.
 var estRelErr, estAbsErr = 0.5, 0.005
+
+// capStep is the agent's smallest applied cap change (node-agent/agent: a smaller one is
+// within the estimate's noise and not worth a backend call).
+const capStep = 0.02
 
 // ownerStater is a Policy that can say whether it sees the owner active (the engine's
 // state), for the cap controller.
@@ -720,11 +725,16 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 		act        model.GuestAction
 		alive      bool    // the guest exists and holds a job
 		need, done float64 // the job's work and the work done, core-seconds
-		ctlCap     float64 // the controller's cap in force
+		ctlCap     float64 // the controller's cap applied to the guest
 		nextTick   int64   // when the controller is stepped next (ms)
 		tickSD     float64 // the tick's slowdown × seconds so far
 	)
-	ownerActive := func() bool { return owner != nil && owner.OwnerActive() }
+	// ownerActive is whom the controller protects, as the agent tells it
+	// (node-agent/agent, Agent.ownerActive): the engine sees the owner active, or the
+	// action is throttle ("as the desktop allows").
+	ownerActive := func(a model.GuestAction) bool {
+		return (owner != nil && owner.OwnerActive()) || a == model.ActionThrottle
+	}
 	at := func(ms int64) time.Time { return env.Start.Add(time.Duration(ms) * time.Millisecond) }
 	// capOf is the cap in force under action a (0: the guest gets nothing).
 	capOf := func(a model.GuestAction) float64 {
@@ -745,7 +755,7 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 			return
 		}
 		if ctl != nil && (a == model.ActionThrottle) != (act == model.ActionThrottle) && !first {
-			ctlCap = ctl.Owner(at(t*1000), ownerActive())
+			ctlCap = ctl.Owner(at(t*1000), ownerActive(a))
 		}
 		switch a {
 		case model.ActionEvict:
@@ -765,7 +775,7 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 			r.Throttles++
 			if ctl != nil {
 				if first {
-					ctlCap = ctl.Owner(at(t*1000), ownerActive())
+					ctlCap = ctl.Owner(at(t*1000), ownerActive(a))
 				}
 				nextTick, tickSD = t*1000+tick, 0
 			}
@@ -837,7 +847,10 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 					est := max(0, sd+(opt.EstimateRelSigma*sd+opt.EstimateSigma)*noise.NormFloat64())
 					w := estRelErr*est + estAbsErr
 					e := SlowdownEstimate{Slowdown: est, Low: max(0, est-w), High: est + w}
-					ctlCap = min(1, max(0, ctl.Step(at(a), e, ownerActive())))
+					// The agent applies a new cap only when it moved by capStep or more.
+					if c := min(1, max(0, ctl.Step(at(a), e, ownerActive(act)))); (c >= 1) != (ctlCap >= 1) || math.Abs(c-ctlCap) >= capStep {
+						ctlCap = c
+					}
 					r.ControllerSteps++
 					nextTick, tickSD = a+tick, 0
 				}

@@ -169,9 +169,10 @@ func TestAdaptiveWiring(t *testing.T) {
 		t.Fatalf("%d steps from %d to %d ms (counted %d), want 1559 from 3600250 to 3989750", len(log.at), log.at[0], log.at[len(log.at)-1], r.ControllerSteps)
 	}
 	// Each step sees its tick at the 75 % cap while the owner is active (the engine's
-	// owner-active ends at 3960 s, input + 5 min, and with it the slowdown).
+	// owner-active ends at 3960 s, input + 5 min, and with it the slowdown); the owner
+	// state passed is the agent's, active for as long as the throttle holds.
 	for i, at := range log.at {
-		wantSD, wantOwner := 0.015, at < 3960000
+		wantSD, wantOwner := 0.015, true
 		if at > 3960000 {
 			wantSD = 0
 		}
@@ -235,5 +236,35 @@ func TestReportAdaptive(t *testing.T) {
 	without := []*Report{Simulate(generate(t, p, 1), specs[1:], opt)}
 	if v := newBench(p, opt, specs[1:], without).verdict(); !strings.Contains(v, "not in this run") {
 		t.Errorf("without the adaptive policy: %q", v)
+	}
+}
+
+// creep is a test controller whose cap rises by 0.01 a step from 0.5.
+type creep struct {
+	cap  float64
+	seen []float64 // the estimates' slowdowns
+}
+
+func (c *creep) Owner(time.Time, bool) float64 { c.cap = 0.5; return c.cap }
+func (c *creep) Step(_ time.Time, e SlowdownEstimate, _ bool) float64 {
+	c.seen = append(c.seen, e.Slowdown)
+	c.cap += 0.01
+	return c.cap
+}
+
+// Like the agent, the simulator applies a cap only when it moved by capStep (0.02) or
+// more: the guest's cap, and so the slowdown each tick measures, goes up every second
+// step.
+func TestAdaptiveCapStep(t *testing.T) {
+	var c *creep
+	spec := overtimeAdaptive(func(ControllerParams) CapController { c = &creep{}; return c })
+	opt := DefaultSimOptions()
+	opt.EstimateSigma, opt.EstimateRelSigma = 0, 0
+	Simulate(handTrace(2*hour, nil, walkIn(3600, 7200, Interval{3600, 3601})), []PolicySpec{spec}, opt)
+	// Interactive slowdown is 2 % × cap: applied caps 0.5, 0.5, 0.52, 0.52, 0.54, ...
+	for i, want := range []float64{0.010, 0.010, 0.0104, 0.0104, 0.0108, 0.0108} {
+		if !near(c.seen[i], want) {
+			t.Fatalf("estimates %v, want the applied cap to move in steps of 0.02", c.seen[:6])
+		}
 	}
 }
