@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -197,7 +198,10 @@ func TestCanarySeesEviction(t *testing.T) {
 			}
 			d[i] = c.Run()
 		}
-		return median(d)
+		// The fastest run: the VM's other tenants may run on this core between two
+		// runs and empty the caches too; the fastest cached run is the one they left
+		// alone, and an evicted run is never fast.
+		return slices.Min(d)
 	}
 	hot, cold := runs(false), runs(true)
 	t.Logf("canary cached %v, evicted %v (ratio %.2f)", hot, cold, float64(cold)/float64(hot))
