@@ -379,7 +379,7 @@ func (b *Bench) markdown(specs []PolicySpec) string {
 		fmt.Fprintf(&md, "- **%s**: %s.\n", s.Name, s.About)
 	}
 	md.WriteString("\n## Against issue 16's target\n\n")
-	md.WriteString(b.verdict())
+	md.WriteString(strings.TrimRight(b.verdict(), "\n") + "\n")
 	fmt.Fprintf(&md, "\n## Seed %d\n\n", first.Seed)
 	fmt.Fprintf(&md, "The week of seed %d: %d lecture slots booked, %d lecture, %d walk-in and %d ssh sessions; %.0f owner-active\n"+
 		"host-hours, %.0f core-hours of desktop load. The theoretical maximum (every core, all week) is %.0f CPU-hours.\n\n",
