@@ -17,6 +17,7 @@ import (
 var (
 	out   = flag.String("out", "", "directory for harvest.json, harvest.md and harvest.png (empty: only log)")
 	seeds = flag.Int("seeds", 5, "weeks (seeds 1..N) the benchmark simulates")
+	ifile = flag.String("interference", "", "interference.json of the matrix (simCoefficients); empty: the default placeholder coefficients")
 )
 
 // smallParams is the default model with fewer hosts, for tests that look at the trace.
@@ -339,6 +340,32 @@ func TestPoolWeekInvariants(t *testing.T) {
 		}
 	}
 	nice, ot, ah, hc := by["nice19"], by["overtime-default"], by["after-hours-only"], by["htcondor-desktop"]
+	// overtime-adaptive (the agent's controller): the same decisions as the default, a cap
+	// chosen from the modelled slowdown. It must harvest at least what the fixed 25 %
+	// does, lose no job, and keep the throttled desktop under the target: at most 1 % of
+	// its throttled owner-active minutes above it, and fewer than the fixed cap's (whose
+	// load episodes at 25 % are above it by construction of the coefficients).
+	ad, ok := by["overtime-adaptive"]
+	if !ok {
+		t.Fatal("no overtime-adaptive result: the agent's controller is not built in")
+	}
+	if ad.CPUHours < ot.CPUHours || ad.JobsRequeued != 0 || ad.Freezes != 0 || ad.ControllerSteps == 0 {
+		t.Errorf("overtime-adaptive: %.0f CPU-hours (default %.0f), %d requeued, %d freezes, %d controller steps",
+			ad.CPUHours, ot.CPUHours, ad.JobsRequeued, ad.Freezes, ad.ControllerSteps)
+	}
+	if lim := 0.01 * ad.ActiveThrottledHours * 60; ad.SlowdownMinutesAboveThrottled > lim || ad.SlowdownMinutesAboveThrottled >= ot.SlowdownMinutesAboveThrottled {
+		t.Errorf("overtime-adaptive: %.0f throttled minutes above the target (limit %.0f, fixed cap %.0f)",
+			ad.SlowdownMinutesAboveThrottled, lim, ot.SlowdownMinutesAboveThrottled)
+	}
+	if ad.SlowdownMinutesAbove > ot.SlowdownMinutesAbove || ad.MeanSlowdownActive > 0.01 {
+		t.Errorf("overtime-adaptive: %.0f minutes above the target (default %.0f), mean slowdown %.4f over 1 %%",
+			ad.SlowdownMinutesAbove, ot.SlowdownMinutesAbove, ad.MeanSlowdownActive)
+	}
+	same := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, b) } // sums of other pieces
+	if !same(ad.ActiveThrottledHours, ot.ActiveThrottledHours) || !same(ad.ActiveUnthrottledHours, ot.ActiveUnthrottledHours) || ad.Throttles != ot.Throttles {
+		t.Errorf("overtime-adaptive decides otherwise than overtime-default: %.1f/%.1f h throttled/unthrottled vs %.1f/%.1f",
+			ad.ActiveThrottledHours, ad.ActiveUnthrottledHours, ot.ActiveThrottledHours, ot.ActiveUnthrottledHours)
+	}
 	if nice.JobsRequeued != 0 || nice.WastedCPUHours != 0 {
 		t.Errorf("nice19 lost %d jobs", nice.JobsRequeued)
 	}
@@ -410,6 +437,11 @@ func TestCommandGen(t *testing.T) {
 //	go test -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out docs/benchmarks
 func BenchmarkHarvest(b *testing.B) {
 	p, opt, specs := DefaultParams(), DefaultSimOptions(), Policies()
+	m, err := coefficientsFor(*ifile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt.Model = m
 	var reps []*Report
 	start := time.Now()
 	for s := 1; s <= *seeds; s++ {
@@ -421,7 +453,11 @@ func BenchmarkHarvest(b *testing.B) {
 	b.Logf("seed %d:\n%s", reps[0].Seed, resultTable(reps[0]))
 	b.Logf("seeds 1-%d, median (min-max):\n%s", len(reps), summaryTable(reps))
 	if *out != "" {
-		if err := newBench(p, opt, specs, reps).write(*out, specs); err != nil {
+		bench := newBench(p, opt, specs, reps)
+		if a, ok := OvertimeAdaptive(); ok {
+			bench.Sensitivity = sensitivity(generate(b, p, 1), a, opt, sensitivityScales)
+		}
+		if err := bench.write(*out, specs); err != nil {
 			b.Fatal(err)
 		}
 	}

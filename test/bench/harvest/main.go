@@ -17,6 +17,12 @@
 //
 //	go test -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out docs/benchmarks
 //
+// The desktop slowdown columns are modelled (slowdown.go): default placeholder
+// coefficients, or the interference matrix's measured ones with
+//
+//	go test -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out docs/benchmarks \
+//		-interference docs/benchmarks/interference/interference.json
+//
 // The reservations benchmark (issue 15, reservations.go) replays a week with changes that
 // stop the guest (ReservationParams) through one Slurm queue over the pool, without and
 // with reservations and warning signals (docs/benchmarks/reservations.*):
@@ -46,6 +52,7 @@ func run(args []string) error {
 	seed := fs.Uint64("seed", 1, "random seed of the pool week")
 	out := fs.String("out", "", "with -gen: the trace file to write (JSON)")
 	in := fs.String("in", "", "replay this trace file instead of generating one")
+	interference := fs.String("interference", "", "the interference matrix's interference.json: its simCoefficients replace the default slowdown coefficients")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -74,7 +81,13 @@ func run(args []string) error {
 		}
 		return writeTraceFile(*out, tr)
 	}
-	rep := Simulate(tr, Policies(), DefaultSimOptions())
+	opt := DefaultSimOptions()
+	m, err := coefficientsFor(*interference)
+	if err != nil {
+		return err
+	}
+	opt.Model = m
+	rep := Simulate(tr, Policies(), opt)
 	fmt.Print(resultTable(rep))
 	return nil
 }

@@ -84,12 +84,13 @@ const TraceFormat = "overtime-poolweek/1"
 
 // Random stream numbers (the second PCG seed word).
 const (
-	streamRoom = 1 << 20 // + room index
-	streamSSH  = 2 << 20 // + host index
-	streamJobs = 3 << 20 // + host index (sim.go: the job stream)
-	streamStop = 4 << 20 // + room index: which lecture slots are course-VM slots
-	streamNote = 5 << 20 // short-notice exceptions (one stream for the pool)
-	streamSlrm = 6 << 20 // reservations.go: the Slurm job stream
+	streamRoom  = 1 << 20 // + room index
+	streamSSH   = 2 << 20 // + host index
+	streamJobs  = 3 << 20 // + host index (sim.go: the job stream)
+	streamStop  = 4 << 20 // + room index: which lecture slots are course-VM slots
+	streamNote  = 5 << 20 // short-notice exceptions (one stream for the pool)
+	streamSlrm  = 6 << 20 // reservations.go: the Slurm job stream
+	streamNoise = 7 << 20 // + host index (sim.go: the slowdown estimate's noise)
 )
 
 const (

@@ -30,10 +30,25 @@ import (
 // stream (JobSeed, host), the same sequence under every policy, so that policies are
 // compared on the same work.
 //
-// Owner-active (the disturbance proxy, the same for every policy): a session (local or
-// ssh) with input in the last ActiveWindow (5 min, the common screen-saver and idle
-// notion) or a desktop load episode running. The report counts owner-active time with
-// the guest running at full speed (unthrottled) and throttled.
+// Owner-active (the same for every policy): a session (local or ssh) with input in the
+// last ActiveWindow (5 min, the common screen-saver and idle notion) or a desktop load
+// episode running. The report counts owner-active time with the guest running at full
+// speed (unthrottled) and throttled, and the modelled desktop slowdown of every
+// owner-active second (slowdown.go): a function of the guest's cap and of whether a load
+// episode runs.
+//
+// Adaptive throttle (PolicySpec.Adaptive): while the policy throttles, the guest's cap is
+// a CapController's output instead of ThrottleCPU. When the throttle begins (the input
+// event) the simulator tells the controller the engine's owner state (Owner: the agent
+// does so at the key press, so that the start cap is in force at once), then steps it at
+// the end of every ControlTick (250 ms, the agent's signals tick; the event-driven steps
+// are split at the ticks) and applies its cap when it moved by capStep or more, as the
+// agent does; the owner state it passes is the agent's (the engine sees the owner
+// active, or the action is throttle); each step gets an estimate of its tick: the modelled slowdown averaged
+// over the tick (the cap is constant within a tick; 0 while nobody is active) plus
+// Gaussian estimation noise of σ = EstimateRelSigma × slowdown + EstimateSigma (a
+// seeded stream per host; the estimate is clipped at 0), with the estimator's interval.
+// When the throttle ends the controller is told the owner state again.
 
 // NoInput is Obs.LastInput when there has been no input yet. Far in the past, but far
 // enough from math.MinInt64 that Now-LastInput does not overflow.
@@ -67,6 +82,10 @@ type Policy interface {
 type Env struct {
 	Start time.Time // the trace's start (Obs times are seconds after it)
 	Cores int
+	// The desktop-slowdown model and target of the run (for an adaptive policy's
+	// calibrated start cap and target).
+	Model  *SlowdownModel
+	Target float64
 }
 
 // PolicySpec names a policy and builds one instance per host.
@@ -75,26 +94,70 @@ type PolicySpec struct {
 	About       string // one sentence for the report
 	ThrottleCPU int    // percent of the host's cores a throttled guest may use
 	New         func(Env) Policy
+	// Adaptive, when set, builds each host's cap controller: while the policy throttles,
+	// the guest's cap is the controller's output (ThrottleCPU is then unused).
+	Adaptive func(Env) CapController
 }
 
-// Policies are the four compared in the report.
+// CapController is an adaptive throttle as the simulator drives it: Step is called every
+// ControlTick while the policy throttles the guest, with the estimated desktop slowdown
+// over the past tick and whether the policy engine sees the owner active, and returns
+// the cap (fraction of the host's cores, 0-1] for the next tick. adaptive.go adapts the
+// agent's controller (node-agent/interference/controller) to it.
+type CapController interface {
+	// Owner applies a change of the owner's activity without a measurement.
+	Owner(now time.Time, ownerActive bool) float64
+	Step(now time.Time, est SlowdownEstimate, ownerActive bool) float64
+}
+
+// SlowdownEstimate is what the agent's estimator would report for one tick: the
+// desktop's slowdown and an interval around it (fractions).
+type SlowdownEstimate struct {
+	Slowdown, Low, High float64
+}
+
+// Estimator interval (see estimate.go's RelErr and AbsErr): Low..High is
+// Slowdown ± (estRelErr × Slowdown + estAbsErr); adaptive.go sets them from the agent's
+// estimator.
+var estRelErr, estAbsErr = 0.5, 0.005
+
+// capStep is the agent's smallest applied cap change (node-agent/agent: a smaller one is
+// within the estimate's noise and not worth a backend call).
+const capStep = 0.02
+
+// ownerStater is a Policy that can say whether it sees the owner active (the engine's
+// state), for the cap controller.
+type ownerStater interface {
+	OwnerActive() bool
+}
+
+// Policies are the ones compared in the report: overtime-adaptive (when the agent's
+// controller is built in, adaptive.go) next to the fixed 25 % default and the reference
+// policies.
 func Policies() []PolicySpec {
-	return []PolicySpec{OvertimeDefault(), HTCondorDesktop(), Nice19(), AfterHoursOnly()}
+	var out []PolicySpec
+	if a, ok := OvertimeAdaptive(); ok {
+		out = append(out, a)
+	}
+	return append(out, OvertimeDefault(), HTCondorDesktop(), Nice19(), AfterHoursOnly())
 }
 
 // --- overtime-default: the production engine -------------------------------------------
 
 // OvertimeDefault is the node agent's real decision engine (node-agent/policy) with the
-// default pool policy (model.DefaultPolicy): run while nobody is at the desk or the owner
-// is idle, throttle to ThrottleCPU at the first input, freeze on desktop pressure, evict
-// after EvictAfter frozen; cluster mode runs the guest regardless. The guest definition
-// is assumed the same in the desktop and the cluster mode, so a mode change does not
-// replace the guest (the agent replaces it only when its definition changes).
+// default pool policy (model.DefaultPolicy) and the fixed controller (the default before
+// issue 16): run while nobody is at the desk or the owner is idle, throttle to
+// ThrottleCPU at the first input, freeze on desktop pressure, evict after EvictAfter
+// frozen; cluster mode runs the guest regardless. The guest definition is assumed the
+// same in the desktop and the cluster mode, so a mode change does not replace the guest
+// (the agent replaces it only when its definition changes).
 func OvertimeDefault() PolicySpec {
-	p := model.DefaultPolicy().Effective()
+	p := model.DefaultPolicy()
+	p.Controller = model.ControllerFixed
+	p = p.Effective()
 	return PolicySpec{
 		Name:        "overtime-default",
-		About:       "the node agent's engine (node-agent/policy) with model.DefaultPolicy: throttle to 25 % of the cores at the first input, full speed again 5 min after the last input plus a 30 s hold, freeze on desktop pressure and evict after 10 min frozen; cluster mode runs the guest at full speed",
+		About:       "the node agent's engine (node-agent/policy) with model.DefaultPolicy and the fixed controller (the default before issue 16): throttle to 25 % of the cores at the first input, full speed again 5 min after the last input plus a 30 s hold, freeze on desktop pressure and evict after 10 min frozen; cluster mode runs the guest at full speed",
 		ThrottleCPU: p.ThrottleCPU,
 		New: func(env Env) Policy {
 			return &overtime{e: policy.New(p), start: env.Start}
@@ -111,7 +174,11 @@ type overtime struct {
 	start time.Time
 	last  int64             // the previous Decide
 	act   model.GuestAction // its action
+	state model.OwnerState  // and the engine's owner state
 }
+
+// OwnerActive is the engine's owner state at the last decision.
+func (o *overtime) OwnerActive() bool { return o.state == model.StateOwnerActive }
 
 func (o *overtime) at(s int64) time.Time { return o.start.Add(time.Duration(s) * time.Second) }
 
@@ -125,7 +192,7 @@ func (o *overtime) Decide(ob Obs) model.GuestAction {
 		LocalSessions: ob.LocalSessions, RemoteSessions: ob.RemoteSessions,
 		LastInput: last, Load: ob.Load, Pressure: Pressure(ob.Load, ob.Cores),
 	})
-	o.last, o.act = ob.Now, d.Action
+	o.last, o.act, o.state = ob.Now, d.Action, d.State
 	return d.Action
 }
 
@@ -340,14 +407,32 @@ type SimOptions struct {
 	JobMax       time.Duration `json:"jobMax"`
 	JobSeed      uint64        `json:"jobSeed"` // 0: the trace's seed
 	ActiveWindow time.Duration `json:"activeWindow"`
+	// SlowdownTarget: the desktop slowdown (fraction) the report counts minutes above, and
+	// the adaptive controller's target (model.DefaultPolicy's SlowdownTarget, 1 %).
+	SlowdownTarget float64 `json:"slowdownTarget"`
+	// ControlTick: how often the adaptive controller is stepped while throttling (whole
+	// milliseconds).
+	ControlTick time.Duration `json:"controlTick"`
+	// The Gaussian noise added to the modelled slowdown before the controller sees it:
+	// σ = EstimateRelSigma × slowdown + EstimateSigma (fractions).
+	EstimateSigma    float64 `json:"estimateSigma"`
+	EstimateRelSigma float64 `json:"estimateRelSigma"`
+	// Model: the desktop-slowdown model (nil: DefaultSlowdownModel).
+	Model *SlowdownModel `json:"-"`
 	// Record keeps every action change in Result.Changes (for tests on small traces).
 	Record bool `json:"-"`
 }
 
 // DefaultSimOptions: jobs of median 2 h (sigma 1, at most 24 h); owner-active means
-// input in the last 5 min or a load episode.
+// input in the last 5 min or a load episode; slowdown target 1 %, controller tick 250 ms
+// (the agent's signals tick), estimation noise σ = 0.25 × slowdown + 0.25 percentage
+// points (the estimator's placeholder interval, ±(0.5 × slowdown + 0.5 pp), read as a 95 %
+// interval); the default (placeholder) slowdown model.
 func DefaultSimOptions() SimOptions {
-	return SimOptions{JobMedian: 2 * time.Hour, JobSigma: 1, JobMax: 24 * time.Hour, ActiveWindow: 5 * time.Minute}
+	return SimOptions{JobMedian: 2 * time.Hour, JobSigma: 1, JobMax: 24 * time.Hour, ActiveWindow: 5 * time.Minute,
+		SlowdownTarget: model.DefaultPolicy().SlowdownTarget / 100, ControlTick: 250 * time.Millisecond,
+		EstimateSigma: 0.0025, EstimateRelSigma: 0.25,
+		Model: DefaultSlowdownModel()}
 }
 
 // Change is one action change of a host's guest.
@@ -371,11 +456,27 @@ type Result struct {
 	// Owner-active time with the guest at full speed, and throttled (hours, all hosts).
 	ActiveUnthrottledHours float64 `json:"ownerActiveUnthrottledHours"`
 	ActiveThrottledHours   float64 `json:"ownerActiveThrottledHours"`
-	Throttles              int     `json:"throttles"` // changes into throttle
-	Freezes                int     `json:"freezes"`   // changes into freeze (suspend)
+	// The modelled desktop slowdown (slowdown.go): owner-active minutes (all hosts) with a
+	// slowdown above SlowdownTarget, and the mean slowdown (fraction) over all owner-active
+	// time (0 while the guest is frozen or absent).
+	SlowdownMinutesAbove float64 `json:"slowdownMinutesAboveTarget"`
+	// SlowdownMinutesAboveThrottled: those of them with the guest throttled (the
+	// controller's share; the rest is the guest at full speed, e.g. in cluster mode).
+	SlowdownMinutesAboveThrottled float64 `json:"slowdownMinutesAboveTargetThrottled"`
+	MeanSlowdownActive            float64 `json:"meanSlowdownOwnerActive"`
+	// MeanThrottleCap: the guest's mean cap (fraction of the cores) over throttled time.
+	MeanThrottleCap float64 `json:"meanThrottleCap"`
+	ThrottledHours  float64 `json:"throttledHours"` // guest alive and throttled, all hosts
+	// ControllerSteps: how often the adaptive controller was stepped (0: fixed cap).
+	ControllerSteps int64 `json:"controllerSteps,omitempty"`
+	Throttles       int   `json:"throttles"` // changes into throttle
+	Freezes         int   `json:"freezes"`   // changes into freeze (suspend)
 	// HourlyCores is the pool's mean delivered cores in each hour of the trace.
 	HourlyCores []float64 `json:"hourlyCores,omitempty"`
 	Changes     []Change  `json:"-"`
+
+	slowdownSum float64 // slowdown × owner-active seconds
+	capSum      float64 // cap × throttled seconds
 }
 
 // TraceStats are the policy-independent figures of a trace.
@@ -393,10 +494,11 @@ type TraceStats struct {
 
 // Report is Simulate's answer.
 type Report struct {
-	Seed    uint64     `json:"seed"`
-	Options SimOptions `json:"options"`
-	Trace   TraceStats `json:"trace"`
-	Results []Result   `json:"results"`
+	Seed         uint64       `json:"seed"`
+	Options      SimOptions   `json:"options"`
+	Coefficients Coefficients `json:"slowdownCoefficients"`
+	Trace        TraceStats   `json:"trace"`
+	Results      []Result     `json:"results"`
 }
 
 // Simulate replays the trace through each policy.
@@ -404,9 +506,15 @@ func Simulate(tr *Trace, specs []PolicySpec, opt SimOptions) *Report {
 	if opt.JobSeed == 0 {
 		opt.JobSeed = tr.Seed
 	}
+	if opt.Model == nil {
+		opt.Model = DefaultSlowdownModel()
+	}
+	if opt.ControlTick < time.Millisecond {
+		opt.ControlTick = time.Millisecond
+	}
 	hours := int((tr.Length + hour - 1) / hour)
 	cores := tr.Params.Cores
-	rep := &Report{Seed: tr.Seed, Options: opt, Trace: TraceStats{
+	rep := &Report{Seed: tr.Seed, Options: opt, Coefficients: opt.Model.Coefficients(), Trace: TraceStats{
 		Hosts: len(tr.Hosts), Cores: cores, Hours: float64(tr.Length) / hour,
 		Sessions: map[string]int{}, HourlyOwnerActive: make([]float64, hours),
 	}}
@@ -418,7 +526,7 @@ func Simulate(tr *Trace, specs []PolicySpec, opt SimOptions) *Report {
 	for i, s := range specs {
 		res[i] = Result{Policy: s.Name, MaxCPUHours: maxCPU, HourlyCores: make([]float64, hours)}
 	}
-	env := Env{Start: tr.Params.Start, Cores: cores}
+	env := Env{Start: tr.Params.Start, Cores: cores, Model: opt.Model, Target: opt.SlowdownTarget}
 	window := int64(opt.ActiveWindow / time.Second)
 	for h := range tr.Hosts {
 		for _, s := range tr.Hosts[h].Sessions {
@@ -445,6 +553,12 @@ func Simulate(tr *Trace, specs []PolicySpec, opt SimOptions) *Report {
 		r := &res[i]
 		r.Share = r.CPUHours / r.MaxCPUHours
 		r.UsefulCPUHours = r.CPUHours - r.WastedCPUHours
+		if a := rep.Trace.OwnerActiveHours * hour; a > 0 {
+			r.MeanSlowdownActive = r.slowdownSum / a
+		}
+		if th := r.ThrottledHours * hour; th > 0 {
+			r.MeanThrottleCap = r.capSum / th
+		}
 		for j := range r.HourlyCores {
 			r.HourlyCores[j] /= hour
 		}
@@ -454,6 +568,18 @@ func Simulate(tr *Trace, specs []PolicySpec, opt SimOptions) *Report {
 	}
 	rep.Results = res
 	return rep
+}
+
+// addHourlyF is addHourly for fractional seconds.
+func addHourlyF(bins []float64, a, b float64, rate float64) {
+	for a < b {
+		h := math.Floor(a / hour)
+		e := min(b, (h+1)*hour)
+		if int(h) < len(bins) {
+			bins[int(h)] += rate * (e - a)
+		}
+		a = e
+	}
 }
 
 // addHourly adds rate×seconds of [a, b) to the hour bins it covers.
@@ -586,13 +712,50 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 	}
 	pol := spec.New(env)
 	var (
+		ctl      CapController
+		noise    *rand.Rand
+		owner, _ = pol.(ownerStater)
+		tick     = int64(opt.ControlTick / time.Millisecond)
+	)
+	if spec.Adaptive != nil {
+		ctl = spec.Adaptive(env)
+		noise = rand.New(rand.NewPCG(opt.JobSeed, streamNoise+uint64(h)))
+	}
+	var (
 		act        model.GuestAction
 		alive      bool    // the guest exists and holds a job
 		need, done float64 // the job's work and the work done, core-seconds
+		ctlCap     float64 // the controller's cap applied to the guest
+		nextTick   int64   // when the controller is stepped next (ms)
+		tickSD     float64 // the tick's slowdown × seconds so far
 	)
+	// ownerActive is whom the controller protects, as the agent tells it
+	// (node-agent/agent, Agent.ownerActive): the engine sees the owner active, or the
+	// action is throttle ("as the desktop allows").
+	ownerActive := func(a model.GuestAction) bool {
+		return (owner != nil && owner.OwnerActive()) || a == model.ActionThrottle
+	}
+	at := func(ms int64) time.Time { return env.Start.Add(time.Duration(ms) * time.Millisecond) }
+	// capOf is the cap in force under action a (0: the guest gets nothing).
+	capOf := func(a model.GuestAction) float64 {
+		switch {
+		case !alive:
+			return 0
+		case a == model.ActionRun:
+			return 1
+		case a == model.ActionThrottle && ctl != nil:
+			return ctlCap
+		case a == model.ActionThrottle:
+			return share
+		}
+		return 0
+	}
 	set := func(t int64, a model.GuestAction, first bool) {
 		if a == act && !first {
 			return
+		}
+		if ctl != nil && (a == model.ActionThrottle) != (act == model.ActionThrottle) && !first {
+			ctlCap = ctl.Owner(at(t*1000), ownerActive(a))
 		}
 		switch a {
 		case model.ActionEvict:
@@ -610,11 +773,60 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 		}
 		if a == model.ActionThrottle {
 			r.Throttles++
+			if ctl != nil {
+				if first {
+					ctlCap = ctl.Owner(at(t*1000), ownerActive(a))
+				}
+				nextTick, tickSD = t*1000+tick, 0
+			}
 		}
 		act = a
 		if opt.Record {
 			r.Changes = append(r.Changes, Change{Host: h, At: t, Action: a})
 		}
+	}
+	// account adds [a, b) (seconds) with the guest at cap c in segment s and returns the
+	// desktop's slowdown (0 when nobody is active).
+	account := func(a, b float64, s *seg, c float64) (sd float64) {
+		dt := b - a
+		rate := 0.0
+		if alive && c > 0 {
+			rate = min(c*cores, max(0, cores-s.load))
+		}
+		if rate > 0 {
+			r.CPUHours += rate * dt / hour
+			addHourlyF(r.HourlyCores, a, b, rate)
+			work := rate * dt
+			for done+work >= need { // jobs end inside the step; the next starts at once
+				work -= need - done
+				r.JobsCompleted++
+				need, done = nextJob(), 0
+			}
+			done += work
+		}
+		if alive && act == model.ActionThrottle {
+			r.ThrottledHours += dt / hour
+			r.capSum += c * dt
+		}
+		if s.ownerActive {
+			if alive {
+				switch act {
+				case model.ActionRun:
+					r.ActiveUnthrottledHours += dt / hour
+				case model.ActionThrottle:
+					r.ActiveThrottledHours += dt / hour
+				}
+			}
+			sd = opt.Model.Slowdown(s.activity(), c)
+			r.slowdownSum += sd * dt
+			if sd > opt.SlowdownTarget {
+				r.SlowdownMinutesAbove += dt / minute
+				if act == model.ActionThrottle {
+					r.SlowdownMinutesAboveThrottled += dt / minute
+				}
+			}
+		}
+		return sd
 	}
 	i := 0
 	set(0, pol.Decide(segs[0].obs(0, env.Cores)), true)
@@ -627,34 +839,27 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 			next = dl
 		}
 		s := &segs[i]
-		rate := 0.0
-		if alive {
-			switch act {
-			case model.ActionRun:
-				rate = max(0, cores-s.load)
-			case model.ActionThrottle:
-				rate = min(share*cores, max(0, cores-s.load))
+		if ctl != nil && alive && act == model.ActionThrottle {
+			// The controller's ticks inside [t, next), in milliseconds.
+			for a, end := t*1000, next*1000; a < end; {
+				if a >= nextTick {
+					sd := tickSD / (float64(tick) / 1000) // the tick's mean slowdown
+					est := max(0, sd+(opt.EstimateRelSigma*sd+opt.EstimateSigma)*noise.NormFloat64())
+					w := estRelErr*est + estAbsErr
+					e := SlowdownEstimate{Slowdown: est, Low: max(0, est-w), High: est + w}
+					// The agent applies a new cap only when it moved by capStep or more.
+					if c := min(1, max(0, ctl.Step(at(a), e, ownerActive(act)))); (c >= 1) != (ctlCap >= 1) || math.Abs(c-ctlCap) >= capStep {
+						ctlCap = c
+					}
+					r.ControllerSteps++
+					nextTick, tickSD = a+tick, 0
+				}
+				b := min(end, nextTick)
+				tickSD += account(float64(a)/1000, float64(b)/1000, s, ctlCap) * float64(b-a) / 1000
+				a = b
 			}
-		}
-		dt := float64(next - t)
-		if rate > 0 {
-			r.CPUHours += rate * dt / hour
-			addHourly(r.HourlyCores, t, next, rate)
-			work := rate * dt
-			for done+work >= need { // jobs end inside the step; the next starts at once
-				work -= need - done
-				r.JobsCompleted++
-				need, done = nextJob(), 0
-			}
-			done += work
-		}
-		if s.ownerActive && alive {
-			switch act {
-			case model.ActionRun:
-				r.ActiveUnthrottledHours += dt / hour
-			case model.ActionThrottle:
-				r.ActiveThrottledHours += dt / hour
-			}
+		} else {
+			account(float64(t), float64(next), s, capOf(act))
 		}
 		t = next
 		if t >= tr.Length {
@@ -668,4 +873,12 @@ func runHost(tr *Trace, h int, segs []seg, spec PolicySpec, env Env, opt SimOpti
 	if alive {
 		r.JobsAtEnd++
 	}
+}
+
+// activity is what the owner does in the segment, for the slowdown model.
+func (s *seg) activity() Activity {
+	if s.load > 0 {
+		return ActivityLoad
+	}
+	return ActivityInteractive
 }
