@@ -69,7 +69,7 @@ type Config struct {
 var Defaults = Config{
 	Target: 0.01, MinCap: 0.05, MaxCap: 1, StartCap: 0.25,
 	Margin: 0.5, Aim: 0.7, MaxDecrease: 0.25, MinDecrease: 0.8,
-	Burst: 2, Confirm: 2, Step: 0.05, IncreaseHold: 3 * time.Second, IdleHold: 5 * time.Second,
+	Burst: 3, Confirm: 2, Step: 0.05, IncreaseHold: 3 * time.Second, IdleHold: 5 * time.Second,
 }
 
 func (c Config) withDefaults() Config {
