@@ -262,6 +262,34 @@ func TestParseSchedstat(t *testing.T) {
 	}
 }
 
+// The scanner follows tasks that come and go without leaking their files, and its
+// totals never go back.
+func TestScannerFollowsTasks(t *testing.T) {
+	s := newScanner("/proc")
+	defer s.close()
+	s.scan(nil, nil, false)
+	h := helper(t, "threads=50")
+	var r scanResult
+	for i := 0; i < taskRescan+1; i++ {
+		r = s.scan(nil, nil, false)
+	}
+	p := s.procs[h.Process.Pid]
+	if p == nil || len(p.tasks) < 50 {
+		t.Fatalf("helper with 50 threads: scanner follows %v", p)
+	}
+	h.Process.Kill()
+	h.Wait()
+	for i := 0; i < taskRescan+1; i++ {
+		r = s.scan(nil, nil, false)
+	}
+	if s.procs[h.Process.Pid] != nil {
+		t.Fatalf("the exited helper is still followed")
+	}
+	if r.deskRun < 0 || r.deskWait < 0 {
+		t.Fatalf("negative increments %+v", r)
+	}
+}
+
 func TestKernelThreadsSkipped(t *testing.T) {
 	if !isKernelThread("/proc", 2) {
 		t.Skip("PID 2 is not kthreadd here (a PID namespace)")
