@@ -166,6 +166,57 @@ func TestDesktopWaitGrowsWithGuestHog(t *testing.T) {
 	}
 }
 
+// The v2 desktop-group mode on the real cgroup2 hierarchy (here the hybrid host's
+// controller-less cgroup2 mount, which has cpu.stat usage and cpu.pressure): the desktop's
+// CPU and wait come from its group's files, not from the tasks.
+func TestDesktopGroupV2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts CPU-bound processes")
+	}
+	dir := "/sys/fs/cgroup"
+	if h, err := cgroup.Detect(); err == nil && h.Version() != cgroup.V2 {
+		dir = h.UnifiedMount()
+	}
+	if dir == "" {
+		t.Skip("no cgroup2 mount")
+	}
+	h2, err := cgroup.NewUnified(dir)
+	if err != nil {
+		t.Skip(err)
+	}
+	desk := h2.Group(fmt.Sprintf("overtime-test-desktop-%d", os.Getpid()))
+	if err := desk.Mkdir(); err != nil {
+		t.Skipf("cannot create a cgroup2 group: %v", err)
+	}
+	t.Cleanup(func() { desk.Kill(context.Background()); desk.Remove() })
+	g := guestGroup(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	m := NewMonitor(MonitorConfig{Guest: func() *cgroup.Group { return g }, DesktopGroup: desk})
+	defer m.scan.close()
+
+	if err := desk.AddProc(helper(t, "spin").Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AddProc(helper(t, "spin").Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	m.Sample(time.Now())
+	from, snap := measure(m, 600*time.Millisecond)
+	w := WindowOf(from, snap())
+	t.Logf("v2 group: %+v", w)
+	if got := w.DesktopCPUSeconds + w.DesktopWaitSeconds; got < 0.85*w.Seconds || got > 1.15*w.Seconds {
+		t.Errorf("the spinning desktop task ran %.3f s and waited %.3f s (group PSI) of %.3f s: want the sum ≈ the window",
+			w.DesktopCPUSeconds, w.DesktopWaitSeconds, w.Seconds)
+	}
+	if !(w.GuestCPUSeconds > 0.01 && w.DesktopWaitSeconds >= 0.7*w.GuestCPUSeconds) {
+		t.Errorf("desktop wait %.3f s vs guest CPU %.3f s on the CPU they share", w.DesktopWaitSeconds, w.GuestCPUSeconds)
+	}
+	if !(w.GuestStealSeconds > 0) {
+		t.Errorf("no steal for the guest's hog (scanned by itself in this mode)")
+	}
+}
+
 func TestCanaryCalibrate(t *testing.T) {
 	c := NewCanary(0)
 	b := c.Calibrate(11)
