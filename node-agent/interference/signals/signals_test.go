@@ -112,7 +112,7 @@ func sampleNow(m *Monitor) Totals {
 // A desktop task that shares its CPU with a guest's CPU hog waits for it: the desktop's
 // run-queue wait grows, and the hog's run time counts as guest CPU and its wait as steal,
 // not as desktop time.
-func TestDesktopWaitGrowsWithGuestHog(t *testing.T) {
+func TestDesktopWaitBehindGuestHog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts CPU-bound processes")
 	}
