@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/guest"
+	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
 	"github.com/overtime-hpc/overtime/node-agent/interference/signals"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -137,21 +138,23 @@ func TestAdaptiveCapFollowsSlowdown(t *testing.T) {
 	if hb := a.LastHeartbeat(); hb.Cap != 0.25 {
 		t.Errorf("heartbeat cap %v, want 0.25", hb.Cap)
 	}
-	// The desktop works 0.2 s of each 0.25 s tick and waits 20 ms behind a guest that
-	// had as much CPU: slowdown 0.02 × 0.5 / 0.2 = 5%, five times the target.
+	// The desktop works 0.2 s of each 0.25 s tick and waits 20 ms while the guest ran
+	// 0.2 s: a slowdown of 5 to 10% (by the two attributions), far above the target.
+	before := sig.Snapshot()
 	tick(200*time.Millisecond, 20*time.Millisecond, 200*time.Millisecond)
+	want := estimate.Desktop(signals.WindowOf(before, sig.Snapshot())).Slowdown
 	if !(be.limit < 1*0.5) {
 		t.Fatalf("desktop at %.1f%% slowdown: limit %v CPUs, want cut to at most half of 1 within the tick", 100*a.est.Slowdown, be.limit)
 	}
-	if math.Abs(a.est.Slowdown-0.05) > 1e-9 {
-		t.Errorf("estimate %v, want 0.05", a.est.Slowdown)
+	if a.est.Slowdown != want || !(want > 0.05 && want < 0.1) {
+		t.Errorf("estimate %v, want the estimator's %v (between 5 and 10%%)", a.est.Slowdown, want)
 	}
 	cut := be.limit
 	if got, _ := strconv.ParseFloat(metricValue(t, a, "overtime_agent_guest_cpu_cap"), 64); math.Abs(got-cut/4) > 1e-9 {
 		t.Errorf("cap gauge %v, want %v", got, cut/4)
 	}
-	if got, _ := strconv.ParseFloat(metricValue(t, a, "overtime_agent_desktop_slowdown"), 64); math.Abs(got-0.05) > 1e-9 {
-		t.Errorf("slowdown gauge %v, want 0.05", got)
+	if got, _ := strconv.ParseFloat(metricValue(t, a, "overtime_agent_desktop_slowdown"), 64); math.Abs(got-want) > 1e-9 {
+		t.Errorf("slowdown gauge %v, want %v", got, want)
 	}
 
 	// The desktop keeps working but no longer waits: after the increase hold the cap
@@ -175,13 +178,18 @@ func TestAdaptiveCapFollowsSlowdown(t *testing.T) {
 	// A job over a window with waits: the report carries the estimate and its method.
 	start := a.Counters()
 	for i := 0; i < 4; i++ {
-		tick(200*time.Millisecond, 4*time.Millisecond, 200*time.Millisecond)
+		tick(200*time.Millisecond, 2*time.Millisecond, 200*time.Millisecond)
 	}
-	r := Report("7", start, a.Counters())
-	if !(r.DesktopSlowdown > 0.009 && r.DesktopSlowdown < 0.011) || r.SlowdownMethod == "" ||
-		!(r.SlowdownLow < r.DesktopSlowdown && r.DesktopSlowdown < r.SlowdownHigh) {
-		t.Errorf("job report slowdown %v [%v, %v] by %q; want 1%% within its interval and a method",
-			r.DesktopSlowdown, r.SlowdownLow, r.SlowdownHigh, r.SlowdownMethod)
+	end := a.Counters()
+	r := Report("7", start, end)
+	jw := signals.WindowOf(start.Signals, end.Signals)
+	if jw.Seconds != 1 || jw.DesktopWaitSeconds < 0.0079 || jw.DesktopWaitSeconds > 0.0081 {
+		t.Errorf("the job's window %+v, want the four ticks' 1 s and 8 ms of wait", jw)
+	}
+	if e := estimate.Desktop(jw); r.DesktopSlowdown != e.Slowdown || r.SlowdownLow != e.Low || r.SlowdownHigh != e.High ||
+		r.SlowdownMethod != e.Method || !(r.SlowdownLow < r.DesktopSlowdown && r.DesktopSlowdown < r.SlowdownHigh) {
+		t.Errorf("job report slowdown %v [%v, %v] by %q; want the estimate over the job's window %+v",
+			r.DesktopSlowdown, r.SlowdownLow, r.SlowdownHigh, r.SlowdownMethod, e)
 	}
 	if err := r.Validate(); err != nil {
 		t.Errorf("report does not validate: %v", err)

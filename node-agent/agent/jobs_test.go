@@ -27,10 +27,11 @@ func TestCountersFold(t *testing.T) {
 
 func TestReport(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	// Over the job the desktop used 50 s of CPU and waited 1.5 s; the guest used 100 s
-	// and waited 25 s: 2/3 of the wait is the guest's, 1 s per 50 s of work = 2%.
+	// Over the job the desktop used 50 s of CPU and waited 1 s; the guest used 100 s
+	// and waited 25 s: the estimator's slowdown over that window (its own tests check
+	// the number), the guest lost 20%.
 	sig0 := signals.Totals{Time: t0, DesktopCPU: 100 * time.Second, DesktopWait: time.Second, GuestCPU: 1000 * time.Second}
-	sig1 := signals.Totals{Time: t0.Add(200 * time.Second), DesktopCPU: 150 * time.Second, DesktopWait: 2500 * time.Millisecond,
+	sig1 := signals.Totals{Time: t0.Add(200 * time.Second), DesktopCPU: 150 * time.Second, DesktopWait: 2 * time.Second,
 		GuestCPU: 1100 * time.Second, GuestSteal: 25 * time.Second}
 	start := Counters{Time: t0, Host: "pc1", Mode: "desktop", ThrottledSeconds: 100, FrozenSeconds: 7,
 		OwnerActiveSeconds: 50, GuestCPUSeconds: 1000, StealSeconds: 3, DesktopStall: 10,
@@ -40,7 +41,11 @@ func TestReport(t *testing.T) {
 		Actions: map[model.GuestAction]int{model.ActionThrottle: 6, model.ActionFreeze: 1}, Signals: sig1}
 	r := Report("42", start, end)
 	want := wire.JobReport{Job: "42", Host: "pc1", Mode: "desktop", Seconds: 200, ThrottledSeconds: 30, FrozenSeconds: 10,
-		OwnerActiveFraction: 0.25, GuestCPUSeconds: 150, StealSeconds: 2.5, DesktopSlowdown: 0.02, GuestSlowdown: 0.2}
+		OwnerActiveFraction: 0.25, GuestCPUSeconds: 150, StealSeconds: 2.5, GuestSlowdown: 0.2,
+		DesktopSlowdown: estimate.Desktop(signals.WindowOf(sig0, sig1)).Slowdown}
+	if !(want.DesktopSlowdown > 0.01 && want.DesktopSlowdown < 0.02) {
+		t.Fatalf("estimate %v for a wait of 2%% of the desktop's CPU, the guest's share 2/3: outside 1..2%%", want.DesktopSlowdown)
+	}
 	for name, got := range map[string][2]float64{
 		"seconds": {r.Seconds, want.Seconds}, "throttled": {r.ThrottledSeconds, want.ThrottledSeconds},
 		"frozen": {r.FrozenSeconds, want.FrozenSeconds}, "owner": {r.OwnerActiveFraction, want.OwnerActiveFraction},

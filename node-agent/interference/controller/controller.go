@@ -69,7 +69,7 @@ type Config struct {
 var Defaults = Config{
 	Target: 0.01, MinCap: 0.05, MaxCap: 1, StartCap: 0.25,
 	Margin: 0.5, Aim: 0.7, MaxDecrease: 0.25, MinDecrease: 0.8,
-	Burst: 2, Confirm: 2, Step: 0.05, IncreaseHold: 3 * time.Second, IdleHold: 5 * time.Second,
+	Burst: 3, Confirm: 2, Step: 0.05, IncreaseHold: 3 * time.Second, IdleHold: 5 * time.Second,
 }
 
 func (c Config) withDefaults() Config {
@@ -128,10 +128,9 @@ type Controller struct {
 	cfg Config
 	cap float64
 
-	started    bool
-	active     bool      // owner active as last told
-	idleSince  time.Time // owner inactive since (zero while active)
-	lastChange time.Time // last increase or decrease
+	started   bool
+	active    bool      // owner active as last told
+	idleSince time.Time // owner inactive since (zero while active)
 	// Since the last change, excess or dead-band tick: when, and the slowdowns' sum and
 	// count (the mean decides increases).
 	quietSince time.Time
@@ -170,7 +169,6 @@ func (c *Controller) Owner(now time.Time, active bool) float64 {
 			// Back within the idle hold: the cap it had still applies.
 		} else {
 			c.cap = c.cfg.StartCap
-			c.lastChange = now
 		}
 		c.idleSince = time.Time{}
 		c.quiet(now)
@@ -221,7 +219,7 @@ func (c *Controller) Step(now time.Time, est estimate.Estimate, ownerActive bool
 		// Multiplicative decrease. If the slowdown is proportional to the cap (a
 		// cache-thrashing guest), cap×Target×Aim/s brings it to Target×Aim.
 		f := clamp(cfg.Target*cfg.Aim/s, cfg.MaxDecrease, cfg.MinDecrease)
-		c.set(now, math.Max(c.cap*f, cfg.MinCap))
+		c.cap = math.Max(c.cap*f, cfg.MinCap)
 		// c.over stays: an excess that outlasts the cut is confirmed already, and the
 		// next tick cuts again.
 		c.overMin = math.Inf(1)
@@ -243,7 +241,7 @@ func (c *Controller) Step(now time.Time, est estimate.Estimate, ownerActive bool
 			// Do not step past where a proportional slowdown would reach Target×Aim.
 			step = math.Min(step, c.cap*(cfg.Target*cfg.Aim/mean-1))
 		}
-		c.set(now, math.Min(c.cap+step, cfg.MaxCap))
+		c.cap = math.Min(c.cap+step, cfg.MaxCap)
 	}
 	// Increased, or in the dead band: judge the next IncreaseHold afresh.
 	c.quiet(now)
@@ -253,12 +251,6 @@ func (c *Controller) Step(now time.Time, est estimate.Estimate, ownerActive bool
 // quiet starts a new averaging period at now.
 func (c *Controller) quiet(now time.Time) {
 	c.quietSince, c.sum, c.n = now, 0, 0
-}
-
-func (c *Controller) set(now time.Time, v float64) {
-	if v != c.cap {
-		c.cap, c.lastChange = v, now
-	}
 }
 
 func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }

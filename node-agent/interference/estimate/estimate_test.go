@@ -13,17 +13,22 @@ func TestDesktop(t *testing.T) {
 		w      interference.Window
 		want   float64
 		method string
+		low    float64 // -1: not checked
 	}{
-		{"nothing measured", interference.Window{}, 0, MethodWait},
-		{"idle desktop: no work to slow", interference.Window{Seconds: 1, DesktopCPUSeconds: 0.001, DesktopWaitSeconds: 0.5, GuestCPUSeconds: 1}, 0, MethodWait},
-		// 1 s of desktop CPU waited 20 ms; the guest had as much CPU as the desktop: half
-		// the wait is the guest's → 1%.
-		{"wait shared with the guest", interference.Window{Seconds: 1, DesktopCPUSeconds: 1, DesktopWaitSeconds: 0.02, GuestCPUSeconds: 1}, 0.01, MethodWait},
+		{"nothing measured", interference.Window{}, 0, MethodWait, 0},
+		{"idle desktop: no work to slow", interference.Window{Seconds: 1, DesktopCPUSeconds: 0.001, DesktopWaitSeconds: 0.5, GuestCPUSeconds: 1}, 0, MethodWait, 0},
+		// 1 s of desktop CPU waited 40 ms while the guest ran 1 s: at most all of it the
+		// guest's (4%), by the guest's share of the CPU half (2%): √(2%·4%) = 2.83%; the
+		// low end is the share less the error (2% − 1% − 0.5%).
+		{"wait behind the guest", interference.Window{Seconds: 1, DesktopCPUSeconds: 1, DesktopWaitSeconds: 0.04, GuestCPUSeconds: 1}, math.Sqrt(0.02 * 0.04), MethodWait, 0.005},
+		// The desktop waited 0.5 s, the guest ran only 20 ms: at most that is the guest's
+		// (2%), by share 0.98%; the low end is within the error of nothing.
+		{"wait mostly the desktop's own", interference.Window{Seconds: 1, DesktopCPUSeconds: 1, DesktopWaitSeconds: 0.5, GuestCPUSeconds: 0.02}, math.Sqrt(0.02 * 0.5 * 0.02 / 1.02), MethodWait, 0},
 		// The desktop contends with itself, the guest got nothing: not the guest's wait.
-		{"self-contention", interference.Window{Seconds: 1, DesktopCPUSeconds: 2, DesktopWaitSeconds: 0.5}, 0, MethodWait},
+		{"self-contention", interference.Window{Seconds: 1, DesktopCPUSeconds: 2, DesktopWaitSeconds: 0.5}, 0, MethodWait, 0},
 		// Canary 23% slow, desktop busy half the time: 0.5 × (0.23 − 0.03) × 0.5 = 5%.
-		{"memory", interference.Window{Seconds: 2, DesktopCPUSeconds: 1, CanaryRatio: 1.23, GuestCPUSeconds: 2}, 0.05, MethodWaitCanary},
-		{"canary noise", interference.Window{Seconds: 1, DesktopCPUSeconds: 1, CanaryRatio: 1.02}, 0, MethodWaitCanary},
+		{"memory", interference.Window{Seconds: 2, DesktopCPUSeconds: 1, CanaryRatio: 1.23, GuestCPUSeconds: 2}, 0.05, MethodWaitCanary, -1},
+		{"canary noise", interference.Window{Seconds: 1, DesktopCPUSeconds: 1, CanaryRatio: 1.02}, 0, MethodWaitCanary, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := Desktop(tc.w)
@@ -32,6 +37,9 @@ func TestDesktop(t *testing.T) {
 			}
 			if !(e.Low <= e.Slowdown && e.Slowdown < e.High) || e.Low < 0 {
 				t.Fatalf("interval %v..%v does not hold %v", e.Low, e.High, e.Slowdown)
+			}
+			if tc.low >= 0 && math.Abs(e.Low-tc.low) > 1e-9 {
+				t.Fatalf("low end %v, want %v", e.Low, tc.low)
 			}
 		})
 	}

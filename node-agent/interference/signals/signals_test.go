@@ -112,7 +112,7 @@ func sampleNow(m *Monitor) Totals {
 // A desktop task that shares its CPU with a guest's CPU hog waits for it: the desktop's
 // run-queue wait grows, and the hog's run time counts as guest CPU and its wait as steal,
 // not as desktop time.
-func TestDesktopWaitGrowsWithGuestHog(t *testing.T) {
+func TestDesktopWaitBehindGuestHog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts CPU-bound processes")
 	}
@@ -163,6 +163,57 @@ func TestDesktopWaitGrowsWithGuestHog(t *testing.T) {
 	}
 	if !(shared.GuestStealSeconds > 0) {
 		t.Errorf("no steal for a guest hog that shares its CPU")
+	}
+}
+
+// The v2 desktop-group mode on the real cgroup2 hierarchy (here the hybrid host's
+// controller-less cgroup2 mount, which has cpu.stat usage and cpu.pressure): the desktop's
+// CPU and wait come from its group's files, not from the tasks.
+func TestDesktopGroupV2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts CPU-bound processes")
+	}
+	dir := "/sys/fs/cgroup"
+	if h, err := cgroup.Detect(); err == nil && h.Version() != cgroup.V2 {
+		dir = h.UnifiedMount()
+	}
+	if dir == "" {
+		t.Skip("no cgroup2 mount")
+	}
+	h2, err := cgroup.NewUnified(dir)
+	if err != nil {
+		t.Skip(err)
+	}
+	desk := h2.Group(fmt.Sprintf("overtime-test-desktop-%d", os.Getpid()))
+	if err := desk.Mkdir(); err != nil {
+		t.Skipf("cannot create a cgroup2 group: %v", err)
+	}
+	t.Cleanup(func() { desk.Kill(context.Background()); desk.Remove() })
+	g := guestGroup(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	m := NewMonitor(MonitorConfig{Guest: func() *cgroup.Group { return g }, DesktopGroup: desk})
+	defer m.scan.close()
+
+	if err := desk.AddProc(helper(t, "spin").Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AddProc(helper(t, "spin").Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	m.Sample(time.Now())
+	from, snap := measure(m, 600*time.Millisecond)
+	w := WindowOf(from, snap())
+	t.Logf("v2 group: %+v", w)
+	if got := w.DesktopCPUSeconds + w.DesktopWaitSeconds; got < 0.85*w.Seconds || got > 1.15*w.Seconds {
+		t.Errorf("the spinning desktop task ran %.3f s and waited %.3f s (group PSI) of %.3f s: want the sum ≈ the window",
+			w.DesktopCPUSeconds, w.DesktopWaitSeconds, w.Seconds)
+	}
+	if !(w.GuestCPUSeconds > 0.01 && w.DesktopWaitSeconds >= 0.7*w.GuestCPUSeconds) {
+		t.Errorf("desktop wait %.3f s vs guest CPU %.3f s on the CPU they share", w.DesktopWaitSeconds, w.GuestCPUSeconds)
+	}
+	if !(w.GuestStealSeconds > 0) {
+		t.Errorf("no steal for the guest's hog (scanned by itself in this mode)")
 	}
 }
 
@@ -259,6 +310,34 @@ func TestParseSchedstat(t *testing.T) {
 	}
 	if _, _, err := parseSchedstat([]byte("1\n")); err == nil {
 		t.Fatal("short line accepted")
+	}
+}
+
+// The scanner follows tasks that come and go without leaking their files, and its
+// totals never go back.
+func TestScannerFollowsTasks(t *testing.T) {
+	s := newScanner("/proc")
+	defer s.close()
+	s.scan(nil, nil, false)
+	h := helper(t, "threads=50")
+	var r scanResult
+	for i := 0; i < taskRescan+1; i++ {
+		r = s.scan(nil, nil, false)
+	}
+	p := s.procs[h.Process.Pid]
+	if p == nil || len(p.tasks) < 50 {
+		t.Fatalf("helper with 50 threads: scanner follows %v", p)
+	}
+	h.Process.Kill()
+	h.Wait()
+	for i := 0; i < taskRescan+1; i++ {
+		r = s.scan(nil, nil, false)
+	}
+	if s.procs[h.Process.Pid] != nil {
+		t.Fatalf("the exited helper is still followed")
+	}
+	if r.deskRun < 0 || r.deskWait < 0 {
+		t.Fatalf("negative increments %+v", r)
 	}
 }
 
