@@ -73,6 +73,11 @@ type Window struct {
 	// task outside the guest) and the time they were runnable but waited for a CPU.
 	DesktopCPUSeconds  float64 `json:"desktopCPUSeconds"`
 	DesktopWaitSeconds float64 `json:"desktopWaitSeconds"`
+	// DesktopSlices: how many timeslices the desktop's tasks ran (schedstat's pcount,
+	// about one per wake-up; 0 = not measured, as in the cgroup v2 group mode). The
+	// estimator subtracts a per-slice baseline wait (the wake-up latency of an idle CPU,
+	// which exists without any guest) from DesktopWaitSeconds.
+	DesktopSlices float64 `json:"desktopSlices,omitempty"`
 	// CanaryRatio: the memory canary's median time over the interval divided by its
 	// calibrated baseline (1 = no memory interference; 0 = not measured).
 	CanaryRatio float64 `json:"canaryRatio"`

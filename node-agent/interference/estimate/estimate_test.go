@@ -26,6 +26,13 @@ func TestDesktop(t *testing.T) {
 		{"wait mostly the desktop's own", interference.Window{Seconds: 1, DesktopCPUSeconds: 1, DesktopWaitSeconds: 0.5, GuestCPUSeconds: 0.02}, math.Sqrt(0.02 * 0.5 * 0.02 / 1.02), MethodWait, 0},
 		// The desktop contends with itself, the guest got nothing: not the guest's wait.
 		{"self-contention", interference.Window{Seconds: 1, DesktopCPUSeconds: 2, DesktopWaitSeconds: 0.5}, 0, MethodWait, 0},
+		// A 60 Hz frame loop: 0.15 CPU in 600 wake-ups a second, each waiting 40 µs for
+		// its idle vCPU to wake: 24 ms of wait, 16% of its CPU time, all of it baseline.
+		{"wake-up latency is not interference", interference.Window{Seconds: 1, DesktopCPUSeconds: 0.15, DesktopWaitSeconds: 0.024, DesktopSlices: 600, GuestCPUSeconds: 1.8}, 0, MethodWait, 0},
+		// The same loop waiting 40 ms: 10 ms over the baseline of 600 × 50 µs, by the
+		// upper bound 10/150, by the share 10/150 × 1.8/1.95.
+		{"excess over the baseline", interference.Window{Seconds: 1, DesktopCPUSeconds: 0.15, DesktopWaitSeconds: 0.04, DesktopSlices: 600, GuestCPUSeconds: 1.8},
+			math.Sqrt(0.01 / 0.15 * 0.01 / 0.15 * 1.8 / 1.95), MethodWait, -1},
 		// Canary 23% slow, desktop busy half the time: 0.5 × (0.23 − 0.03) × 0.5 = 5%.
 		{"memory", interference.Window{Seconds: 2, DesktopCPUSeconds: 1, CanaryRatio: 1.23, GuestCPUSeconds: 2}, 0.05, MethodWaitCanary, -1},
 		{"canary noise", interference.Window{Seconds: 1, DesktopCPUSeconds: 1, CanaryRatio: 1.02}, 0, MethodWaitCanary, 0},
@@ -42,6 +49,21 @@ func TestDesktop(t *testing.T) {
 				t.Fatalf("low end %v, want %v", e.Low, tc.low)
 			}
 		})
+	}
+}
+
+func TestExcessWait(t *testing.T) {
+	for _, tc := range []struct {
+		w    interference.Window
+		want float64
+	}{
+		{interference.Window{DesktopWaitSeconds: 0.01}, 0.01}, // no slices: no baseline
+		{interference.Window{DesktopWaitSeconds: 0.01, DesktopSlices: 100}, 0.005},
+		{interference.Window{DesktopWaitSeconds: 0.001, DesktopSlices: 100}, 0},
+	} {
+		if got := ExcessWait(tc.w); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("ExcessWait(%+v) = %v, want %v", tc.w, got, tc.want)
+		}
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// scanner sums the schedstat counters (run, run-queue wait) of every task by differences
+// scanner sums the schedstat counters (run, run-queue wait, timeslices) of every task by differences
 // between scans, so that a task that exits keeps what it accumulated while watched and
 // totals never go back.
 type scanner struct {
@@ -29,15 +29,18 @@ type proc struct {
 }
 
 type task struct {
-	f         *os.File // /proc/PID/task/TID/schedstat, kept open: one pread per scan
-	run, wait uint64
-	seen      int
+	f                 *os.File // /proc/PID/task/TID/schedstat, kept open: one pread per scan
+	run, wait, slices uint64
+	seen              int
 }
 
 // scanResult is what changed since the previous scan.
 type scanResult struct {
 	deskRun, deskWait, guestWait time.Duration
-	tasks                        int
+	// deskSlices: timeslices the desktop's tasks ran (schedstat's third field, pcount:
+	// one per time a task got a CPU, so about one per wake-up of a sleeping task).
+	deskSlices uint64
+	tasks      int
 }
 
 // kernelRecheck: scans between re-checks of a kernel-thread PID (a user process could
@@ -101,13 +104,14 @@ func (s *scanner) scan(guest map[int]bool, desk []int, guestOnly bool) scanResul
 			continue
 		}
 		isGuest := guest[pid]
-		run, wait := s.scanProc(pid, p)
+		run, wait, slices := s.scanProc(pid, p)
 		r.tasks += len(p.tasks)
 		if isGuest {
 			r.guestWait += wait
 		} else {
 			r.deskRun += run
 			r.deskWait += wait
+			r.deskSlices += slices
 		}
 	}
 	for pid, p := range s.procs {
@@ -125,7 +129,7 @@ func (s *scanner) scan(guest map[int]bool, desk []int, guestOnly bool) scanResul
 }
 
 // scanProc reads the process's tasks and returns their increments.
-func (s *scanner) scanProc(pid int, p *proc) (run, wait time.Duration) {
+func (s *scanner) scanProc(pid int, p *proc) (run, wait time.Duration, slices uint64) {
 	dir := s.proc + "/" + strconv.Itoa(pid) + "/task"
 	var tids []int
 	if s.n-p.listed >= taskRescan || len(p.tasks) == 0 {
@@ -149,7 +153,7 @@ func (s *scanner) scanProc(pid int, p *proc) (run, wait time.Duration) {
 			t = &task{f: f}
 			p.tasks[tid] = t
 		}
-		r, w, err := s.read(t.f)
+		r, w, n, err := s.read(t.f)
 		if err != nil {
 			// Exited (ESRCH): what it ran since the last scan is lost with it.
 			t.f.Close()
@@ -163,6 +167,7 @@ func (s *scanner) scanProc(pid int, p *proc) (run, wait time.Duration) {
 				// next scans count by difference): its counters are this interval's.
 				run += time.Duration(r)
 				wait += time.Duration(w)
+				slices += n
 			}
 		} else {
 			if r >= t.run {
@@ -171,8 +176,11 @@ func (s *scanner) scanProc(pid int, p *proc) (run, wait time.Duration) {
 			if w >= t.wait {
 				wait += time.Duration(w - t.wait)
 			}
+			if n >= t.slices {
+				slices += n - t.slices
+			}
 		}
-		t.run, t.wait = r, w
+		t.run, t.wait, t.slices = r, w, n
 	}
 	for tid, t := range p.tasks {
 		if t.seen != s.n {
@@ -180,33 +188,40 @@ func (s *scanner) scanProc(pid int, p *proc) (run, wait time.Duration) {
 			delete(p.tasks, tid)
 		}
 	}
-	return run, wait
+	return run, wait, slices
 }
 
 // read preads "run wait slices" from an open schedstat file.
-func (s *scanner) read(f *os.File) (run, wait uint64, err error) {
+func (s *scanner) read(f *os.File) (run, wait, slices uint64, err error) {
 	n, err := f.ReadAt(s.buf, 0)
 	if n == 0 {
 		if err == nil {
 			err = errShort
 		}
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	return parseSchedstat(s.buf[:n])
 }
 
-func parseSchedstat(b []byte) (run, wait uint64, err error) {
+// parseSchedstat parses "run-ns wait-ns timeslices". A kernel that writes only the
+// first two fields gives slices 0 (the estimator then applies no per-slice baseline).
+func parseSchedstat(b []byte) (run, wait, slices uint64, err error) {
 	f := bytes.Fields(b)
 	if len(f) < 2 {
-		return 0, 0, errShort
+		return 0, 0, 0, errShort
 	}
 	if run, err = strconv.ParseUint(string(f[0]), 10, 64); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if wait, err = strconv.ParseUint(string(f[1]), 10, 64); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return run, wait, nil
+	if len(f) >= 3 {
+		if slices, err = strconv.ParseUint(string(f[2]), 10, 64); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	return run, wait, slices, nil
 }
 
 // listPIDs lists the numeric entries of /proc.
@@ -270,7 +285,7 @@ func processSchedstat(procDir string, pid int) (run, wait time.Duration, err err
 		if err != nil {
 			continue // exited meanwhile
 		}
-		r, w, err := parseSchedstat(b)
+		r, w, _, err := parseSchedstat(b)
 		if err == nil {
 			run += time.Duration(r)
 			wait += time.Duration(w)

@@ -44,6 +44,10 @@ type Totals struct {
 	// "some" time in the v2 group mode, the tasks' summed wait when scanning).
 	DesktopCPU  time.Duration `json:"desktopCPU"`
 	DesktopWait time.Duration `json:"desktopWait"`
+	// DesktopSlices: timeslices the desktop's tasks ran (schedstat's third field; about
+	// one per wake-up). Scan mode only: the v2 group mode has no per-task counts and
+	// leaves it 0 (the estimator then applies no per-slice wait baseline).
+	DesktopSlices int64 `json:"desktopSlices,omitempty"`
 	// Guest: CPU time of the guest's cgroup and its threads' run-queue wait (steal).
 	GuestCPU   time.Duration `json:"guestCPU"`
 	GuestSteal time.Duration `json:"guestSteal"`
@@ -61,6 +65,7 @@ func WindowOf(from, to Totals) interference.Window {
 	w := interference.Window{
 		DesktopCPUSeconds:  s(from.DesktopCPU, to.DesktopCPU),
 		DesktopWaitSeconds: s(from.DesktopWait, to.DesktopWait),
+		DesktopSlices:      math.Max(float64(to.DesktopSlices-from.DesktopSlices), 0),
 		GuestCPUSeconds:    s(from.GuestCPU, to.GuestCPU),
 		GuestStealSeconds:  s(from.GuestSteal, to.GuestSteal),
 		OwnerActiveSeconds: s(from.OwnerActive, to.OwnerActive),
@@ -229,6 +234,7 @@ func (m *Monitor) Sample(now time.Time) {
 		}
 		s := m.scan.scan(guestPIDs, desk, false)
 		d.deskCPU, d.deskWait, d.guestSteal = s.deskRun, s.deskWait, s.guestWait
+		d.deskSlices = int64(s.deskSlices)
 	}
 
 	var ratio float64
@@ -257,6 +263,7 @@ func (m *Monitor) Sample(now time.Time) {
 	m.tot.Samples++
 	m.tot.DesktopCPU += d.deskCPU
 	m.tot.DesktopWait += d.deskWait
+	m.tot.DesktopSlices += d.deskSlices
 	m.tot.GuestCPU += d.guestCPU
 	m.tot.GuestSteal += d.guestSteal
 	m.tot.Cost += cost
@@ -325,6 +332,7 @@ func (m *Monitor) SetCanaryBaseline(d time.Duration) {
 
 type sample struct {
 	deskCPU, deskWait, guestCPU, guestSteal time.Duration
+	deskSlices                              int64
 }
 
 // DesktopGroupV2 is the cgroup v2 group the desktop's sessions run in (user.slice) when

@@ -23,6 +23,7 @@ import (
 //
 //	spin       a busy loop on CPU 0
 //	threads=N  N threads blocked forever (a desktop with many tasks)
+//	wake       one thread that sleeps 1 ms and wakes up, again and again
 func TestMain(m *testing.M) {
 	switch h := os.Getenv("SIGNALS_HELPER"); {
 	case h == "":
@@ -32,6 +33,12 @@ func TestMain(m *testing.M) {
 		os.Stdout.WriteString("ready\n")
 		for x := 0; ; x++ {
 			_ = x
+		}
+	case h == "wake":
+		runtime.LockOSThread()
+		os.Stdout.WriteString("ready\n")
+		for {
+			time.Sleep(time.Millisecond)
 		}
 	case len(h) > 8 && h[:8] == "threads=":
 		n, _ := strconv.Atoi(h[8:])
@@ -304,13 +311,33 @@ func TestCanaryHist(t *testing.T) {
 }
 
 func TestParseSchedstat(t *testing.T) {
-	r, w, err := parseSchedstat([]byte("123456 7890 12\n"))
-	if err != nil || r != 123456 || w != 7890 {
-		t.Fatalf("parseSchedstat = %v %v %v", r, w, err)
+	r, w, n, err := parseSchedstat([]byte("123456 7890 12\n"))
+	if err != nil || r != 123456 || w != 7890 || n != 12 {
+		t.Fatalf("parseSchedstat = %v %v %v %v", r, w, n, err)
 	}
-	if _, _, err := parseSchedstat([]byte("1\n")); err == nil {
+	if r, w, n, err := parseSchedstat([]byte("5 6\n")); err != nil || r != 5 || w != 6 || n != 0 {
+		t.Fatalf("two fields: %v %v %v %v, want 5 6 0 (slices unknown)", r, w, n, err)
+	}
+	if _, _, _, err := parseSchedstat([]byte("1\n")); err == nil {
 		t.Fatal("short line accepted")
 	}
+}
+
+// The scan counts the desktop's timeslices: a thread that wakes up every millisecond
+// runs hundreds of them in half a second (its Go runtime threads add more), and the Monitor's window carries them.
+func TestScanCountsSlices(t *testing.T) {
+	h := helper(t, "wake")
+	pid := h.Process.Pid
+	m := NewMonitor(MonitorConfig{DesktopPIDs: func() []int { return []int{pid} }})
+	m.Sample(time.Now())
+	from := m.Snapshot()
+	time.Sleep(500 * time.Millisecond)
+	m.Sample(time.Now())
+	w := WindowOf(from, m.Snapshot())
+	if w.DesktopSlices < 100 || w.DesktopSlices > 20000 {
+		t.Fatalf("%v slices in %.2f s of 1 ms sleeps, want hundreds to thousands", w.DesktopSlices, w.Seconds)
+	}
+	t.Logf("%.0f slices, wait %.1f µs per slice", w.DesktopSlices, 1e6*w.DesktopWaitSeconds/w.DesktopSlices)
 }
 
 // The scanner follows tasks that come and go without leaking their files, and its
