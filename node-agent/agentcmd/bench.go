@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,9 +81,10 @@ init (PID 1, without /proc): it then powers the VM off when it ends.`,
 
 func newDesktopLoadCmd() *cobra.Command {
 	var (
-		o       workload.DesktopOptions
-		seconds float64
-		asJSON  bool
+		o        workload.DesktopOptions
+		seconds  float64
+		asJSON   bool
+		progress bool
 	)
 	c := &cobra.Command{
 		Use:   "desktop-load NAME",
@@ -93,7 +96,34 @@ func newDesktopLoadCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
+			stopProgress := func() {}
+			if progress {
+				// The matrix's paired measurement reads the rate over short segments of
+				// this run from these lines (the guests' protocol: "overtime-work W UNIT").
+				var work atomic.Uint64
+				o.Progress = func(w float64) { work.Store(math.Float64bits(w)) }
+				out := cmd.ErrOrStderr()
+				if asJSON {
+					out = cmd.OutOrStdout()
+				}
+				done, exited := make(chan struct{}), make(chan struct{})
+				stopProgress = func() { close(done); <-exited }
+				go func() {
+					defer close(exited)
+					t := time.NewTicker(20 * time.Millisecond)
+					defer t.Stop()
+					for {
+						select {
+						case <-done:
+							return
+						case <-t.C:
+							fmt.Fprint(out, workload.FormatProgress(math.Float64frombits(work.Load()), workload.DesktopUnit(args[0])))
+						}
+					}
+				}()
+			}
 			r, err := o.Run(ctx, args[0], time.Duration(seconds*float64(time.Second)))
+			stopProgress() // no progress line may come after (or inside) the result
 			if err != nil {
 				return err
 			}
@@ -117,6 +147,7 @@ func newDesktopLoadCmd() *cobra.Command {
 	}
 	c.Flags().Float64Var(&seconds, "seconds", 0, "how long to run (required)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (interference.Result)")
+	c.Flags().BoolVar(&progress, "progress", false, "cpu, memory, fs: print the cumulative work every 20 ms as \"overtime-work W UNIT\" lines (before the JSON result with --json, else on stderr)")
 	c.Flags().DurationVar(&o.WakeInterval, "wake-interval", time.Millisecond, "wakeup: the tick")
 	c.Flags().StringVar(&o.FSRoot, "fs-root", "/usr", "fs: the tree to walk")
 	c.Flags().StringSliceVar(&o.StartCommand, "start-command", nil, "startup: the program and arguments to start (default: this binary's no-op)")

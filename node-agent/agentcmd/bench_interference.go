@@ -25,7 +25,8 @@ func NewBenchInterferenceCmd() *cobra.Command {
 		desktops, guests, policies, backends, keep []string
 		preset, out, workDir, kernel               string
 		seconds, warmup, maxWidth, target, start   float64
-		signalTick                                 time.Duration
+		signalTick, segment, adaptiveWarmup        time.Duration
+		pairs                                      int
 		reps, maxReps, threads                     int
 		seed                                       uint64
 		adapt, noOverhead, dryRun, noCanary        bool
@@ -51,7 +52,8 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := matrix.Config{Run: dur(seconds), Warmup: dur(warmup), Reps: reps, MaxReps: maxReps, Adapt: adapt,
-				MaxWidth: maxWidth, Threads: threads, Seed: seed, ProbeOverhead: !noOverhead, Keep: map[string]bool{}}
+				MaxWidth: maxWidth, Threads: threads, Seed: seed, ProbeOverhead: !noOverhead, Keep: map[string]bool{},
+				Pairs: pairs, Segment: segment, AdaptiveWarmup: adaptiveWarmup}
 			for _, k := range keep {
 				cfg.Keep[k] = true
 			}
@@ -139,6 +141,9 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 	f.Float64Var(&seconds, "seconds", 3, "length of each measured run")
 	f.Float64Var(&warmup, "warmup", 0.5, "desktop warm-up before each measured run (s)")
 	f.IntVar(&reps, "reps", 5, "rounds")
+	f.IntVar(&pairs, "pairs", matrix.DefaultPairs, "throughput desktops (cpu, memory, fs): frozen/running segment pairs per both run (-1: unpaired both runs)")
+	f.DurationVar(&segment, "segment", matrix.DefaultSegment, "length of each segment of a paired run")
+	f.DurationVar(&adaptiveWarmup, "adaptive-warmup", 8*time.Second, "the adaptive policy's paired runs measure after this long (the controller's transient is in the cap trace)")
 	f.BoolVar(&adapt, "adapt", false, "add rounds for cells whose slowdown interval is wider than --max-width")
 	f.IntVar(&maxReps, "max-reps", 15, "rounds at most with --adapt")
 	f.Float64Var(&maxWidth, "max-width", 0.02, "slowdown interval width (fraction) --adapt aims at")

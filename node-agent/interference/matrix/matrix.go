@@ -16,6 +16,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/interference"
@@ -65,6 +66,9 @@ type Deps struct {
 	Estimate func(interference.Window) Estimate
 	// NewController makes a fresh adaptive controller for one run.
 	NewController func() Controller
+	// StartDesktop starts a throughput desktop workload as a process reporting its
+	// progress, for the paired both runs (paired.go); nil: both runs are unpaired.
+	StartDesktop func(ctx context.Context, name string, d time.Duration) (DesktopStream, error)
 
 	// for tests: the guest's cgroup controls and the per-thread scheduling calls.
 	control func(interference.Guest) control
@@ -95,6 +99,15 @@ type Config struct {
 	Keep map[string]bool
 	// Tick is the adaptive controller's period (default 500 ms).
 	Tick time.Duration
+	// Pairs and Segment: a throughput desktop's both run is Pairs pairs of Segment-long
+	// segments with the guest frozen and running (paired.go; default 6 × 400 ms; Pairs
+	// < 0: unpaired runs).
+	Pairs   int
+	Segment time.Duration
+	// AdaptiveWarmup: the adaptive policy's paired runs start measuring this much later
+	// (default 8 s), so that they show the controller near its steady state rather than
+	// its start from the start cap; the cap trace keeps the transient.
+	AdaptiveWarmup time.Duration
 	// Notes go into the report's environment (what the caller left out and why).
 	Notes []string
 	// Log reports progress (nil: quiet).
@@ -130,6 +143,15 @@ func (c *Config) defaults() {
 	}
 	if c.Tick <= 0 {
 		c.Tick = 500 * time.Millisecond
+	}
+	if c.Pairs == 0 {
+		c.Pairs = DefaultPairs
+	}
+	if c.Segment <= 0 {
+		c.Segment = DefaultSegment
+	}
+	if c.AdaptiveWarmup == 0 {
+		c.AdaptiveWarmup = 8 * time.Second
 	}
 	if c.Log == nil {
 		c.Log = func(string, ...any) {}
@@ -242,7 +264,11 @@ func (b *bench) run(ctx context.Context, p Phase) Run {
 	case PhaseGuest:
 		err = b.guestAlone(ctx, p, &r)
 	case PhaseBoth:
-		err = b.both(ctx, p, &r)
+		if b.paired(p) {
+			err = b.pairedBoth(ctx, p, &r)
+		} else {
+			err = b.both(ctx, p, &r)
+		}
 	default:
 		err = fmt.Errorf("unknown phase %q", p.Kind)
 	}
@@ -491,6 +517,12 @@ type CapPoint struct {
 // adaptive runs the controller every Tick until the returned stop is called: the window
 // since the last tick → Estimate → Step (owner active) → cpu.max = cap × cores.
 func (b *bench) adaptive(ctx context.Context, c control, sig Signals) (stop func() []CapPoint) {
+	return b.adaptiveWith(ctx, c, sig, nil)
+}
+
+// adaptiveWith is adaptive with a pause: while *paused (the guest frozen in a paired
+// run) the controller is not stepped and the window restarts.
+func (b *bench) adaptiveWith(ctx context.Context, c control, sig Signals, paused *atomic.Bool) (stop func() []CapPoint) {
 	ctl := b.deps.NewController()
 	done := make(chan struct{})
 	var (
@@ -514,6 +546,9 @@ func (b *bench) adaptive(ctx context.Context, c control, sig Signals) (stop func
 			case now := <-t.C:
 				w := end()
 				end = sig.Begin()
+				if paused != nil && paused.Load() {
+					continue
+				}
 				est := b.deps.Estimate(w)
 				capf := ctl.Step(now, est, true)
 				cpus := capf * float64(b.cfg.Cores)

@@ -75,7 +75,11 @@ func Derive(desktop string, cores int, alone, both, guestAlone *Run) Derived {
 	a, b := *alone.Result, *both.Result
 	switch KindOf(desktop) {
 	case Throughput:
-		d.Slowdown = rate(a)/rate(b) - 1
+		if len(both.Paired) > 0 {
+			d.Slowdown = medianOf(both.Paired)
+		} else {
+			d.Slowdown = rate(a)/rate(b) - 1
+		}
 	case Latency:
 		d.Slowdown = ratio(alone.DesktopLatency, both.DesktopLatency, func(q *Quantiles) float64 { return q.P50 }) - 1
 		if alone.DesktopLatency != nil && both.DesktopLatency != nil {

@@ -33,7 +33,7 @@ func standardCells() []Cell {
 	for _, dg := range [][2]string{{"cpu", "cpu"}, {"memory", "memory"}, {"wakeup", "cpu"}, {"frame", "cpu"}} {
 		add("process", []string{dg[0]}, []string{dg[1]}, Policies)
 	}
-	add("process", []string{"fs", "startup"}, []string{"cpu", "io"}, []string{"none", "cgroup-idle", "default", "adaptive"})
+	add("process", []string{"fs", "startup"}, []string{"cpu", "io"}, []string{"none", "cgroup-idle", "adaptive"})
 	add("process", []string{"cpu", "wakeup"}, []string{"idle"}, []string{"none"})
 	for _, be := range []string{"container", "qemu"} {
 		add(be, []string{"cpu", "wakeup"}, []string{"cpu"}, []string{"none", "cgroup-idle", "adaptive"})
@@ -70,7 +70,14 @@ func EstimateDuration(cfg Config) (time.Duration, string) {
 	starts := map[string]bool{}
 	var once time.Duration
 	for _, p := range phases {
-		round += cfg.Run + cfg.Warmup + 100*time.Millisecond
+		if p.Kind == PhaseBoth && KindOf(p.Desktop) == Throughput && cfg.Pairs > 0 {
+			round += pairedLength(cfg) - time.Second
+			if p.Policy != "adaptive" {
+				round -= cfg.AdaptiveWarmup
+			}
+		} else {
+			round += cfg.Run + cfg.Warmup + 100*time.Millisecond
+		}
 		switch p.Kind {
 		case PhaseBoth, PhaseGuest:
 			if p.Kind == PhaseBoth {

@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
@@ -114,15 +117,20 @@ func NewReal(ctx context.Context, o RealOptions) (*Real, error) {
 	r.started = time.Now()
 	go r.Monitor.Run(mctx)
 	run := workload.RunDesktop
+	var stream func(ctx context.Context, name string, d time.Duration) (DesktopStream, error)
 	if !o.InProcess {
 		run = subprocessDesktop(o.Agent)
+		stream = func(ctx context.Context, name string, d time.Duration) (DesktopStream, error) {
+			return startDesktopStream(ctx, o.Agent, name, d)
+		}
 	}
 	target, startCap := o.Target, o.StartCap
 	r.Deps = Deps{
-		Runners:    runners,
-		RunDesktop: run,
-		StartProbe: func(context.Context) (Probe, error) { return workload.StartProbe(0), nil },
-		Signals:    r.signals,
+		Runners:      runners,
+		RunDesktop:   run,
+		StartDesktop: stream,
+		StartProbe:   func(context.Context) (Probe, error) { return workload.StartProbe(0), nil },
+		Signals:      r.signals,
 		Estimate: func(w interference.Window) Estimate {
 			e := estimate.Desktop(w)
 			return Estimate{Slowdown: e.Slowdown, Low: e.Low, High: e.High, Method: e.Method}
@@ -210,4 +218,77 @@ func subprocessDesktop(agent string) func(ctx context.Context, name string, d ti
 		}
 		return res, nil
 	}
+}
+
+// desktopStream is a `bench desktop-load NAME --progress --json` process: progress lines
+// as they arrive, then the JSON result.
+type desktopStream struct {
+	cmd  *exec.Cmd
+	errb bytes.Buffer
+	mu   sync.Mutex
+	work float64
+	at   time.Time
+	rest bytes.Buffer // the result's JSON
+	done chan error
+}
+
+func startDesktopStream(ctx context.Context, agent, name string, d time.Duration) (*desktopStream, error) {
+	bin := agent
+	if bin == "" {
+		var err error
+		if bin, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	s := &desktopStream{done: make(chan error, 1)}
+	s.cmd = exec.CommandContext(ctx, bin, "bench", "desktop-load", name, "--json", "--progress",
+		"--seconds", strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
+	s.cmd.Stderr = &s.errb
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			if w, _, ok := workload.ParseProgress(line); ok {
+				now := time.Now()
+				s.mu.Lock()
+				s.work, s.at = w, now
+				s.mu.Unlock()
+				continue
+			}
+			s.mu.Lock()
+			s.rest.WriteString(line)
+			s.rest.WriteByte('\n')
+			s.mu.Unlock()
+		}
+		s.done <- s.cmd.Wait()
+	}()
+	return s, nil
+}
+
+func (s *desktopStream) Progress() (float64, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.work, s.at
+}
+
+func (s *desktopStream) Stop() { _ = s.cmd.Process.Signal(syscall.SIGTERM) }
+
+func (s *desktopStream) Wait() (interference.Result, error) {
+	if err := <-s.done; err != nil {
+		return interference.Result{}, fmt.Errorf("%s: %w: %s", s.cmd, err, bytes.TrimSpace(s.errb.Bytes()))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var res interference.Result
+	if err := json.Unmarshal(s.rest.Bytes(), &res); err != nil {
+		return interference.Result{}, fmt.Errorf("desktop-load output: %w", err)
+	}
+	return res, nil
 }

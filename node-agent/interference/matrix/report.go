@@ -46,7 +46,12 @@ type Run struct {
 	Window   *interference.Window `json:"window,omitempty"`
 	Estimate *Estimate            `json:"estimate,omitempty"`
 	CapTrace []CapPoint           `json:"capTrace,omitempty"`
-	Error    string               `json:"error,omitempty"`
+	// Paired: a paired both run's slowdown per pair (rate with the guest frozen / rate
+	// with it running − 1; paired.go).
+	Paired []float64 `json:"paired,omitempty"`
+	Error  string    `json:"error,omitempty"`
+
+	probeLat []float64 // a paired run's probe latencies until the desktop's result is in
 }
 
 // Percentiles are xs's percentiles 0, 1, ..., 100 rounded to 0.1 (nil when empty).

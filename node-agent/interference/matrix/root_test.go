@@ -43,7 +43,7 @@ func TestMatrixProcessRoot(t *testing.T) {
 	defer real.Close()
 	cells := []Cell{{"cpu", "cpu", "none", "process"}, {"wakeup", "cpu", "adaptive", "process"}}
 	cfg := Config{Cells: cells, Run: time.Second, Warmup: 200 * time.Millisecond, Reps: 2, Seed: 1, ProbeOverhead: true,
-		Tick: 250 * time.Millisecond, Log: t.Logf}
+		Tick: 250 * time.Millisecond, Pairs: 3, Segment: 200 * time.Millisecond, AdaptiveWarmup: time.Second, Log: t.Logf}
 	rep, err := Measure(ctx, cfg, real.Deps)
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +62,11 @@ func TestMatrixProcessRoot(t *testing.T) {
 	for _, r := range rep.Runs {
 		if r.Phase == PhaseBoth && (r.Window == nil || r.Window.Seconds <= 0 || r.Probe == nil || r.GuestWork <= 0) {
 			t.Errorf("both run %s without window, probe or guest work: %+v", r.Cell(), r)
+		}
+		// cpu is a throughput desktop: its both runs are paired (frozen/running segments of
+		// one desktop process), wakeup's are not.
+		if r.Phase == PhaseBoth && (len(r.Paired) == 3) != (r.Desktop == "cpu") {
+			t.Errorf("both run %s: %d pairs", r.Cell(), len(r.Paired))
 		}
 		if r.Policy == "adaptive" && r.Phase == PhaseBoth && len(r.CapTrace) == 0 {
 			t.Errorf("adaptive run without a cap trace")

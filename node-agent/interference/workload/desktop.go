@@ -50,6 +50,18 @@ type DesktopOptions struct {
 	// MemoryBytes is the size of each of the memory workload's three arrays (default
 	// 64 MiB, twice the 32 MiB L3 of the machines we measured).
 	MemoryBytes int
+	// Progress, when set, is told the throughput workloads' (cpu, memory, fs) cumulative
+	// work after every unit of it: the matrix's paired measurement reads the desktop's
+	// rate over short segments of one run (`bench desktop-load --progress`). It must be
+	// cheap (an atomic store).
+	Progress func(work float64)
+}
+
+// progress reports r.Work to o.Progress when set.
+func (o DesktopOptions) progress(r *interference.Result) {
+	if o.Progress != nil {
+		o.Progress(r.Work)
+	}
 }
 
 // DefaultStartCommand is a Go runtime's start: the agent binary's hidden no-op command
@@ -58,6 +70,25 @@ type DesktopOptions struct {
 var DefaultStartCommand = []string{"/proc/self/exe", "bench", "noop"}
 
 var desktopNames = []string{"wakeup", "frame", "cpu", "memory", "fs", "startup"}
+
+// DesktopUnit is the unit of a desktop workload's Work.
+func DesktopUnit(name string) string {
+	switch name {
+	case "wakeup":
+		return "wakeups"
+	case "frame":
+		return "frames"
+	case "cpu":
+		return "ops"
+	case "memory":
+		return "bytes"
+	case "fs":
+		return "files"
+	case "startup":
+		return "starts"
+	}
+	return ""
+}
 
 // DesktopNames are the desktop workloads RunDesktop knows.
 func DesktopNames() []string { return append([]string(nil), desktopNames...) }
@@ -79,7 +110,7 @@ func (o DesktopOptions) Run(ctx context.Context, name string, d time.Duration) (
 	case "frame":
 		run = o.frame
 	case "cpu":
-		run = cpuDesktop
+		run = o.cpu
 	case "memory":
 		run = o.memory
 	case "fs":
@@ -303,8 +334,8 @@ func compileLikeInput(n int) []byte {
 	return b.Bytes()[:n]
 }
 
-// cpuDesktop compresses a 64 KiB text-like block again and again; one op is one block.
-func cpuDesktop(ctx context.Context, d time.Duration, r *interference.Result) error {
+// cpu compresses a 64 KiB text-like block again and again; one op is one block.
+func (o DesktopOptions) cpu(ctx context.Context, d time.Duration, r *interference.Result) error {
 	in := compileLikeInput(64 << 10)
 	zw, err := flate.NewWriter(io.Discard, flate.BestSpeed)
 	if err != nil {
@@ -320,6 +351,7 @@ func cpuDesktop(ctx context.Context, d time.Duration, r *interference.Result) er
 			return err
 		}
 		r.Work++
+		o.progress(r)
 	}
 	s.end(r)
 	r.Unit = "ops"
@@ -355,6 +387,7 @@ func (o DesktopOptions) memory(ctx context.Context, d time.Duration, r *interfer
 		hi := min(i+triadChunk, len(a))
 		triad(a, b, c, i, hi)
 		r.Work += float64(24 * (hi - i))
+		o.progress(r)
 	}
 	s.end(r)
 	r.Unit = "bytes"
@@ -384,6 +417,7 @@ func (o DesktopOptions) fs(ctx context.Context, d time.Duration, r *interference
 				return nil
 			}
 			r.Work++
+			o.progress(r)
 			if info.Mode().IsRegular() {
 				if f, err := os.Open(p); err == nil {
 					_, _ = f.Read(buf)
