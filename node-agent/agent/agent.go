@@ -36,6 +36,7 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/coursevm"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/node-agent/hostinfo"
+	"github.com/overtime-hpc/overtime/node-agent/interference/calibrate"
 	"github.com/overtime-hpc/overtime/node-agent/interference/controller"
 	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
 	"github.com/overtime-hpc/overtime/node-agent/interference/signals"
@@ -90,6 +91,10 @@ type Options struct {
 	// sampling while a guest runs): the adaptive controller's input and the job reports'
 	// slowdown estimate.
 	Signals Signals
+	// Calibrate runs the host's interference calibration (ProfileRun in production,
+	// `overtime-agent run --calibrate=auto`); nil: never calibrate. The agent runs it
+	// when calibrate.Due says so, with its compute guest frozen (calibrate.go).
+	Calibrate calibrate.RunFunc
 
 	// Machine restarts and switches off the PC (default: systemctl); Notifier tells the
 	// people logged in (default: wall and desktop notifications). See switch.go.
@@ -155,6 +160,8 @@ type Agent struct {
 	ctl      *controller.Controller
 	lastTick signals.Totals
 	est      estimate.Estimate // the last tick's
+
+	cal calState // the host's calibration (calibrate.go), owned by Run's goroutine
 
 	cnt      counters            // totals for job reports (jobs.go)
 	jobsMu   sync.Mutex          // guards jobStart
@@ -241,6 +248,7 @@ func New(o Options) (*Agent, error) {
 	if a.sig == nil {
 		a.sig = a.newSignals()
 	}
+	a.initCalibration()
 	return a, nil
 }
 
@@ -324,6 +332,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.guestEvent(ctx, ev)
 		case t := <-ticks:
 			a.controlTick(ctx, t)
+		case r := <-a.cal.done:
+			a.calibrated(ctx, r)
 		case <-timer.C:
 			a.tick(ctx)
 		}
@@ -377,6 +387,7 @@ func (a *Agent) signal(ev sensor.Event) {
 			a.obs.LastInput = ev.Time
 		}
 		a.sawSessions = true
+		a.calSessions(a.obs.LocalSessions+a.obs.RemoteSessions, ev.Sessions.Total(), ev.Time)
 		a.obs.LocalSessions, a.obs.RemoteSessions = ev.Sessions.Local, ev.Sessions.Remote
 	case sensor.KindPressure:
 		a.obs.Pressure = ev.Value
@@ -523,6 +534,9 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 		d.Reason = "exam: no compute guest"
 	}
 	d.State, d.Action = examDecision(a.cfg, d.State, d.Action)
+	if act := a.calibrationDecision(d.Action); act != d.Action {
+		d.Action, d.Reason = act, "calibrating: the guest is frozen for the run"
+	}
 	if d.Changed || d.State != a.dec.State {
 		a.log.Info("decision", "state", d.State, "action", d.Action, "reason", d.Reason)
 	}
@@ -831,6 +845,7 @@ func (a *Agent) tick(ctx context.Context) {
 		}
 	}
 	a.decideAndAct(ctx, time.Time{})
+	a.maybeCalibrate(ctx)
 	a.account()
 	a.updateHeartbeat()
 }
@@ -1035,6 +1050,7 @@ func (a *Agent) updateHeartbeat() {
 		hb.Power = &c
 	}
 	hb.BootSeconds = a.bootSeconds()
+	hb.Interference = a.pendingProfile()
 	if a.applied.running {
 		hb.Slowdown = a.est.Slowdown
 		if a.applied.limit > 0 {

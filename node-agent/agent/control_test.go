@@ -168,10 +168,10 @@ func TestAdaptiveCapFollowsSlowdown(t *testing.T) {
 	if !(be.limit > cut) {
 		t.Fatalf("a desktop without wait for 10 s: limit %v, want above the cut %v", be.limit, cut)
 	}
-	if be.limit > cut+4*0.05*4*1.0001 {
-		t.Errorf("limit %v after 10 s: more than 3 steps of 5%% above %v (the ramp must be slow)", be.limit, cut)
+	if be.limit > cut+5*0.1*4*1.0001 {
+		t.Errorf("limit %v after 10 s: more than 5 steps of 10%% above %v (one per 2 s increase hold)", be.limit, cut)
 	}
-	if n := len(be.limits) - calls; n > 4 {
+	if n := len(be.limits) - calls; n > 5 {
 		t.Errorf("%d backend calls in 10 s of slow ramp: want one per step", n)
 	}
 

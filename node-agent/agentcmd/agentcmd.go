@@ -25,6 +25,7 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/guest/container"
 	"github.com/overtime-hpc/overtime/node-agent/guest/libvirt"
 	"github.com/overtime-hpc/overtime/node-agent/guest/vmware"
+	"github.com/overtime-hpc/overtime/node-agent/interference/calibrate"
 	"github.com/overtime-hpc/overtime/node-agent/kvmprobe"
 	"github.com/overtime-hpc/overtime/node-agent/powerctl"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
@@ -41,6 +42,7 @@ func NewRunCmd(server *string, version string) *cobra.Command {
 		tokenFile, mac, stateDir, imageRoot, listen, libvirtURI string
 		courseVMFile, cmdlineFile, examFile, powerCommand       string
 		inputDir, utmpPath, pressureGroup, guestURL             string
+		calibrateMode                                           string
 		refresh, heartbeat, checkEvery                          time.Duration
 		backoff                                                 time.Duration
 		logJSON, debug                                          bool
@@ -87,6 +89,20 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 			if err != nil {
 				log.Warn("cgroups not usable: guests run without cgroup limits the backend does not set itself", "err", err)
 			}
+			var calib calibrate.RunFunc
+			switch calibrateMode {
+			case "auto":
+				if cg != nil {
+					// The calibration's guest workloads run where the compute guests'
+					// groups are (the container backend's "overtime").
+					calib = agent.ProfileRun(cg.Group("overtime"))
+				} else {
+					log.Warn("no cgroups: this host cannot calibrate its interference profile")
+				}
+			case "off":
+			default:
+				return fmt.Errorf("--calibrate %q: want auto or off", calibrateMode)
+			}
 			backends := map[model.GuestBackend]guest.Backend{
 				model.BackendQEMU: libvirt.New(libvirt.Options{URI: libvirtURI, Log: log,
 					ProbeKVM: kvmprobe.KVM, SetIdle: libvirt.IdleDomainCgroup(cg)}),
@@ -124,6 +140,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 				Refresh: refresh, Heartbeat: heartbeat, CheckEvery: checkEvery,
 				RestartBackoff: backoff, Log: log, Version: version,
 				DesktopCPUPressure: sensor.CPUPressureFile(pressureGroup), GuestAgentURL: guestURL,
+				Calibrate: calib,
 			})
 			if err != nil {
 				return err
@@ -170,6 +187,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 	f.DurationVar(&backoff, "restart-backoff", 5*time.Second, "first delay before a crashed guest is restarted (doubles to 5 min)")
 	f.BoolVar(&logJSON, "log-json", false, "structured JSON logs (journald keeps them as they are)")
 	f.BoolVar(&debug, "debug", false, "log every sensor signal")
+	f.StringVar(&calibrateMode, "calibrate", "auto", "auto: measure this host's interference profile (about 2 minutes, guest frozen) when it is due — cluster mode, nobody logged in for 10 min, no job, no current profile; off: never (tests, labs)")
 	return c
 }
 
