@@ -162,7 +162,10 @@ type Report struct {
 	ProbeCPU    F        `json:"probeCPU"`
 	SignalsCost F        `json:"signalsCost,omitempty"`
 	Targets     []Target `json:"targets"`
-	Runs        []Run    `json:"runs"`
+	// SimCoefficients: the measured slowdown curves the harvest simulation
+	// (test/bench/harvest -interference) replays, when the cells they come from ran.
+	SimCoefficients *SimCoefficients `json:"simCoefficients,omitempty"`
+	Runs            []Run            `json:"runs"`
 }
 
 // ConfigRecord is the run's configuration as recorded.
@@ -300,6 +303,7 @@ func (rep *Report) Summarize() {
 		rep.ProbeCPU = F(Median(pc))
 	}
 	rep.Targets = EvalTargets(rep.Cells)
+	rep.SimCoefficients = simCoefficients(rep.Cells)
 }
 
 // Wide is the cells whose slowdown interval is wider than w (or not measured yet).
@@ -385,4 +389,45 @@ func Load(path string) (*Report, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &rep, nil
+}
+
+// SimCoefficients are slowdown-against-cap curves for the harvest simulation: the
+// desktop's median slowdown next to a CPU-bound guest in the idle class capped at each
+// point's share of the host's CPUs (process backend). Interactive is the frame workload
+// (a 60 Hz loop: typing, scrolling, video), Load the CPU-bound desktop (a compile).
+type SimCoefficients struct {
+	Interactive []SimPoint `json:"interactive"`
+	Load        []SimPoint `json:"load"`
+}
+
+// SimPoint is one point of a curve (fractions).
+type SimPoint struct {
+	Cap      float64 `json:"cap"`
+	Slowdown float64 `json:"slowdown"`
+}
+
+// simCoefficients takes the curves from the default policy's cells (idle class, cap 25%)
+// and the cgroup-idle cells (idle class, uncapped); nil unless all four ran.
+func simCoefficients(cells []CellSummary) *SimCoefficients {
+	at := func(desktop, policy string) (float64, bool) {
+		for _, c := range cells {
+			if c.Backend == "process" && c.Desktop == desktop && c.Guest == "cpu" && c.Policy == policy && c.Slowdown != nil {
+				return math.Max(0, c.Slowdown.Median), true
+			}
+		}
+		return 0, false
+	}
+	curve := func(desktop string) []SimPoint {
+		capped, ok1 := at(desktop, "default")
+		full, ok2 := at(desktop, "cgroup-idle")
+		if !ok1 || !ok2 {
+			return nil
+		}
+		return []SimPoint{{0.25, capped}, {1, math.Max(full, capped)}}
+	}
+	sc := &SimCoefficients{Interactive: curve("frame"), Load: curve("cpu")}
+	if sc.Interactive == nil || sc.Load == nil {
+		return nil
+	}
+	return sc
 }
