@@ -111,7 +111,9 @@ func Start(t testing.TB, opt Options) *Lab {
 	}
 	l.Args = []string{"--server", l.Env.HTTP.URL, "--token-file", tokenFile, "--mac", MAC,
 		"--state-dir", filepath.Join(l.Dir, "state"), "--image-root", imageRoot,
-		"--listen", l.Metrics, "--utmp", utmp, "--input-dir", inputDir, "--power-command", power}
+		"--listen", l.Metrics, "--utmp", utmp, "--input-dir", inputDir, "--power-command", power,
+		// A calibration would freeze the guest and load the shared cores for minutes.
+		"--calibrate", "off"}
 	if l.Libvirt != nil {
 		l.Args = append(l.Args, "--libvirt-uri", l.Libvirt.URI)
 	}

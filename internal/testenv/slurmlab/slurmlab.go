@@ -546,7 +546,9 @@ func (l *Lab) startAgent(h *Host) {
 	h.Agent = l.start("agent "+h.Name, l.NS.NetCommand(l.AgentBin, "run", "--server", l.API, "--token-file", token,
 		"--mac", h.MAC, "--state-dir", filepath.Join(h.tokenDir, "state"), "--image-root", filepath.Join(l.Dir, "images"),
 		"--listen", listen, "--guest-url", "http://"+listen, "--utmp", utmp, "--input-dir", filepath.Join(h.tokenDir, "input"),
-		"--refresh", "5s", "--heartbeat", "5s", "--check", "2s", "--restart-backoff", "1s", "--power-command", power))
+		"--refresh", "5s", "--heartbeat", "5s", "--check", "2s", "--restart-backoff", "1s", "--power-command", power,
+		// A calibration would freeze the guest and load the shared cores for minutes.
+		"--calibrate", "off"))
 }
 
 // Host finds a lab host by name.
