@@ -18,9 +18,20 @@ go test -count=1 -timeout 60m -run '^$' -bench PXEBoot -benchtime 1x ./test/benc
 # The node agent: key press -> guest throttled, 200 presses per backend (container, QEMU
 # via libvirt), and the agent's idle CPU and memory. About 10 minutes.
 go test -count=1 -timeout 60m -run '^$' -bench AgentReaction -benchtime 1x ./test/bench/agentreact -args -out "$PWD/docs/benchmarks"
+# Interference (issue 16, docs/interference.md): desktop workloads × guest workloads ×
+# isolation policies (process backend; a few container and QEMU cells), desktop alone /
+# guest alone / both, shuffled per round, 5 rounds; throughput desktops are measured in
+# paired frozen/running segments of one process; slowdown and harvest medians with 95%
+# intervals, wake-up latency, the estimator's inputs per run; then the figures. Needs root
+# and the cores to itself (run nothing else); the QEMU cells boot the kernel of the test
+# image the PXE benchmark above built (without one they are left out, and the report says
+# so). About 26 minutes (the command prints its estimate before it starts). It runs
+# before the harvest simulation, which replays its measured slowdown curves.
+bin/overtime-agent bench interference --cells standard --out docs/benchmarks/interference
+go run ./test/bench/interferenceplot -in docs/benchmarks/interference/interference.json
 # Harvest simulation: a synthetic week of a 200-host pool replayed through the real policy
 # engine and three reference policies (seconds).
-go test -count=1 -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out "$PWD/docs/benchmarks"
+go test -count=1 -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out "$PWD/docs/benchmarks" -interference "$PWD/docs/benchmarks/interference/interference.json"
 # Reservations and warning signals (issue 15): the harvest week with course-VM slots and
 # short-notice changes, one Slurm queue over the pool, overtime-default without and with
 # reservations (and signals), same week and job stream; seeds 1-5 (about 15 s).
@@ -39,12 +50,3 @@ go test -count=1 -timeout 60m -run '^$' -bench Publish -benchtime 1x ./test/benc
 # NFS against the same tree as a plain NFS directory, with ls -lR /usr and a large
 # program's start on each, interleaved. Needs root. About 40 minutes (48 with other work on the cores).
 go test -count=1 -timeout 90m -run '^$' -bench Images -benchtime 1x ./test/bench/images -args -out "$PWD/docs/benchmarks"
-# Interference (issue 16): desktop workloads × guest workloads × isolation policies
-# (process backend; a few container and QEMU cells), desktop alone / guest alone / both,
-# shuffled per round, 5 rounds of 2 s runs; slowdown and harvest medians with 95%
-# intervals, wake-up latency, the estimator's inputs per run; then the figures. Needs root
-# and the cores to itself (run nothing else); QEMU cells need a kernel (images/testimage/build.sh),
-# else they are left out and the report says so. About 17 minutes, 15 without QEMU (the
-# command prints its estimate before it starts).
-bin/overtime-agent bench interference --cells standard --out docs/benchmarks/interference
-go run ./test/bench/interferenceplot -in docs/benchmarks/interference/interference.json

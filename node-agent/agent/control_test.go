@@ -186,7 +186,7 @@ func TestAdaptiveCapFollowsSlowdown(t *testing.T) {
 	if jw.Seconds != 1 || jw.DesktopWaitSeconds < 0.0079 || jw.DesktopWaitSeconds > 0.0081 {
 		t.Errorf("the job's window %+v, want the four ticks' 1 s and 8 ms of wait", jw)
 	}
-	if e := estimate.Desktop(jw); r.DesktopSlowdown != e.Slowdown || r.SlowdownLow != e.Low || r.SlowdownHigh != e.High ||
+	if e := estimate.Reported(estimate.Desktop(jw)); r.DesktopSlowdown != e.Slowdown || r.SlowdownLow != e.Low || r.SlowdownHigh != e.High ||
 		r.SlowdownMethod != e.Method || !(r.SlowdownLow < r.DesktopSlowdown && r.DesktopSlowdown < r.SlowdownHigh) {
 		t.Errorf("job report slowdown %v [%v, %v] by %q; want the estimate over the job's window %+v",
 			r.DesktopSlowdown, r.SlowdownLow, r.SlowdownHigh, r.SlowdownMethod, e)

@@ -151,7 +151,7 @@ func Report(job string, start, end Counters) wire.JobReport {
 	// The desktop's slowdown over the job, by the estimator over the signals' window
 	// (none when the signals did not sample during the job).
 	if w := signals.WindowOf(start.Signals, end.Signals); w.Seconds > 0 {
-		est := estimate.Desktop(w)
+		est := estimate.Reported(estimate.Desktop(w)) // with the calibrated interval
 		r.DesktopSlowdown, r.SlowdownLow, r.SlowdownHigh = min(est.Slowdown, 1), min(est.Low, 1), min(est.High, 1)
 		r.SlowdownMethod = est.Method
 		r.GuestSlowdown = estimate.Guest(w)

@@ -43,7 +43,7 @@ func TestReport(t *testing.T) {
 	want := wire.JobReport{Job: "42", Host: "pc1", Mode: "desktop", Seconds: 200, ThrottledSeconds: 30, FrozenSeconds: 10,
 		OwnerActiveFraction: 0.25, GuestCPUSeconds: 150, StealSeconds: 2.5, GuestSlowdown: 0.2,
 		DesktopSlowdown: estimate.Desktop(signals.WindowOf(sig0, sig1)).Slowdown}
-	if !(want.DesktopSlowdown > 0.01 && want.DesktopSlowdown < 0.02) {
+	if !(want.DesktopSlowdown > 0.01 && want.DesktopSlowdown <= 0.02+1e-12) {
 		t.Fatalf("estimate %v for a wait of 2%% of the desktop's CPU, the guest's share 2/3: outside 1..2%%", want.DesktopSlowdown)
 	}
 	for name, got := range map[string][2]float64{

@@ -143,7 +143,7 @@ product of --desktop, --guest, --policy and --backend. Needs root (cgroups, SCHE
 	f.IntVar(&reps, "reps", 5, "rounds")
 	f.IntVar(&pairs, "pairs", matrix.DefaultPairs, "throughput desktops (cpu, memory, fs): frozen/running segment pairs per both run (-1: unpaired both runs)")
 	f.DurationVar(&segment, "segment", matrix.DefaultSegment, "length of each segment of a paired run")
-	f.DurationVar(&adaptiveWarmup, "adaptive-warmup", 8*time.Second, "the adaptive policy's paired runs measure after this long (the controller's transient is in the cap trace)")
+	f.DurationVar(&adaptiveWarmup, "adaptive-warmup", 8*time.Second, "the adaptive policy's both runs measure after the desktop worked this long next to the controller (its transient is in the cap trace)")
 	f.BoolVar(&adapt, "adapt", false, "add rounds for cells whose slowdown interval is wider than --max-width")
 	f.IntVar(&maxReps, "max-reps", 15, "rounds at most with --adapt")
 	f.Float64Var(&maxWidth, "max-width", 0.02, "slowdown interval width (fraction) --adapt aims at")

@@ -469,6 +469,15 @@ func (b *bench) both(ctx context.Context, p Phase, r *Run) (err error) {
 	var stopCtl func() []CapPoint
 	if p.Policy == "adaptive" {
 		stopCtl = b.adaptive(ctx, c, sig)
+		// As in paired runs: the desktop works next to the controller for AdaptiveWarmup
+		// before the measured run, so that the run shows the controller near its steady
+		// state, not its first ticks from the start cap.
+		if b.cfg.AdaptiveWarmup > 0 {
+			if _, err := b.deps.RunDesktop(ctx, p.Desktop, b.cfg.AdaptiveWarmup); err != nil {
+				r.CapTrace = stopCtl()
+				return fmt.Errorf("desktop %s adaptive warm-up: %w", p.Desktop, err)
+			}
+		}
 	}
 	var (
 		p0, p1 float64

@@ -266,7 +266,7 @@ func TestMeasureFake(t *testing.T) {
 	w := newWorld()
 	cells := []Cell{{"cpu", "cpu", "none", "process"}, {"wakeup", "cpu", "adaptive", "process"},
 		{"cpu", "cpu", "suspend", "qemu"}, {"frame", "idle", "default", "process"}}
-	cfg := Config{Cells: cells, Run: 60 * time.Millisecond, Warmup: 10 * time.Millisecond, Reps: 3, Seed: 7,
+	cfg := Config{Cells: cells, Run: 60 * time.Millisecond, Warmup: 10 * time.Millisecond, AdaptiveWarmup: 50 * time.Millisecond, Reps: 3, Seed: 7,
 		ProbeOverhead: true, Keep: map[string]bool{"qemu": true}, Tick: 15 * time.Millisecond, Cores: 2}
 	rep, err := Measure(context.Background(), cfg, w.deps())
 	if err != nil {
@@ -425,7 +425,7 @@ func TestMeasureAdapt(t *testing.T) {
 	w := newWorld()
 	w.jitter = rand.New(rand.NewPCG(5, 6))
 	cells := []Cell{{"cpu", "cpu", "none", "process"}, {"wakeup", "cpu", "none", "process"}}
-	cfg := Config{Cells: cells, Run: 20 * time.Millisecond, Warmup: -1, Reps: 3, MaxReps: 6, Adapt: true, MaxWidth: 0.01, Seed: 3, Cores: 2}
+	cfg := Config{Cells: cells, Run: 20 * time.Millisecond, Warmup: -1, AdaptiveWarmup: -1, Reps: 3, MaxReps: 6, Adapt: true, MaxWidth: 0.01, Seed: 3, Cores: 2}
 	rep, err := Measure(context.Background(), cfg, w.deps())
 	if err != nil {
 		t.Fatal(err)

@@ -77,6 +77,9 @@ func EstimateDuration(cfg Config) (time.Duration, string) {
 			}
 		} else {
 			round += cfg.Run + cfg.Warmup + 100*time.Millisecond
+			if p.Kind == PhaseBoth && p.Policy == "adaptive" {
+				round += cfg.AdaptiveWarmup
+			}
 		}
 		switch p.Kind {
 		case PhaseBoth, PhaseGuest:

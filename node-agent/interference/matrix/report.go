@@ -111,6 +111,28 @@ type RoundValue struct {
 	Derived
 }
 
+// MarshalJSON writes the round next to the derived numbers (Derived's own MarshalJSON
+// would otherwise be promoted and drop it).
+func (r RoundValue) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.Derived)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(fmt.Sprintf(`{"round":%d,`, r.Round)), b[1:]...), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (r *RoundValue) UnmarshalJSON(b []byte) error {
+	var round struct {
+		Round int `json:"round"`
+	}
+	if err := json.Unmarshal(b, &round); err != nil {
+		return err
+	}
+	r.Round = round.Round
+	return json.Unmarshal(b, &r.Derived)
+}
+
 // MarshalJSON writes NaN as null.
 func (d Derived) MarshalJSON() ([]byte, error) {
 	m := map[string]*float64{}
