@@ -29,9 +29,12 @@ go test -count=1 -timeout 60m -run '^$' -bench AgentReaction -benchtime 1x ./tes
 # before the harvest simulation, which replays its measured slowdown curves.
 bin/overtime-agent bench interference --cells standard --out docs/benchmarks/interference
 go run ./test/bench/interferenceplot -in docs/benchmarks/interference/interference.json
+# The slowdown estimator against the matrix (estimator.md): the report interval fitted on
+# the even rounds, the error on the odd ones; the model search is reported, not shipped.
+go run ./test/bench/interferencefit -in docs/benchmarks/interference/interference.json -search=false
 # Harvest simulation: a synthetic week of a 200-host pool replayed through the real policy
 # engine and three reference policies (seconds).
-go test -count=1 -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out "$PWD/docs/benchmarks" -interference "$PWD/docs/benchmarks/interference/interference.json"
+go test -count=1 -timeout 90m -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out "$PWD/docs/benchmarks" -interference "$PWD/docs/benchmarks/interference/interference.json"
 # Reservations and warning signals (issue 15): the harvest week with course-VM slots and
 # short-notice changes, one Slurm queue over the pool, overtime-default without and with
 # reservations (and signals), same week and job stream; seeds 1-5 (about 15 s).

@@ -110,13 +110,13 @@ static void test_end(void)
 	CHECK_STR(r.summary, "overtime: job 123 on pc-a03 120 s: throttled 60 s, "
 			     "frozen 30 s, owner active 75%, guest CPU 150 s, "
 			     "steal 6.0 s (guest slowdown 3.8%), desktop slowdown 5.0% "
-			     "(0.0-12.0%, run-queue wait)");
+			     "(0.0-10.5%, run-queue wait)");
 	ot_format_report(&r, rec, sizeof(rec));
 	CHECK_STR(rec, "job=123 host=pc-a03 mode=desktop "
 		       "start=2026-11-22T10:00:10Z end=2026-11-22T10:02:10Z "
 		       "seconds=120 throttled=60 frozen=30 owner_active=0.75 "
 		       "guest_cpu=150 steal=6 desktop_slowdown=0.05 "
-		       "slowdown_high=0.12 "
+		       "slowdown_high=0.105 "
 		       "slowdown_method=\"run-queue wait\" guest_slowdown=0.0384615 "
 		       "actions=throttle:0,freeze:1,evict:0");
 }

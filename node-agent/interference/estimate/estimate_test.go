@@ -87,19 +87,14 @@ func TestGuest(t *testing.T) {
 	}
 }
 
-// TestFitted: the fitted constants take the upper attribution and a quarter of the
-// canary's excess, and a report's interval is the calibrated error around the estimate.
-func TestFitted(t *testing.T) {
-	w := interference.Window{Seconds: 1, DesktopCPUSeconds: 1, DesktopWaitSeconds: 0.04, GuestCPUSeconds: 1}
-	if e := Desktop(w); math.Abs(e.Slowdown-0.04) > 1e-9 {
-		t.Errorf("wait behind the guest: %+v, want 4%% (the upper attribution)", e)
-	}
-	m := interference.Window{Seconds: 2, DesktopCPUSeconds: 1, CanaryRatio: 1.23, GuestCPUSeconds: 2}
-	if e := Desktop(m); math.Abs(e.Slowdown-0.025) > 1e-9 {
-		t.Errorf("memory: %+v, want 0.25 × 0.2 × 0.5 = 2.5%%", e)
-	}
+// TestReported: a report's interval is the calibrated error around the estimate, never
+// below 0.
+func TestReported(t *testing.T) {
 	r := Reported(Estimate{Slowdown: 0.04, Low: 0.03, High: 0.05, Method: MethodWait})
 	if d := ReportRelErr*0.04 + ReportAbsErr; math.Abs(r.Low-math.Max(0, 0.04-d)) > 1e-12 || math.Abs(r.High-(0.04+d)) > 1e-12 || r.Slowdown != 0.04 || r.Method != MethodWait {
 		t.Errorf("Reported = %+v", r)
+	}
+	if r := Reported(Estimate{}); r.Low != 0 || !(r.High > 0) {
+		t.Errorf("Reported(no slowdown) = %+v, want 0..ReportAbsErr", r)
 	}
 }

@@ -429,12 +429,18 @@ type SimPoint struct {
 }
 
 // simCoefficients takes the curves from the default policy's cells (idle class, cap 25%)
-// and the cgroup-idle cells (idle class, uncapped); nil unless all four ran.
+// and the cgroup-idle cells (idle class, uncapped), made non-decreasing in the cap; nil
+// unless all four ran.
 func simCoefficients(cells []CellSummary) *SimCoefficients {
+	// A slowdown whose interval reaches 0 is not distinguishable from none: it counts as
+	// 0, so that noise does not become a cost in the simulation.
 	at := func(desktop, policy string) (float64, bool) {
 		for _, c := range cells {
 			if c.Backend == "process" && c.Desktop == desktop && c.Guest == "cpu" && c.Policy == policy && c.Slowdown != nil {
-				return math.Max(0, c.Slowdown.Median), true
+				if !(c.Slowdown.Low > 0) {
+					return 0, true
+				}
+				return c.Slowdown.Median, true
 			}
 		}
 		return 0, false
