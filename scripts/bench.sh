@@ -33,8 +33,10 @@ go run ./test/bench/interferenceplot -in docs/benchmarks/interference/interferen
 # the even rounds, the error on the odd ones; the model search is reported, not shipped.
 go run ./test/bench/interferencefit -in docs/benchmarks/interference/interference.json -search=false
 # Harvest simulation: a synthetic week of a 200-host pool replayed through the real policy
-# engine and three reference policies (seconds).
-go test -count=1 -timeout 90m -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out "$PWD/docs/benchmarks" -interference "$PWD/docs/benchmarks/interference/interference.json"
+# engine, the adaptive controller (stepped every 250 ms, as the agent does) and three
+# reference policies, with the matrix's measured slowdown curves; one week (seed 1) and
+# the sensitivity runs: about 15 minutes.
+go test -count=1 -timeout 90m -run '^$' -bench Harvest -benchtime 1x ./test/bench/harvest -args -out "$PWD/docs/benchmarks" -seeds 1 -interference "$PWD/docs/benchmarks/interference/interference.json"
 # Reservations and warning signals (issue 15): the harvest week with course-VM slots and
 # short-notice changes, one Slurm queue over the pool, overtime-default without and with
 # reservations (and signals), same week and job stream; seeds 1-5 (about 15 s).
