@@ -1052,7 +1052,7 @@ func (a *Agent) updateHeartbeat() {
 	hb.BootSeconds = a.bootSeconds()
 	hb.Interference = a.pendingProfile()
 	if a.applied.running {
-		hb.Slowdown = a.est.Slowdown
+		hb.Slowdown = min(max(a.est.Slowdown, 0), 10) // the heartbeat's range; NaN-free (estimate.Desktop)
 		if a.applied.limit > 0 {
 			hb.Cap = a.applied.limit / float64(a.o.HostCPUs)
 		}
