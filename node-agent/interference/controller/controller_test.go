@@ -350,7 +350,7 @@ func TestStartCapFor(t *testing.T) {
 	}
 }
 
-// A recorded estimate: one tick of signals.TestRecordTrace.
+// A recorded estimate: one 250 ms tick of a signals Monitor on the test VM (testdata/recorded-*.trace).
 type recorded struct {
 	at               time.Duration
 	slowdown, lo, hi float64

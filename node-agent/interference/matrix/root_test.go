@@ -20,20 +20,12 @@ import (
 // signal sampler and the adaptive controller; 1 s runs, 2 rounds. Needs root.
 func TestMatrixProcessRoot(t *testing.T) {
 	needs.Servers(t, "root (cgroups, SCHED_IDLE)")
-	if testing.Short() {
-		t.Skip("short")
-	}
 	h, err := cgroup.Detect()
 	if err != nil {
 		t.Fatal(err)
 	}
 	parent := cgrouptest.TestParent(t, h)
-	agent := filepath.Join(t.TempDir(), "overtime-agent")
-	cmd := exec.Command("go", "build", "-o", agent, "github.com/overtime-hpc/overtime/cmd/overtime-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	agent := buildAgent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	real, err := NewReal(ctx, RealOptions{Agent: agent, Parent: parent, WorkDir: t.TempDir(), Backends: []string{"process"}})
@@ -87,20 +79,12 @@ func TestMatrixProcessRoot(t *testing.T) {
 // TestProfileProcessRoot runs a shortened calibration with the Process runner.
 func TestProfileProcessRoot(t *testing.T) {
 	needs.Servers(t, "root (cgroups, SCHED_IDLE)")
-	if testing.Short() {
-		t.Skip("short")
-	}
 	h, err := cgroup.Detect()
 	if err != nil {
 		t.Fatal(err)
 	}
 	parent := cgrouptest.TestParent(t, h)
-	agent := filepath.Join(t.TempDir(), "overtime-agent")
-	cmd := exec.Command("go", "build", "-o", agent, "github.com/overtime-hpc/overtime/cmd/overtime-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	agent := buildAgent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	runner := &guestrun.Process{Parent: parent, Agent: agent, Dir: t.TempDir()}
@@ -113,4 +97,17 @@ func TestProfileProcessRoot(t *testing.T) {
 	if p.CanaryNs <= 0 || p.WakeupP99AloneUs <= 0 || p.StartCap <= 0 || p.Cgroup == "" {
 		t.Errorf("incomplete profile %+v", p)
 	}
+}
+
+// buildAgent builds the static overtime-agent binary: desktop workloads and guests run
+// as its `bench` subcommands (a test binary has none).
+func buildAgent(t *testing.T) string {
+	t.Helper()
+	agent := filepath.Join(t.TempDir(), "overtime-agent")
+	cmd := exec.Command("go", "build", "-o", agent, "github.com/overtime-hpc/overtime/cmd/overtime-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return agent
 }

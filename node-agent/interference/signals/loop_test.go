@@ -1,6 +1,8 @@
 package signals
 
 import (
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+
 	"runtime"
 	"testing"
 	"time"
@@ -16,9 +18,7 @@ import (
 // to the minimum within a few ticks; the same guest in the idle class (cpu.idle, as the
 // agent runs guests) does not, and the cap climbs.
 func TestClosedLoop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs CPU-bound processes for seconds")
-	}
+	needs.Servers(t, "root (cgroups)", "seconds of CPU-bound processes")
 	for _, idle := range []bool{false, true} {
 		name := map[bool]string{false: "normal weight", true: "idle class"}[idle]
 		t.Run(name, func(t *testing.T) {
