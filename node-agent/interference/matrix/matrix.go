@@ -448,16 +448,9 @@ func (b *bench) both(ctx context.Context, p Phase, r *Run) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, b.release(ctx, p.Backend, p.Guest, g)) }()
-	pids, err := g.PIDs()
+	c, err := b.applyPolicy(ctx, p.Policy, g, "")
 	if err != nil {
 		return err
-	}
-	c := b.deps.control(g)
-	if c == nil && p.Policy != "none" && p.Policy != "nice19" && p.Policy != "sched-idle" {
-		return fmt.Errorf("policy %s: the guest has no cgroup", p.Policy)
-	}
-	if err := applyStatic(ctx, p.Policy, c, b.deps.threads, pids, b.cfg.Cores); err != nil {
-		return fmt.Errorf("policy %s: %w", p.Policy, err)
 	}
 	var sig Signals
 	if b.deps.Signals != nil {
@@ -514,6 +507,27 @@ func (b *bench) both(ctx context.Context, p Phase, r *Run) (err error) {
 	}
 	r.GuestWork, r.GuestSeconds = p1-p0, t1.Sub(t0).Seconds()
 	return nil
+}
+
+// applyPolicy puts policy's static part on guest g and returns its cgroup controls.
+// needGroup, when set, says why the run needs a cgroup whatever the policy (paired runs
+// freeze the guest); otherwise only the policies that use one do.
+func (b *bench) applyPolicy(ctx context.Context, policy string, g interference.Guest, needGroup string) (control, error) {
+	pids, err := g.PIDs()
+	if err != nil {
+		return nil, err
+	}
+	c := b.deps.control(g)
+	switch {
+	case c == nil && needGroup != "":
+		return nil, fmt.Errorf("policy %s: %s, and the guest has no cgroup", policy, needGroup)
+	case c == nil && policy != "none" && policy != "nice19" && policy != "sched-idle":
+		return nil, fmt.Errorf("policy %s: the guest has no cgroup", policy)
+	}
+	if err := applyStatic(ctx, policy, c, b.deps.threads, pids, b.cfg.Cores); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", policy, err)
+	}
+	return c, nil
 }
 
 // CapPoint is one adaptive controller tick.

@@ -66,16 +66,9 @@ func (b *bench) pairedBoth(ctx context.Context, p Phase, r *Run) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, b.release(ctx, p.Backend, p.Guest, g)) }()
-	pids, err := g.PIDs()
+	c, err := b.applyPolicy(ctx, p.Policy, g, "paired runs freeze the guest")
 	if err != nil {
 		return err
-	}
-	c := b.deps.control(g)
-	if c == nil {
-		return fmt.Errorf("policy %s: paired runs freeze the guest, which has no cgroup", p.Policy)
-	}
-	if err := applyStatic(ctx, p.Policy, c, b.deps.threads, pids, b.cfg.Cores); err != nil {
-		return fmt.Errorf("policy %s: %w", p.Policy, err)
 	}
 	// suspend keeps the guest frozen in both halves: an A/A comparison, the noise floor.
 	toggle := p.Policy != "suspend"
