@@ -127,14 +127,18 @@ type Agent struct {
 	configs chan configUpdate
 
 	// Loop state (owned by Run's goroutine).
-	cfg         *wire.AgentConfig
-	cfgFrom     string
-	engine      *policy.Engine
-	obs         policy.Observation
-	dec         policy.Decision
-	applied     applied
-	backoff     time.Duration
-	retryAt     time.Time
+	cfg     *wire.AgentConfig
+	cfgFrom string
+	engine  *policy.Engine
+	obs     policy.Observation
+	dec     policy.Decision
+	applied applied
+	backoff time.Duration
+	retryAt time.Time
+	// nextCheck is when the periodic status check (tick) is due: an absolute time, so
+	// that events more frequent than CheckEvery (the signals' 250 ms ticks) cannot keep
+	// postponing it.
+	nextCheck   time.Time
 	startedAt   time.Time
 	restarts    int
 	lastStatus  guest.Status
@@ -344,7 +348,10 @@ func (a *Agent) Run(ctx context.Context) error {
 // backoff, the periodic status check.
 func (a *Agent) armTimer(t *time.Timer) {
 	now := a.o.Now()
-	next := now.Add(a.o.CheckEvery)
+	if a.nextCheck.IsZero() {
+		a.nextCheck = now.Add(a.o.CheckEvery)
+	}
+	next := a.nextCheck
 	if a.engine != nil {
 		if d := a.engine.NextDeadline(); !d.IsZero() && d.Before(next) {
 			next = d
@@ -627,6 +634,7 @@ func (a *Agent) act(ctx context.Context) bool {
 				fail("freeze", err)
 			} else {
 				a.applied.frozen, changed = true, true
+				a.refreshStatus(ctx, b, name)
 			}
 		}
 	case model.ActionRun, model.ActionThrottle:
@@ -667,6 +675,7 @@ func (a *Agent) act(ctx context.Context) bool {
 				fail("thaw", err)
 			} else {
 				a.applied.frozen, changed = false, true
+				a.refreshStatus(ctx, b, name)
 			}
 		}
 		// Under the adaptive controller a small move of its cap waits for its tick
@@ -680,6 +689,15 @@ func (a *Agent) act(ctx context.Context) bool {
 		}
 	}
 	return changed
+}
+
+// refreshStatus reads the guest's status after a freeze or thaw, so that the heartbeat
+// sent with the decision says what is in force (Slurm resumes a node on "running", not
+// on the next periodic check).
+func (a *Agent) refreshStatus(ctx context.Context, b guest.Backend, name string) {
+	if st, err := b.Status(ctx, name); err == nil {
+		a.lastStatus = st
+	}
 }
 
 // prepareGuest makes what the spec names available before a start: the guest's image
@@ -821,6 +839,7 @@ func (a *Agent) guestGone(ctx context.Context, why string) {
 // tick runs on the timer: policy deadlines, restart after backoff, a status check
 // (crashes a backend without events reports late), accounting.
 func (a *Agent) tick(ctx context.Context) {
+	a.nextCheck = a.o.Now().Add(a.o.CheckEvery)
 	if a.cfg == nil {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +67,8 @@ type fakeBackend struct {
 	frozen  bool
 	limit   float64
 	limits  []float64 // every SetCPULimit, in order (and the start's limit first)
+	// statusCalls counts Status calls (read from the test while Run works).
+	statusCalls atomic.Int64
 }
 
 func (b *fakeBackend) Kind() model.GuestBackend             { return model.BackendContainer }
@@ -79,8 +82,12 @@ func (b *fakeBackend) Start(_ context.Context, s guest.Spec) error {
 	return nil
 }
 func (b *fakeBackend) Status(context.Context, string) (guest.Status, error) {
-	if !b.running {
+	b.statusCalls.Add(1)
+	switch {
+	case !b.running:
 		return guest.Status{State: guest.StateAbsent}, nil
+	case b.frozen:
+		return guest.Status{State: guest.StatePaused, Reason: "frozen", CPULimit: b.limit}, nil
 	}
 	return guest.Status{State: guest.StateRunning, CPULimit: b.limit}, nil
 }
@@ -96,7 +103,7 @@ func guestConfig(p model.Policy) *wire.AgentConfig {
 	c.Mode, c.Kind, c.Policy = "desktop", model.KindDesktop, p
 	c.Guest = &wire.AgentGuest{Name: "overtime-pc1", ImageKind: model.ImageCompute,
 		Resolved: model.ImageVersion{Version: "1", Path: "compute/1"}}
-	c.Guest.Backend = model.BackendContainer
+	c.Guest.Backend, c.Guest.Image = model.BackendContainer, "compute"
 	return c
 }
 
@@ -201,5 +208,89 @@ func TestAdaptiveCapFollowsSlowdown(t *testing.T) {
 	tick(200*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond)
 	if be.limit != 1 {
 		t.Errorf("fixed controller: limit %v, want ThrottleCPU 25%% of 4 = 1", be.limit)
+	}
+}
+
+// tickingSignals delivers a tick every few milliseconds, as the Monitor does every 250 ms.
+type tickingSignals struct {
+	*fakeSignals
+	every time.Duration
+}
+
+func (f tickingSignals) Run(ctx context.Context) error {
+	t := time.NewTicker(f.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			tot := f.advance(f.every, 0, 0, 0, 0)
+			select {
+			case f.ticks <- tot:
+			default:
+			}
+		}
+	}
+}
+
+// Ticks more frequent than the status check must not postpone it: the check is what
+// notices a guest that crashed, and what refreshes the state heartbeats report. (The
+// loop's timer was re-armed to now+CheckEvery at every event, so the signals' 250 ms
+// ticks kept it from ever firing.)
+func TestStatusCheckNotStarvedByTicks(t *testing.T) {
+	be := &fakeBackend{}
+	site := &fakeSite{cfg: guestConfig(model.DefaultPolicy())}
+	a, err := New(Options{Site: site, MAC: testMAC, StateDir: t.TempDir(), ImageRoot: t.TempDir(),
+		HostCPUs: 4, HostMemMB: 8192, Signals: tickingSignals{newFakeSignals(time.Now()), 2 * time.Millisecond},
+		Backends:   map[model.GuestBackend]guest.Backend{model.BackendContainer: be},
+		CheckEvery: 30 * time.Millisecond, Refresh: time.Hour, Heartbeat: time.Hour,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the guest started", func() bool { return be.statusCalls.Load() >= 1 })
+	from := be.statusCalls.Load()
+	waitFor(t, "five periodic status checks (one per 30 ms) between ticks every 2 ms", func() bool {
+		return be.statusCalls.Load() >= from+5
+	})
+}
+
+// A thaw's heartbeat says the guest runs: Slurm resumes the node on it, and must not
+// wait for the next periodic check (30 s by default) to learn it.
+func TestThawHeartbeatSaysRunning(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	now := t0
+	be := &fakeBackend{}
+	a, err := New(Options{Site: &fakeSite{}, MAC: testMAC, StateDir: t.TempDir(), ImageRoot: t.TempDir(),
+		HostCPUs: 4, HostMemMB: 8192, Signals: newFakeSignals(t0),
+		Backends: map[model.GuestBackend]guest.Backend{model.BackendContainer: be},
+		Now:      func() time.Time { return now }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p := model.DefaultPolicy()
+	p.Actions = map[model.OwnerState]model.GuestAction{model.StateOwnerActive: model.ActionFreeze, model.StateOwnerIdle: model.ActionRun}
+	p.IdleAfter, p.Hold = model.Duration(4*time.Second), model.Duration(time.Second)
+	a.apply(ctx, guestConfig(p), "api")
+	a.tick(ctx)
+	if hb := a.LastHeartbeat(); hb.GuestState != string(guest.StateRunning) {
+		t.Fatalf("guest started: heartbeat guest state %q, want running", hb.GuestState)
+	}
+	now = now.Add(time.Second)
+	a.signal(sensor.Event{Kind: sensor.KindInput, Time: now})
+	a.decideAndAct(ctx, now)
+	if hb := a.LastHeartbeat(); !be.frozen || hb.Action != model.ActionFreeze || hb.GuestState != string(guest.StatePaused) {
+		t.Fatalf("after a key: frozen %v, heartbeat action %s guest %q; want frozen, freeze, paused", be.frozen, hb.Action, hb.GuestState)
+	}
+	now = now.Add(10 * time.Second)
+	a.decideAndAct(ctx, time.Time{})
+	if hb := a.LastHeartbeat(); be.frozen || hb.Action != model.ActionRun || hb.GuestState != string(guest.StateRunning) {
+		t.Fatalf("owner gone: frozen %v, heartbeat action %s guest %q; want thawed, run, running", be.frozen, hb.Action, hb.GuestState)
 	}
 }
