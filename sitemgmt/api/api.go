@@ -26,6 +26,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
+	"github.com/overtime-hpc/overtime/sitemgmt/web"
 )
 
 // Options configure the server.
@@ -151,6 +152,12 @@ func (s *Server) routes() {
 	s.fileRoutes()
 	s.imageRoutes()
 	s.powerRoutes()
+
+	// The web interface (sitemgmt/web): same service, same identities, its own sessions.
+	m.Handle(web.Prefix, web.New(s.svc, web.Options{Now: s.opt.Now, Log: s.opt.Log, BootServer: s.opt.BootServer}))
+	m.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, web.Prefix, http.StatusSeeOther)
+	})
 }
 
 // healthz is liveness: it answers 200 as long as the server serves (boot scripts and

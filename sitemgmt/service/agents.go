@@ -327,6 +327,19 @@ func (s *Service) AgentStatuses(pool string, now time.Time) []wire.AgentStatus {
 	return out
 }
 
+// AgentStatusesByHost is every kept heartbeat as of now, by host name, whether or not the
+// site still has the host: a caller that walks the site's hosts joins by name in constant
+// time (AgentStatuses looks every status's host up in the site, which is linear).
+func (s *Service) AgentStatusesByHost(now time.Time) map[string]*wire.AgentStatus {
+	all := s.agents.all()
+	out := make(map[string]*wire.AgentStatus, len(all))
+	for i := range all {
+		st := withStale(all[i], now)
+		out[st.Host] = &st
+	}
+	return out
+}
+
 // PutJobReport keeps a node agent's job interference report (jr.Host set by the caller
 // from the authenticated host), filling its summary when the agent sent none, and answers
 // with the report as kept. It replaces only the same host's report of the job: a host's

@@ -1,0 +1,4 @@
+package web
+
+// scheduleRoutes registers the pages of schedule.go (to be built).
+func (u *UI) scheduleRoutes() {}
