@@ -185,12 +185,15 @@ start() {
 	reservation_demo || exit 1
 	powersave_demo || exit 1
 	interference_demo || exit 1
+	ui_demo || exit 1
 
 	cat <<EOT
 
 Overtime demo is running (state in $D, network namespace $NS).
 
+  Web UI                 http://127.0.0.1:$HTTP_PORT/ui/   (log in as any user below; docs/admin-guide.md, docs/lecturer-guide.md)
   API and boot scripts   http://127.0.0.1:$HTTP_PORT   (in the namespace: $API; OpenAPI: docs/api/openapi.yaml)
+  Metrics                http://127.0.0.1:$HTTP_PORT/metrics   (Grafana dashboards: docs/grafana/)
   LDAP                   $OVERTIME_LDAP_URL inside $NS, base $OVERTIME_LDAP_BASE
   Users (password = <uid>-secret, admin: admin-secret)
       admin  site admin          alice  pool admin lab-a     bob   pool admin lab-b
@@ -332,6 +335,28 @@ agent_demo() {
 # cores busy, so the numbers are only an illustration; `make bench` measures properly):
 # a CPU-bound desktop next to a CPU-bound guest under the idle class, today's fixed cap
 # and the adaptive controller, in paired frozen/running segments.
+# ui_demo: the web UI answers with the example site, logged in as a pool admin (a
+# session cookie from the login form, as a browser keeps it).
+ui_demo() {
+	echo "== web UI: alice (pool admin of lab-a) logs in and sees her pool"
+	local jar="$D/ui.cookies" base="http://127.0.0.1:$HTTP_PORT"
+	rm -f "$jar"
+	if ! curl -fsS -c "$jar" -b "$jar" -H "Origin: $base" -o /dev/null \
+		--data-urlencode uid=alice --data-urlencode password=alice-secret --data-urlencode next=/ui/ "$base/ui/login"; then
+		echo "   FAILED: login to the web UI" >&2
+		return 1
+	fi
+	local page
+	page=$(curl -fsS -b "$jar" "$base/ui/") || { echo "   FAILED: overview" >&2; return 1; }
+	local hosts
+	hosts=$(grep -c 'href="/ui/hosts/' <<<"$page" || true)
+	if ! grep -q '>lab-a<' <<<"$page" || grep -q '>lab-b<' <<<"$page"; then
+		echo "   FAILED: alice's overview should list lab-a and not lab-b" >&2
+		return 1
+	fi
+	echo "   overview at $base/ui/ lists lab-a with $hosts hosts for alice (lab-b is not hers)"
+}
+
 interference_demo() {
 	echo
 	echo "== interference: a CPU-bound desktop next to a CPU-bound guest (overtime-agent bench interference)"
