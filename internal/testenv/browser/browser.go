@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
@@ -132,6 +133,12 @@ func New(t testing.TB, baseURL string) *Browser {
 	// message whose wording changes between versions.
 	b.run("watch CSP", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: cspWatcher})
+		return err
+	}))
+	// The page's viewport is the laptop screen (the window-size flag sizes the window,
+	// of which headless Chromium gives the page less).
+	b.run("set the viewport", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: Width, Height: Height, DeviceScaleFactor: 1})
 		return err
 	}))
 	t.Logf("browser: chromium started in %v", time.Since(start).Round(time.Millisecond))

@@ -13,7 +13,7 @@ import (
 // A small site with the UI's CSP: the helpers against pages whose behaviour is known.
 func testServer(t *testing.T) *httptest.Server {
 	pages := map[string]string{
-		"/form": `<form method="post" action="/posted"><input id="name" name="name"><button type="submit">Send</button></form>`,
+		"/form":   `<form method="post" action="/posted"><input id="name" name="name"><button type="submit">Send</button></form>`,
 		"/inline": `<p>inline</p><script>window.ran = 1</script>`,
 		"/throws": `<p>throws</p><script src="/throws.js"></script>`,
 		"/alert":  `<p>alert</p><script src="/alert.js"></script>`,
