@@ -32,13 +32,14 @@ cd "$(dirname "$0")/.."
 #                          the desktop-notification test; wall, setpriv)
 #   debhelper lintian mmdebstrap   make deb (dpkg-buildpackage, debhelper compat 13), the
 #                          lintian check of the .debs, the clean bookworm root the install test uses
+#   chromium               headless browser for the web UI's tests (internal/testenv/browser)
 PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
 	shellcheck netbase binutils e2fsprogs dosfstools mtools
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils libxml2-utils passt crun
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
-	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils)
+	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils chromium)
 
 missing=()
 for p in "${PKGS[@]}"; do
