@@ -282,18 +282,6 @@ func (u *UI) liveText(q *Req, hosts []*model.Host, where, mode string, match fun
 	return fmt.Sprintf("%s on %d of %d PCs of %s", when, n, len(hosts), where)
 }
 
-// parseLocal reads a date and time the form sent (datetime-local or "YYYY-MM-DD HH:MM")
-// in the site's zone.
-func parseLocal(s string, loc *time.Location) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02T15:04:05"} {
-		if t, err := time.ParseInLocation(layout, s, loc); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%q is not a date and time (YYYY-MM-DD HH:MM)", s)
-}
-
 func (u *UI) courseBook(q *Req) {
 	f := bookForm{Pool: q.PostFormValue("pool"), Mode: q.PostFormValue("mode"), Type: q.PostFormValue("type"),
 		Days: strings.TrimSpace(q.PostFormValue("days")), From: q.PostFormValue("from"), To: q.PostFormValue("to"),
