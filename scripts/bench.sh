@@ -4,6 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p docs/benchmarks
 go run ./test/bench/sitebench -bin bin/overtime -out docs/benchmarks
+# The web UI at 10,000 hosts: overview, a later page, a search and a pool page, 200
+# requests each after a warm-up; server time p50/p99 and bytes per page. About a minute.
+go run ./test/bench/uibench -out docs/benchmarks
 # Micro-benchmarks of the hot paths, for benchstat comparisons between commits.
 go test -run='^$' -bench=. -benchmem -count=5 ./sitemgmt/schedule ./sitemgmt/render | tee docs/benchmarks/micro.txt
 # Boot storm: N simulated PXE clients against the real dnsmasq and `overtime serve`

@@ -77,6 +77,7 @@ type Server struct {
 	hostAuth hostAuthCache
 	bodies   bodyBudget
 	uploads  uploads
+	metrics  *metrics // GET /metrics (metrics.go)
 }
 
 // New builds the handler tree.
@@ -106,11 +107,14 @@ func New(svc *service.Service, opt Options) *Server {
 	s.auth.init(opt.AuthCacheTTL)
 	s.hostAuth.init(opt.AuthCacheTTL, opt.HostAuthOutageGrace)
 	s.bodies.init(perUserBodies)
+	s.metrics = newMetrics(s)
 	s.routes()
 	return s
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w, done := s.observe(w, r)
+	defer done()
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -127,6 +131,7 @@ func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /readyz", s.readyz)
+	m.Handle("GET /metrics", s.metrics.handler())
 
 	// Boot endpoints: unauthenticated, rendered per request from the current slot.
 	m.HandleFunc("GET /boot/ipxe", s.bootChain)
@@ -509,6 +514,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, fn func(site *mo
 		okStatus, err = fn(site)
 		return err
 	})
+	s.metrics.siteWrite(dryRun(r), changes, err)
 	if err != nil {
 		s.httpError(w, err)
 		return
