@@ -159,7 +159,8 @@ func (s *Server) routes() {
 	s.powerRoutes()
 
 	// The web interface (sitemgmt/web): same service, same identities, its own sessions.
-	m.Handle(web.Prefix, web.New(s.svc, web.Options{Now: s.opt.Now, Log: s.opt.Log, BootServer: s.opt.BootServer}))
+	m.Handle(web.Prefix, web.New(s.svc, web.Options{Now: s.opt.Now, Log: s.opt.Log, BootServer: s.opt.BootServer,
+		OnWrite: s.metrics.siteWrite}))
 	m.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, web.Prefix, http.StatusSeeOther)
 	})

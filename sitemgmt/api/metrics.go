@@ -84,7 +84,7 @@ func newMetrics(s *Server) *metrics {
 	m.heartbeats = prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNS, Name: "agent_heartbeats_total",
 		Help: "Node agent heartbeats accepted."})
 	m.writes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNS, Name: "site_writes_total",
-		Help: "Site writes through the API, by result (changed, unchanged, dry_run, refused, failed)."}, []string{"result"})
+		Help: "Site writes through the API and the web UI, by result (changed, unchanged, dry_run, refused, failed)."}, []string{"result"})
 	for _, r := range writeResults {
 		m.writes.WithLabelValues(r)
 	}
@@ -190,7 +190,8 @@ func (s *Server) countBoot(r *http.Request, kind, mac string) {
 	s.metrics.boots.WithLabelValues(kind, mode).Inc()
 }
 
-// siteWrite counts the outcome of a site write through the API (Server.update).
+// siteWrite counts the outcome of a site write through the API (Server.update) or the
+// web UI (web.Options.OnWrite).
 func (m *metrics) siteWrite(dry bool, changes []model.Change, err error) {
 	if m == nil {
 		return

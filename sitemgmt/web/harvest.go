@@ -244,7 +244,3 @@ func slowdownRange(r wire.JobReport) string {
 	return s
 }
 
-func init() {
-	funcs["slowdown"] = slowdownRange
-	funcs["hours"] = func(sec float64) string { return fmt.Sprintf("%.2f", sec/3600) }
-}

@@ -50,6 +50,9 @@ type Options struct {
 	// SessionIdle ends a session unused this long (default 8 h); SessionMax any session
 	// this long after its login (default 24 h).
 	SessionIdle, SessionMax time.Duration
+	// OnWrite is told the outcome of every site write the UI makes (the API's metrics:
+	// overtime_site_writes_total counts the UI's writes with the API's).
+	OnWrite func(dryRun bool, changes []model.Change, err error)
 }
 
 // UI serves the pages.
@@ -206,42 +209,49 @@ func (u *UI) Base(q *Req, title, nav string) Page {
 	return pg
 }
 
-var funcs = template.FuncMap{
-	"join": strings.Join,
-	"clock": func(t time.Time) string {
-		if t.IsZero() {
-			return "—"
-		}
-		return t.Format("Mon 15:04")
-	},
-	"datetime": func(t time.Time) string {
-		if t.IsZero() {
-			return "—"
-		}
-		return t.Format("2006-01-02 15:04")
-	},
-	"ago": func(now, t time.Time) string {
-		if t.IsZero() {
-			return "never"
-		}
-		return humanDuration(now.Sub(t)) + " ago"
-	},
-	"pct": func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
-	"f1":  func(f float64) string { return fmt.Sprintf("%.1f", f) },
-	"add": func(a, b int) int { return a + b },
-	"sub": func(a, b int) int { return a - b },
-	"query": func(kv ...string) string {
-		v := url.Values{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			if kv[i+1] != "" {
-				v.Set(kv[i], kv[i+1])
+// funcs are the templates' functions. Times are shown in the site's time zone (the
+// snapshot's, looked up per call: an administrator may change it).
+func (u *UI) funcs() template.FuncMap {
+	local := func(t time.Time) time.Time { return t.In(u.svc.Snapshot().Engine.Location()) }
+	return template.FuncMap{
+		"join": strings.Join,
+		"clock": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
 			}
-		}
-		if len(v) == 0 {
-			return ""
-		}
-		return "?" + v.Encode()
-	},
+			return local(t).Format("Mon 15:04")
+		},
+		"datetime": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return local(t).Format("2006-01-02 15:04")
+		},
+		"ago": func(now, t time.Time) string {
+			if t.IsZero() {
+				return "never"
+			}
+			return humanDuration(now.Sub(t)) + " ago"
+		},
+		"pct":      func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
+		"f1":       func(f float64) string { return fmt.Sprintf("%.1f", f) },
+		"add":      func(a, b int) int { return a + b },
+		"sub":      func(a, b int) int { return a - b },
+		"slowdown": slowdownRange,
+		"hours":    func(sec float64) string { return fmt.Sprintf("%.2f", sec/3600) },
+		"query": func(kv ...string) string {
+			v := url.Values{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i+1] != "" {
+					v.Set(kv[i], kv[i+1])
+				}
+			}
+			if len(v) == 0 {
+				return ""
+			}
+			return "?" + v.Encode()
+		},
+	}
 }
 
 func humanDuration(d time.Duration) string {
@@ -261,7 +271,7 @@ func humanDuration(d time.Duration) string {
 // parseTemplates builds one template set per page: the layout plus the page's file
 // (each page defines "title" and "content"; pages may add "head").
 func (u *UI) parseTemplates() {
-	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html"))
+	base := template.Must(template.New("layout.html").Funcs(u.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/partials.html"))
 	files, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		panic(err)
@@ -336,7 +346,11 @@ func ErrorStatus(err error) (int, string) {
 // Update runs a change through the service as q's user (dryRun: validate and authorise
 // only). Nothing is written unless the whole change is valid and allowed.
 func (u *UI) Update(q *Req, dryRun bool, fn func(site *model.Site) error) ([]model.Change, error) {
-	return u.svc.Update(q.Context(), q.P.Check, dryRun, fn)
+	changes, err := u.svc.Update(q.Context(), q.P.Check, dryRun, fn)
+	if u.opt.OnWrite != nil {
+		u.opt.OnWrite(dryRun, changes, err)
+	}
+	return changes, err
 }
 
 // Done redirects after a successful POST (post/redirect/get) with a message.
