@@ -261,7 +261,22 @@ func humanDuration(d time.Duration) string {
 // parseTemplates builds one template set per page: the layout plus the page's file
 // (each page defines "title" and "content"; pages may add "head").
 func (u *UI) parseTemplates() {
-	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html"))
+	fm := template.FuncMap{}
+	for k, v := range funcs {
+		fm[k] = v
+	}
+	// Times show in the site's zone, as the footer ("Site time") says, whatever zone they
+	// were recorded in (audit entries and image versions are in UTC, the clock is local).
+	fm["datetime"] = func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		if s := u.svc.Snapshot(); s != nil && s.Engine != nil {
+			t = t.In(s.Engine.Location())
+		}
+		return t.Format("2006-01-02 15:04")
+	}
+	base := template.Must(template.New("layout.html").Funcs(fm).ParseFS(templateFS, "templates/layout.html", "templates/partials.html"))
 	files, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		panic(err)
