@@ -34,11 +34,13 @@ type AuditChange struct{ Op, Text string }
 
 type auditPage struct {
 	Page
-	Rows                []AuditRow
-	Host, User, Q, Kind string
-	Total               int
-	PageNo, Pages       int
-	All                 bool // the user sees every entry
+	Rows []AuditRow
+	// The filter; UserFilter is not User, which would hide Page.User (the logged-in
+	// user the layout shows, with the navigation and the logout form).
+	Host, UserFilter, Q, Kind string
+	Total                     int
+	PageNo, Pages             int
+	All                       bool // the user sees every entry
 }
 
 // auditEntityPools maps a site change's detail line ("~ host pc-a01 (ip)") to the pools
@@ -122,14 +124,14 @@ func mayAudit(q *Req, e *wire.AuditEntry) bool {
 func (u *UI) audit(q *Req) {
 	v := q.URL.Query()
 	pg := auditPage{Page: u.Base(q, "Audit log", "audit"), Host: strings.TrimSpace(v.Get("host")),
-		User: strings.TrimSpace(v.Get("user")), Q: strings.TrimSpace(v.Get("q")), Kind: v.Get("kind"),
+		UserFilter: strings.TrimSpace(v.Get("user")), Q: strings.TrimSpace(v.Get("q")), Kind: v.Get("kind"),
 		All: q.P.SiteAdmin || q.P.Viewer}
 	pg.PageNo, _ = strconv.Atoi(v.Get("page"))
 	if pg.PageNo < 1 {
 		pg.PageNo = 1
 	}
 	entries := u.svc.Audit(pg.Host, time.Time{}) // oldest first
-	text, user := strings.ToLower(pg.Q), strings.ToLower(pg.User)
+	text, user := strings.ToLower(pg.Q), strings.ToLower(pg.UserFilter)
 	var match []AuditRow
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]

@@ -133,7 +133,7 @@ func (u *UI) renderCourses(q *Req, status int, f bookForm, formErr string) {
 	if len(pg.Images) > 0 {
 		pool, image = pg.Images[0].Pool, pg.Images[0].Name
 	}
-	pg.Upload = fmt.Sprintf("overtime image import my-vm.ova --image %s --pool %s --version %s", image, pool, q.Now.In(q.Snap.Engine.Location()).Format("2006-01-02-1"))
+	pg.Upload = fmt.Sprintf("overtime image import my-vm.ova --image %s --pool %s --version %s", image, pool, q.Now.In(q.Snap.Engine.Location()).Format("2006-01-02")+"-1")
 	pg.Bookings = u.bookings(q)
 	u.Render(q, status, "courses", pg)
 }
