@@ -243,4 +243,3 @@ func slowdownRange(r wire.JobReport) string {
 	}
 	return s
 }
-

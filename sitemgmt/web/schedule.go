@@ -213,7 +213,7 @@ func rulesRev(rules []string) string {
 
 // applyGrid replaces the weekly rules of the pool or host with those of g, recording
 // ownership as an API write by uid does.
-func applyGrid(site *model.Site, kind, name string, g Grid, uid, rev string) error {
+func applyGrid(site *model.Site, kind, name string, g schedule.WeekGrid, uid, rev string) error {
 	w, o, _ := targetRules(site, kind, name)
 	if w == nil {
 		return model.Invalid("no %s %q", kind, name)
@@ -222,7 +222,7 @@ func applyGrid(site *model.Site, kind, name string, g Grid, uid, rev string) err
 		return model.Conflict("the weekly rules of %s %s were changed since this page was loaded; reload it and make your change again", kind, name)
 	}
 	owners := *o
-	rules := PlanRules(g, *w, func(r string) bool { _, ok := owners[r]; return ok })
+	rules := schedule.PlanRules(g, *w, func(r string) bool { _, ok := owners[r]; return ok })
 	newOwners, err := model.BookRules(kind+" "+name, *w, owners, rules, uid)
 	if err != nil {
 		return err
@@ -246,7 +246,7 @@ func (u *UI) scheduleEditor(q *Req, kind, name string) {
 		return
 	}
 	w, _, _ := targetRules(q.Snap.Site, kind, name)
-	g, err := GridFromRules(*w)
+	g, err := schedule.GridOf(*w)
 	pg := u.editorPage(q, kind, name, g)
 	if err != nil {
 		pg.Error = "the rules in force do not fit the grid: " + err.Error()
@@ -255,7 +255,7 @@ func (u *UI) scheduleEditor(q *Req, kind, name string) {
 }
 
 // editorPage builds the editor for grid g (the rules in force, or a grid posted back).
-func (u *UI) editorPage(q *Req, kind, name string, g Grid) schedulePage {
+func (u *UI) editorPage(q *Req, kind, name string, g schedule.WeekGrid) schedulePage {
 	site := q.Snap.Site
 	w, o, pool := targetRules(site, kind, name)
 	loc := q.Snap.Engine.Location()
@@ -276,26 +276,26 @@ func (u *UI) editorPage(q *Req, kind, name string, g Grid) schedulePage {
 	pg.GridValue = EncodeGrid(g, names)
 	// What an empty slot gets: for a pool the site default, for a host its pool's rules
 	// and, where those give none, the site default.
-	var inherit Grid
+	var inherit schedule.WeekGrid
 	pg.Inherit = "site default (" + site.DefaultMode + ")"
 	if kind == "host" {
 		if p := site.Pool(pool); p != nil {
-			inherit, _ = GridFromRules(p.Weekly)
+			inherit, _ = schedule.GridOf(p.Weekly)
 		}
 		pg.Inherit = "pool " + pool + ", else the site default (" + site.DefaultMode + ")"
 	}
 	for h := 0; h < 24; h++ {
-		pg.Hours = append(pg.Hours, twoDigits(h))
+		pg.Hours = append(pg.Hours, fmt.Sprintf("%02d", h))
 	}
-	pg.Rows = make([]GridRow, gridDays)
-	for d := 0; d < gridDays; d++ {
-		row := GridRow{Day: d, Label: dayLabels[d], Cells: make([]GridCell, gridSlots)}
-		for s := 0; s < gridSlots; s++ {
+	pg.Rows = make([]GridRow, schedule.GridDays)
+	for d := 0; d < schedule.GridDays; d++ {
+		row := GridRow{Day: d, Label: schedule.DayLabels[d], Cells: make([]GridCell, schedule.GridSlots)}
+		for s := 0; s < schedule.GridSlots; s++ {
 			c := GridCell{Day: d, Slot: s, Mode: g[d][s], Inherit: inherit[d][s]}
 			if c.Inherit == "" {
 				c.Inherit = site.DefaultMode
 			}
-			span := dayLabels[d] + " " + slotClock(s) + "-" + slotEnd(s)
+			span := schedule.DayLabels[d] + " " + schedule.SlotClock(s) + "-" + slotEnd(s)
 			if c.Mode != "" {
 				c.Class = fmt.Sprintf("m%d", index[c.Mode]%modeColours)
 				c.Label = span + " " + c.Mode
@@ -314,10 +314,10 @@ func (u *UI) editorPage(q *Req, kind, name string, g Grid) schedulePage {
 }
 
 func slotEnd(s int) string {
-	if s == gridSlots-1 {
+	if s == schedule.GridSlots-1 {
 		return "24:00"
 	}
-	return slotClock(s + 1)
+	return schedule.SlotClock(s + 1)
 }
 
 // parseLocal reads a date and time in the site's zone (datetime-local's form, or with a
@@ -349,7 +349,7 @@ func (u *UI) schedulePost(q *Req, kind, name string) {
 	g, err := DecodeGrid(q.PostFormValue("grid"), modes)
 	if err != nil {
 		w, _, _ := targetRules(q.Snap.Site, kind, name)
-		cur, _ := GridFromRules(*w)
+		cur, _ := schedule.GridOf(*w)
 		pg := u.editorPage(q, kind, name, cur)
 		pg.SaveErr = err.Error()
 		u.Render(q, http.StatusBadRequest, "schedule", pg)
@@ -388,7 +388,7 @@ func (u *UI) schedulePost(q *Req, kind, name string) {
 
 // previewHosts fills the candidate rules and what the pool's hosts boot at the posted
 // instant under them, from the real engine compiled on a copy of the site.
-func (u *UI) previewHosts(q *Req, pg *schedulePage, kind, name, pool string, g Grid, rev string) {
+func (u *UI) previewHosts(q *Req, pg *schedulePage, kind, name, pool string, g schedule.WeekGrid, rev string) {
 	loc := q.Snap.Engine.Location()
 	at := q.Now
 	if v := strings.TrimSpace(q.PostFormValue("at")); v != "" {
@@ -550,7 +550,7 @@ func (u *UI) exceptionAdd(q *Req) {
 		End: q.PostFormValue("end"), Mode: q.PostFormValue("mode"), Hosts: strings.TrimSpace(q.PostFormValue("hosts")), Err: map[string]string{}}
 	again := func(status int) {
 		w, _, _ := targetRules(q.Snap.Site, "pool", pool)
-		g, _ := GridFromRules(*w)
+		g, _ := schedule.GridOf(*w)
 		pg := u.editorPage(q, "pool", pool, g)
 		pg.ExcForm = f
 		if f.Kind == "" {
@@ -646,7 +646,7 @@ func (u *UI) exceptionDelete(q *Req) {
 	if err != nil {
 		status, msg := ErrorStatus(err)
 		w, _, _ := targetRules(q.Snap.Site, "pool", pool)
-		g, _ := GridFromRules(*w)
+		g, _ := schedule.GridOf(*w)
 		pg := u.editorPage(q, "pool", pool, g)
 		pg.ExcForm.General = "deleting " + name + ": " + msg
 		u.Render(q, status, "schedule", pg)

@@ -23,7 +23,7 @@ var (
 
 // editorForm is the editor's form as the page gives it, with the grid decoded.
 type editorForm struct {
-	grid  web.Grid
+	grid  schedule.WeekGrid
 	modes []string
 	rev   string
 	csrf  string
