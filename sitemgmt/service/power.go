@@ -568,16 +568,28 @@ func (s *Service) addAudit(e wire.AuditEntry) {
 	p.evictLocked(s.state != nil)
 }
 
+// auditDiffChanges is how many changes of one write get their field diffs in the audit
+// entry (a CSV import of a whole building lists every host, but diffs only the first).
+const auditDiffChanges = 50
+
 // auditSiteWrite records a successful site write (the one write path, update) with its
-// change list: who changed what. Issue 17 extends Detail with field diffs.
-func (s *Service) auditSiteWrite(ctx context.Context, done []model.Change) {
+// change list and, per change, its field diff (model.FieldDiff: old → new): who changed
+// what, and from what to what.
+func (s *Service) auditSiteWrite(ctx context.Context, cur, next *model.Site, done []model.Change) {
 	if len(done) == 0 {
 		return
 	}
 	user, now := actorFrom(ctx)
 	var detail, hosts []string
-	for _, c := range done {
+	var sums []string
+	for i, c := range done {
+		sums = append(sums, c.String())
 		detail = append(detail, c.String())
+		if i < auditDiffChanges {
+			for _, l := range model.FieldDiff(cur, next, c) {
+				detail = append(detail, "    "+l)
+			}
+		}
 		if c.Kind == model.EntityHost {
 			hosts = append(hosts, c.Name)
 		}
@@ -586,9 +598,9 @@ func (s *Service) auditSiteWrite(ctx context.Context, done []model.Change) {
 	if len(done) > 1 {
 		target = fmt.Sprintf("%d entities", len(done))
 	}
-	sum := fmt.Sprintf("site changed: %s", strings.Join(detail[:min(3, len(detail))], "; "))
-	if len(detail) > 3 {
-		sum += fmt.Sprintf("; … (%d changes)", len(detail))
+	sum := fmt.Sprintf("site changed: %s", strings.Join(sums[:min(3, len(sums))], "; "))
+	if len(sums) > 3 {
+		sum += fmt.Sprintf("; … (%d changes)", len(sums))
 	}
 	s.addAudit(wire.AuditEntry{ID: newID("", now), Time: now.UTC(), Kind: wire.AuditSite, User: user, Target: target, Hosts: hosts, Summary: sum, Detail: detail})
 }

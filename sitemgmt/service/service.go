@@ -229,7 +229,7 @@ func (s *Service) update(ctx context.Context, authz Authorizer, dryRun bool, fn 
 		s.log.Info("changed", "change", c.String())
 	}
 	// The audit trail: who changed what, at the one place every site write passes.
-	s.auditSiteWrite(ctx, done)
+	s.auditSiteWrite(ctx, cur, next, done)
 	return done, nil
 }
 

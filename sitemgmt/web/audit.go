@@ -106,6 +106,9 @@ func mayAudit(q *Req, e *wire.AuditEntry) bool {
 	}
 	if e.Kind == wire.AuditSite {
 		for _, line := range e.Detail {
+			if strings.HasPrefix(line, "    ") {
+				continue // a field diff line of the change above (model.FieldDiff)
+			}
 			pools := auditEntityPools(site, line)
 			if len(pools) == 0 {
 				return false
@@ -159,7 +162,10 @@ func (u *UI) audit(q *Req) {
 	for i := range pg.Rows {
 		for _, d := range pg.Rows[i].Detail {
 			op := ""
-			if pg.Rows[i].Kind == wire.AuditSite && d != "" {
+			switch {
+			case pg.Rows[i].Kind == wire.AuditSite && strings.HasPrefix(d, "    "):
+				op, d = "field", strings.TrimSpace(d) // old → new of the change above
+			case pg.Rows[i].Kind == wire.AuditSite && d != "":
 				op = map[byte]string{'+': "add", '~': "mod", '-': "del"}[d[0]]
 			}
 			pg.Rows[i].Changes = append(pg.Rows[i].Changes, AuditChange{Op: op, Text: d})

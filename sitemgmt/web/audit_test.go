@@ -23,7 +23,9 @@ func TestAuditPage(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("audit: %d", code)
 	}
-	mustContain(t, "audit page", body, `<th scope="row" class="user">admin</th>`, "~ pool lab-b (description)", `class="mod"`)
+	mustContain(t, "audit page", body, `<th scope="row" class="user">admin</th>`, "~ pool lab-b (description)", `class="mod"`,
+		// The field diff, old → new, escaped like every string.
+		`<li class="field">description: &#34;Self-study room&#34; → &#34;Self-study room &lt;b&gt;quiet&lt;/b&gt;&#34;</li>`)
 	// Newest first: the description change comes before the example's apply.
 	if i, j := strings.Index(body, "~ pool lab-b (description)"), strings.Index(body, "&#43; host pc-a01"); i < 0 || j < 0 || i > j {
 		t.Errorf("audit is not newest first (%d, %d)", i, j)
