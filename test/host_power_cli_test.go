@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -80,4 +81,9 @@ func TestHostPowerCLI(t *testing.T) {
 		t.Errorf("audit:\n%s", out)
 	}
 	t.Logf("overtime audit --host pc-a01:\n%s", out)
+	// --detail: a site change with its fields, old → new.
+	out, _, code = run("admin", testenv.AdminPassword, "audit", "--detail")
+	if code != 0 || !regexp.MustCompile(`\+ host pc-a01\n(.*\n)*?\s+mac: "52:54:00:0a:00:01"\n`).MatchString(out) {
+		t.Errorf("audit --detail lacks the added host's fields:\n%s", out)
+	}
 }

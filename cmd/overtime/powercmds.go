@@ -125,6 +125,7 @@ left the boot server) or refused (with the reason: users logged in, superseded, 
 // newAuditCmd: `overtime audit [--host H] [--since T]`.
 func newAuditCmd(g *globals) *cobra.Command {
 	var host, since string
+	var detail bool
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "The audit trail: power commands and their results, site changes",
@@ -132,7 +133,8 @@ func newAuditCmd(g *globals) *cobra.Command {
 accepted or refused, and later its result) and every change written to the site (who
 and the list of changes). --host narrows to entries concerning a host; --since to
 entries at or after a time (RFC 3339, 'YYYY-MM-DD HH:MM' in the site's zone, or a
-duration back from now such as 24h).`,
+duration back from now such as 24h). --detail adds each entry's lines: a power command's
+per-host answers, a site change's changes with their fields old → new.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if d, err := time.ParseDuration(since); err == nil {
@@ -154,11 +156,17 @@ duration back from now such as 24h).`,
 				fmt.Fprintln(w, "TIME\tKIND\tUSER\tSUMMARY")
 				for _, e := range list {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", g.formatTime(e.Time), e.Kind, e.User, e.Summary)
+					if detail {
+						for _, l := range e.Detail {
+							fmt.Fprintf(w, "\t\t\t  %s\n", l)
+						}
+					}
 				}
 			})
 		},
 	}
 	cmd.Flags().StringVar(&host, "host", "", "only entries concerning this host")
 	cmd.Flags().StringVar(&since, "since", "", "only entries at or after this time (or a duration back from now, e.g. 24h)")
+	cmd.Flags().BoolVarP(&detail, "detail", "d", false, "show each entry's detail lines (site changes: fields old → new)")
 	return cmd
 }
