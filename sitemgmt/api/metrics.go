@@ -260,9 +260,9 @@ func (c *siteCollector) Collect(ch chan<- prometheus.Metric) {
 			stale++
 		default:
 			fresh++
-			v := web.ViewAgent(st)
-			harvest += v.Harvest
-			if v.Owner {
+			_, cpus, active := web.AgentClass(st)
+			harvest += cpus
+			if active {
 				owner++
 			}
 		}

@@ -19,38 +19,64 @@ type AgentView struct {
 	Owner   bool // someone at the desk
 }
 
+// AgentClass is the cheap part of ViewAgent, for counting every host of a large site:
+// the state class ("running", "throttled", "frozen", "evicted", "down", "none",
+// "offline"), the CPUs the guest may use now and whether someone is at the desk.
+func AgentClass(st *wire.AgentStatus) (class string, harvest float64, owner bool) {
+	if st == nil || st.Stale {
+		return "offline", 0, false
+	}
+	owner = st.OwnerState == model.StateOwnerActive
+	switch {
+	case st.GuestState == "none" || st.GuestState == "" || st.GuestState == "absent":
+		return "none", 0, owner
+	case st.Action == model.ActionEvict:
+		return "evicted", 0, owner
+	case st.Action == model.ActionFreeze || st.GuestState == "paused":
+		return "frozen", 0, owner
+	case st.GuestState != "running":
+		return "down", 0, owner
+	case st.Action == model.ActionThrottle:
+		return "throttled", float64(st.CPUs) * capOf(st), owner
+	}
+	return "running", float64(st.CPUs), owner
+}
+
+// capOf is a throttled guest's cap (1 when the heartbeat carries none).
+func capOf(st *wire.AgentStatus) float64 {
+	if c := st.Cap; c > 0 && c <= 1 {
+		return c
+	}
+	return 1
+}
+
 // ViewAgent describes a host's last heartbeat (st nil: none since the site manager started).
 func ViewAgent(st *wire.AgentStatus) AgentView {
-	if st == nil {
-		return AgentView{Label: "no agent", Class: "offline", Title: "no heartbeat received"}
+	class, harvest, owner := AgentClass(st)
+	v := AgentView{Class: class, Harvest: harvest, Owner: owner}
+	switch {
+	case st == nil:
+		v.Label, v.Class, v.Title = "no agent", "offline", "no heartbeat received"
+		return v
+	case st.Stale:
+		v.Label, v.Title = "offline", "last heartbeat "+st.Received.UTC().Format("2006-01-02 15:04 UTC")
+		return v
 	}
-	if st.Stale {
-		return AgentView{Label: "offline", Class: "offline", Title: "last heartbeat " + st.Received.UTC().Format("2006-01-02 15:04 UTC")}
-	}
-	v := AgentView{Owner: st.OwnerState == model.StateOwnerActive}
 	v.Title = fmt.Sprintf("owner %s, guest %s (%s)", st.OwnerState, st.Action, st.GuestState)
 	if st.GuestReason != "" {
 		v.Title += ": " + st.GuestReason
 	}
-	switch {
-	case st.GuestState == "none" || st.GuestState == "" || st.GuestState == "absent":
-		v.Label, v.Class = "no guest", "none"
-	case st.Action == model.ActionEvict:
-		v.Label, v.Class = "evicted", "evicted"
-	case st.Action == model.ActionFreeze || st.GuestState == "paused":
-		v.Label, v.Class = "frozen", "frozen"
-	case st.GuestState != "running":
-		v.Label, v.Class = "guest "+st.GuestState, "down"
-	case st.Action == model.ActionThrottle:
-		c := st.Cap
-		if c <= 0 || c > 1 {
-			c = 1
-		}
-		v.Label, v.Class = fmt.Sprintf("throttled %.0f%%", 100*c), "throttled"
-		v.Harvest = float64(st.CPUs) * c
+	switch class {
+	case "none":
+		v.Label = "no guest"
+	case "evicted", "frozen":
+		v.Label = class
+	case "down":
+		v.Label = "guest " + st.GuestState
+	case "throttled":
+		v.Label = fmt.Sprintf("throttled %.0f%%", 100*capOf(st))
 	default:
-		v.Label, v.Class = "harvesting", "running"
-		v.Harvest = float64(st.CPUs)
+		v.Label = "harvesting"
 	}
 	if v.Owner {
 		v.Label = "owner active · " + v.Label

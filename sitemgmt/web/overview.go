@@ -75,18 +75,18 @@ func (u *UI) overview(q *Req) {
 			continue
 		}
 		d := q.Snap.Engine.AtHost(h, q.Now)
-		av := ViewAgent(statuses[h.Name])
+		class, harvest, _ := AgentClass(statuses[h.Name])
 		ps.Hosts++
 		pg.HostsTotal++
-		ps.Harvest += av.Harvest
-		pg.Harvest += av.Harvest
+		ps.Harvest += harvest
+		pg.Harvest += harvest
 		if modeCount[h.Pool] == nil {
 			modeCount[h.Pool], stateCount[h.Pool] = map[string]int{}, map[string]int{}
 		}
 		modeCount[h.Pool][d.Mode]++
-		stateCount[h.Pool][av.Class]++
-		stateClass[av.Class] = av.Class
-		if pg.Pool != "" && h.Pool != pg.Pool || pg.Mode != "" && d.Mode != pg.Mode || pg.State != "" && av.Class != pg.State {
+		stateCount[h.Pool][class]++
+		stateClass[class] = class
+		if pg.Pool != "" && h.Pool != pg.Pool || pg.Mode != "" && d.Mode != pg.Mode || pg.State != "" && class != pg.State {
 			continue
 		}
 		if pg.Q != "" && !strings.Contains(h.Name, strings.ToLower(pg.Q)) && !strings.Contains(h.MAC, strings.ToLower(pg.Q)) && h.IP != pg.Q {

@@ -150,6 +150,7 @@ func main() {
 		{"overview, page 50", "/ui/?page=50"},
 		{"overview, search " + prefix, "/ui/?q=" + url.QueryEscape(prefix)},
 		{"pool page " + pool, "/ui/pools/" + url.PathEscape(pool)},
+		{"schedule editor of " + pool, "/ui/schedule/pools/" + url.PathEscape(pool)},
 		{"Prometheus scrape (not a UI page; same targets)", "/metrics"},
 	} {
 		log.Printf("%s: %s", pg.name, pg.path)
