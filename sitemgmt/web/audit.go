@@ -7,7 +7,6 @@ package web
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -38,9 +37,8 @@ type auditPage struct {
 	// The filter; UserFilter is not User, which would hide Page.User (the logged-in
 	// user the layout shows, with the navigation and the logout form).
 	Host, UserFilter, Q, Kind string
-	Total                     int
-	PageNo, Pages             int
-	All                       bool // the user sees every entry
+	Paging
+	All bool // the user sees every entry
 }
 
 // auditEntityPools maps a site change's detail line ("~ host pc-a01 (ip)") to the pools
@@ -129,10 +127,6 @@ func (u *UI) audit(q *Req) {
 	pg := auditPage{Page: u.Base(q, "Audit log", "audit"), Host: strings.TrimSpace(v.Get("host")),
 		UserFilter: strings.TrimSpace(v.Get("user")), Q: strings.TrimSpace(v.Get("q")), Kind: v.Get("kind"),
 		All: q.P.SiteAdmin || q.P.Viewer}
-	pg.PageNo, _ = strconv.Atoi(v.Get("page"))
-	if pg.PageNo < 1 {
-		pg.PageNo = 1
-	}
 	entries := u.svc.Audit(pg.Host, time.Time{}) // oldest first
 	text, user := strings.ToLower(pg.Q), strings.ToLower(pg.UserFilter)
 	var match []AuditRow
@@ -149,13 +143,8 @@ func (u *UI) audit(q *Req) {
 		}
 		match = append(match, AuditRow{AuditEntry: e})
 	}
-	pg.Total = len(match)
-	pg.Pages = (len(match) + AuditPageSize - 1) / AuditPageSize
-	if pg.PageNo > pg.Pages && pg.Pages > 0 {
-		pg.PageNo = pg.Pages
-	}
-	from := (pg.PageNo - 1) * AuditPageSize
-	to := min(from+AuditPageSize, len(match))
+	var from, to int
+	pg.Paging, from, to = pageOf(q, len(match), AuditPageSize)
 	if from < to {
 		pg.Rows = match[from:to]
 	}

@@ -3,7 +3,6 @@ package web
 import (
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -31,10 +30,10 @@ type Count struct {
 
 type overviewPage struct {
 	Page
-	Pools                []PoolSummary
-	Rows                 []HostRow
-	Total, Shown         int
-	PageNo, Pages        int
+	Pools []PoolSummary
+	Rows  []HostRow
+	Paging
+	Shown                int
 	Q, Pool, Mode, State string
 	PoolNames, ModeNames []string
 	StateNames           []string
@@ -50,10 +49,6 @@ func (u *UI) overview(q *Req) {
 	pg := overviewPage{Page: u.Base(q, "Overview", "overview"),
 		Q: strings.TrimSpace(q.URL.Query().Get("q")), Pool: q.URL.Query().Get("pool"),
 		Mode: q.URL.Query().Get("mode"), State: q.URL.Query().Get("state")}
-	pg.PageNo, _ = strconv.Atoi(q.URL.Query().Get("page"))
-	if pg.PageNo < 1 {
-		pg.PageNo = 1
-	}
 	visible := map[string]*PoolSummary{}
 	for _, p := range site.Pools {
 		if MaySeePool(q.P, p.Name) {
@@ -104,13 +99,8 @@ func (u *UI) overview(q *Req) {
 		pg.StateNames = append(pg.StateNames, c)
 	}
 	sort.Strings(pg.StateNames)
-	pg.Total = len(match)
-	pg.Pages = (len(match) + PageSize - 1) / PageSize
-	if pg.PageNo > pg.Pages && pg.Pages > 0 {
-		pg.PageNo = pg.Pages
-	}
-	from := (pg.PageNo - 1) * PageSize
-	to := min(from+PageSize, len(match))
+	var from, to int
+	pg.Paging, from, to = pageOf(q, len(match), PageSize)
 	if from < to {
 		pg.Rows = hostRows(q, match[from:to], statuses)
 	}

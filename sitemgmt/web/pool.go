@@ -163,17 +163,16 @@ func (f *hostForm) failed(err error) (pageErr string) {
 
 type poolPage struct {
 	Page
-	Pool          model.Pool
-	BootServer    string // the pool's boot server
-	CanAdmin      bool
-	Rows          []HostRow
-	Total         int
-	PageNo, Pages int
-	Add           hostForm
-	BootServers   []string
-	Power         *powerResult
-	PowerError    string
-	Selected      map[string]bool
+	Pool       model.Pool
+	BootServer string // the pool's boot server
+	CanAdmin   bool
+	Rows       []HostRow
+	Paging
+	Add         hostForm
+	BootServers []string
+	Power       *powerResult
+	PowerError  string
+	Selected    map[string]bool
 }
 
 // powerResult is the answer to a power request as the pages show it.
@@ -226,12 +225,8 @@ func (u *UI) renderPool(q *Req, p *model.Pool, status int, add hostForm, with fu
 			hosts = append(hosts, &site.Hosts[i])
 		}
 	}
-	pg.PageNo, _ = strconv.Atoi(q.URL.Query().Get("page"))
-	pg.Total = len(hosts)
-	pg.Pages = (len(hosts) + PageSize - 1) / PageSize
-	pg.PageNo = max(1, min(pg.PageNo, pg.Pages))
-	from := (pg.PageNo - 1) * PageSize
-	to := min(from+PageSize, len(hosts))
+	var from, to int
+	pg.Paging, from, to = pageOf(q, len(hosts), PageSize)
 	if from < to {
 		pg.Rows = hostRows(q, hosts[from:to], u.statusMap(q))
 	}

@@ -39,16 +39,7 @@ func (b *browser) postCSVFile(path string, fields map[string]string, fileName, f
 	fw, _ := mw.CreateFormFile("file", fileName)
 	_, _ = io.WriteString(fw, file)
 	_ = mw.Close()
-	req, _ := http.NewRequest("POST", b.base+path, &buf)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	req.Header.Set("Origin", b.base)
-	res, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(body)
+	return b.postBody(path, mw.FormDataContentType(), &buf)
 }
 
 // siteHost is a copy of the site's host (nil: none).

@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -423,6 +424,20 @@ func (u *UI) logout(q *Req) {
 }
 
 // ---- helpers for pages ----
+
+// Paging is where a paged table is: page PageNo (1-based) of Pages, Total rows in all.
+type Paging struct{ PageNo, Pages, Total int }
+
+// pageOf is the page of n rows (size a page) that q asks for with ?page=, clamped to the
+// pages there are, and the rows [from, to) it shows.
+func pageOf(q *Req, n, size int) (p Paging, from, to int) {
+	p.Total = n
+	p.Pages = (n + size - 1) / size
+	p.PageNo, _ = strconv.Atoi(q.URL.Query().Get("page"))
+	p.PageNo = max(1, min(p.PageNo, p.Pages))
+	from = (p.PageNo - 1) * size
+	return p, from, min(from+size, n)
+}
 
 // VisiblePools are the pools q's user may look at in the UI: all for site admins and
 // viewers, otherwise those they hold a role in. (The UI is stricter than the API's

@@ -38,16 +38,22 @@ func (b *browser) get(path string) (int, string) {
 // post sends a form as the page would: with the Origin header browsers add.
 func (b *browser) post(path string, form url.Values) (int, string) {
 	b.t.Helper()
-	req, _ := http.NewRequest("POST", b.base+path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return b.postBody(path, "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+}
+
+// postBody posts a body of the given content type as a page's form would.
+func (b *browser) postBody(path, contentType string, body io.Reader) (int, string) {
+	b.t.Helper()
+	req, _ := http.NewRequest("POST", b.base+path, body)
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Origin", b.base)
 	res, err := b.c.Do(req)
 	if err != nil {
 		b.t.Fatal(err)
 	}
 	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(body)
+	got, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(got)
 }
 
 func (b *browser) login(uid, pw string) {

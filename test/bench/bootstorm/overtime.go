@@ -14,7 +14,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
-	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
+	"github.com/overtime-hpc/overtime/internal/testenv/synth"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
@@ -42,31 +42,15 @@ func startOvertime(bin, dir string, site *model.Site) (*overtimeServer, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, err
 	}
-	s, err := slapdenv.Start(filepath.Join(dir, "slapd"), slapdenv.Options{Attached: true, LogLevel: "0"})
-	if err != nil {
-		return nil, err
-	}
-	o := &overtimeServer{slapd: s, bin: bin}
-	st, err := ldapstore.Open(ldapstore.Config{URL: s.URL, BaseDN: s.BaseDN, BindDN: s.RootDN, BindPassword: s.RootPW})
-	if err != nil {
-		o.stop()
-		return nil, err
-	}
 	var pw [12]byte
 	_, _ = rand.Read(pw[:])
-	ctx := context.Background()
-	err = st.Init(ctx, ldapstore.InitOptions{SiteName: "bootstorm", Timezone: "Europe/Berlin", AdminUID: "admin", AdminPassword: hex.EncodeToString(pw[:])})
-	if err == nil && site != nil {
-		var cur *model.Site
-		if cur, err = st.Load(ctx); err == nil {
-			_, err = st.Apply(ctx, cur, site)
-		}
-	}
-	st.Close()
+	d, err := synth.StartDirectory(context.Background(), dir, "bootstorm", hex.EncodeToString(pw[:]), site, slapdenv.Options{Attached: true, LogLevel: "0"})
 	if err != nil {
-		o.stop()
 		return nil, fmt.Errorf("ldap init: %w", err)
 	}
+	d.Store.Close() // overtime serve has its own connections
+	s := d.Slapd
+	o := &overtimeServer{slapd: s, bin: bin}
 	o.pwFile = filepath.Join(dir, "ldap-service.pw")
 	if err := os.WriteFile(o.pwFile, []byte(s.ServicePW), 0o600); err != nil {
 		o.stop()

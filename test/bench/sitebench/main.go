@@ -29,7 +29,6 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/synth"
-	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/render"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
@@ -104,23 +103,13 @@ func main() {
 	rep := report{Date: time.Now().UTC().Format("2006-01-02"), Hosts: *hosts, Pools: *pools,
 		Machine: fmt.Sprintf("%s/%s, %d CPUs (GOMAXPROCS %d)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))}
 
-	log.Printf("starting slapd")
-	sl, err := slapdenv.Start(filepath.Join(dir, "slapd"), slapdenv.Options{RootPW: "bench-secret"})
-	check(err)
-	defer sl.Stop()
-	store, err := ldapstore.Open(ldapstore.Config{URL: sl.URL, BaseDN: sl.BaseDN, BindDN: sl.RootDN, BindPassword: sl.RootPW})
-	check(err)
-	defer store.Close()
-	check(store.Init(ctx, ldapstore.InitOptions{SiteName: "synthetic", Timezone: "Europe/Berlin", AdminUID: "admin", AdminPassword: "admin-secret"}))
-	cur, err := store.Load(ctx)
-	check(err)
 	site := synth.Site(*hosts, *pools, 1)
-	// Keep what Init created (local-disk mode, site-admins role) consistent with the site.
-	log.Printf("writing %d hosts in %d pools to LDAP", *hosts, *pools)
-	start := time.Now()
-	_, err = store.Apply(ctx, cur, site)
+	log.Printf("starting slapd, writing %d hosts in %d pools to LDAP", *hosts, *pools)
+	dirsrv, err := synth.StartDirectory(ctx, dir, "synthetic", "admin-secret", site, slapdenv.Options{RootPW: "bench-secret"})
 	check(err)
-	applyTime := time.Since(start)
+	defer dirsrv.Close()
+	sl, store := dirsrv.Slapd, dirsrv.Store
+	applyTime := dirsrv.Written
 	rep.Notes = append(rep.Notes, fmt.Sprintf("initial write of the whole site (%d entries, one LDAP add each): %.1f s", len(site.Hosts)+len(site.Pools), applyTime.Seconds()))
 
 	log.Printf("load from LDAP")

@@ -32,7 +32,6 @@ import (
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/synth"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
-	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
@@ -93,22 +92,13 @@ func main() {
 		Machine:   fmt.Sprintf("%s/%s, %d CPUs (GOMAXPROCS %d)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0)),
 		TargetP99: fmt.Sprintf("server p99 ≤ %d ms", targetP99Ms), TargetSize: fmt.Sprintf("≤ %d KB", targetBytes>>10)}
 
-	log.Printf("starting slapd")
-	sl, err := slapdenv.Start(filepath.Join(dir, "slapd"), slapdenv.Options{RootPW: "bench-secret"})
-	check(err)
-	defer sl.Stop()
-	store, err := ldapstore.Open(ldapstore.Config{URL: sl.URL, BaseDN: sl.BaseDN, BindDN: sl.RootDN, BindPassword: sl.RootPW})
-	check(err)
-	defer store.Close()
-	check(store.Init(ctx, ldapstore.InitOptions{SiteName: "synthetic", Timezone: "Europe/Berlin", AdminUID: "admin", AdminPassword: "admin-secret"}))
-	cur, err := store.Load(ctx)
-	check(err)
 	site := synth.Site(*hosts, *pools, 1)
-	log.Printf("writing %d hosts in %d pools to LDAP", *hosts, *pools)
-	start := time.Now()
-	_, err = store.Apply(ctx, cur, site)
+	log.Printf("starting slapd, writing %d hosts in %d pools to LDAP", *hosts, *pools)
+	dirsrv, err := synth.StartDirectory(ctx, dir, "synthetic", "admin-secret", site, slapdenv.Options{RootPW: "bench-secret"})
 	check(err)
-	rep.Notes = append(rep.Notes, fmt.Sprintf("site written to slapd in %.1f s (not measured here; see sitemgmt.md)", time.Since(start).Seconds()))
+	defer dirsrv.Close()
+	store := dirsrv.Store
+	rep.Notes = append(rep.Notes, fmt.Sprintf("site written to slapd in %.1f s (not measured here; see sitemgmt.md)", dirsrv.Written.Seconds()))
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, err := service.New(ctx, store, logger)
