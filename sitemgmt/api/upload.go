@@ -236,7 +236,12 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
+		// Keep reading after the answer (lingerDrain): HTTP/1 stops a request's body
+		// once the response starts, unless the handler asks for full duplex first.
+		rc := http.NewResponseController(w)
+		_ = rc.EnableFullDuplex()
 		s.httpError(w, tooLarge{max})
+		lingerDrain(rc, r.Body)
 		return
 	case err != nil:
 		// A read error is the client's (it went away, or sent less than it declared); a
@@ -468,3 +473,21 @@ func (s *Server) discardUpload(w http.ResponseWriter, r *http.Request) {
 	os.Remove(filepath.Dir(dir))
 	writeJSON(w, http.StatusOK, map[string]any{"image": im.Name, "version": version, "discarded": existed})
 }
+
+// lingerDrain reads and discards, for a moment, what the client still sends after an
+// early answer (413 while streaming a body of undeclared length): closing a socket with
+// unread data makes the kernel reset the connection, and a client still writing its body
+// then sees "connection reset by peer" instead of the answer. Bounded in bytes and time,
+// as Apache's lingering close; body is the request's own body (the MaxBytesReader around
+// it has stopped reading), and rc's request must be in full duplex.
+func lingerDrain(rc *http.ResponseController, body io.Reader) {
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, body, lingerBytes)
+}
+
+// How long and how much lingerDrain reads at most.
+const (
+	lingerTime  = 2 * time.Second
+	lingerBytes = 8 << 20
+)
