@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
@@ -35,6 +36,10 @@ func FieldDiff(cur, next *Site, c Change) []string {
 		o, n := diffValue(old, f), diffValue(neu, f)
 		switch c.Op {
 		case OpModify:
+			if l, ok := listDiff(old, neu, f); ok {
+				out = append(out, f+": "+l)
+				continue
+			}
 			out = append(out, f+": "+o+" → "+n)
 		case OpAdd:
 			out = append(out, f+": "+n)
@@ -43,6 +48,53 @@ func FieldDiff(cur, next *Site, c Change) []string {
 		}
 	}
 	return out
+}
+
+// listDiff describes a change of a list of strings (weekly rules, members, targets by
+// name) by what it removed and added, `− "a"; + "b" (booked by alice)`, where whole
+// lists would not fit a line. ok is false when the field is not such a list on both sides.
+func listDiff(old, neu map[string]json.RawMessage, f string) (string, bool) {
+	var ol, nl []string
+	if o, ok := old[f]; ok && json.Unmarshal(o, &ol) != nil {
+		return "", false
+	}
+	if n, ok := neu[f]; ok && json.Unmarshal(n, &nl) != nil {
+		return "", false
+	}
+	if ol == nil && nl == nil {
+		return "", false
+	}
+	var owners map[string]string
+	if f == "weekly" {
+		_ = json.Unmarshal(neu["ruleOwners"], &owners)
+	}
+	in := func(list []string, v string) bool {
+		for _, x := range list {
+			if x == v {
+				return true
+			}
+		}
+		return false
+	}
+	var parts []string
+	for _, v := range ol {
+		if !in(nl, v) {
+			parts = append(parts, "− "+strconv.Quote(v))
+		}
+	}
+	for _, v := range nl {
+		if !in(ol, v) {
+			p := "+ " + strconv.Quote(v)
+			if who := owners[v]; who != "" {
+				p += " (booked by " + who + ")"
+			}
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return "same entries, other order or bookings", true
+	}
+	return strings.Join(parts, "; "), true
 }
 
 // diffValue is a field's value for a diff line; a rule list carries its bookings

@@ -22,7 +22,7 @@ func TestFieldDiff(t *testing.T) {
 	}{
 		{Change{Op: OpModify, Kind: EntityPool, Name: "lab", Fields: []string{"room", "weekly"}}, []string{
 			`room: "0.12" → "0.14 <east>"`,
-			`weekly: ["mon 08:00-10:00 desktop"] → ["mon 08:00-12:00 desktop"] booked {"mon 08:00-12:00 desktop":"alice"}`}},
+			`weekly: − "mon 08:00-10:00 desktop"; + "mon 08:00-12:00 desktop" (booked by alice)`}},
 		{Change{Op: OpAdd, Kind: EntityHost, Name: "pc2"}, []string{`ip: "10.0.0.2"`, `mac: "52:54:00:00:00:02"`, `pool: "lab"`}},
 		{Change{Op: OpDelete, Kind: EntityHost, Name: "pc1"}, []string{`mac: "52:54:00:00:00:01"`, `pool: "lab"`}},
 		{Change{Op: OpModify, Kind: EntityPool, Name: "nope", Fields: []string{"room"}}, []string{`room: — → —`}},
