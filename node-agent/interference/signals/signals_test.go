@@ -126,17 +126,44 @@ func TestDesktopWaitBehindGuestHog(t *testing.T) {
 	g := guestGroup(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	// /proc/PID/schedstat adds a wait to run_delay only when the wait ends: a wait in
+	// progress at either end of a window is missing from it. Under the load of the
+	// machine's other work (CI runs two test packages at once) such a wait can be a good
+	// part of the window, so a measurement whose identities fail is taken again, up to
+	// three times, and only the last one's failures count.
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		errs := desktopWaitBehindGuestHog(t, g)
+		if len(errs) == 0 {
+			return
+		}
+		if attempt == attempts {
+			for _, e := range errs {
+				t.Error(e)
+			}
+			return
+		}
+		t.Logf("attempt %d: %v; measuring again", attempt, errs)
+	}
+}
+
+// desktopWaitBehindGuestHog measures a spinning desktop task alone and next to a
+// spinning guest task in g, on one CPU, and returns what does not hold.
+func desktopWaitBehindGuestHog(t *testing.T, g *cgroup.Group) []error {
 	// The desktop is one process of ours: the VM's other users' load must not count.
 	var desk []int
 	m := NewMonitor(MonitorConfig{Guest: func() *cgroup.Group { return g }, DesktopPIDs: func() []int { return desk }})
 	defer m.scan.close()
 
-	desk = []int{helper(t, "spin").Process.Pid} // the desktop's work, on CPU 0
+	spin := helper(t, "spin") // the desktop's work, on CPU 0
+	defer func() { spin.Process.Kill(); spin.Wait() }()
+	desk = []int{spin.Process.Pid}
 	m.Sample(time.Now())
 	from, snap := measure(m, 600*time.Millisecond)
 	alone := WindowOf(from, snap())
 
 	hog := helper(t, "spin") // the guest, on CPU 0 too
+	defer func() { hog.Process.Kill(); hog.Wait() }()
 	if err := g.AddProc(hog.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +173,7 @@ func TestDesktopWaitBehindGuestHog(t *testing.T) {
 
 	t.Logf("alone:  %+v", alone)
 	t.Logf("shared: %+v", shared)
+	var errs []error
 	// The VM's other users load CPU 0 too, so the numbers are checked by identities
 	// that hold whatever else runs: the desktop task spins, so it always either runs or
 	// waits; and while the guest's hog ran on CPU 0, the desktop task waited.
@@ -154,23 +182,24 @@ func TestDesktopWaitBehindGuestHog(t *testing.T) {
 		w    interference.Window
 	}{{"alone", alone}, {"shared", shared}} {
 		if got := w.w.DesktopCPUSeconds + w.w.DesktopWaitSeconds; got < 0.85*w.w.Seconds || got > 1.15*w.w.Seconds {
-			t.Errorf("%s: the spinning desktop task ran %.3f s and waited %.3f s of %.3f s: want the sum ≈ the window",
-				w.name, w.w.DesktopCPUSeconds, w.w.DesktopWaitSeconds, w.w.Seconds)
+			errs = append(errs, fmt.Errorf("%s: the spinning desktop task ran %.3f s and waited %.3f s of %.3f s: want the sum ≈ the window",
+				w.name, w.w.DesktopCPUSeconds, w.w.DesktopWaitSeconds, w.w.Seconds))
 		}
 	}
 	if !(shared.GuestCPUSeconds > 0.01) {
 		t.Fatalf("the guest's hog did not run (%.3f s): the test shows nothing", shared.GuestCPUSeconds)
 	}
 	if !(shared.DesktopWaitSeconds >= 0.7*shared.GuestCPUSeconds) {
-		t.Errorf("desktop wait %.3f s < guest CPU %.3f s on the CPU they share: the guest's run time is not showing as desktop wait",
-			shared.DesktopWaitSeconds, shared.GuestCPUSeconds)
+		errs = append(errs, fmt.Errorf("desktop wait %.3f s < guest CPU %.3f s on the CPU they share: the guest's run time is not showing as desktop wait",
+			shared.DesktopWaitSeconds, shared.GuestCPUSeconds))
 	}
 	if alone.GuestCPUSeconds != 0 || alone.GuestStealSeconds != 0 {
-		t.Errorf("guest counters moved without a guest: %+v", alone)
+		errs = append(errs, fmt.Errorf("guest counters moved without a guest: %+v", alone))
 	}
 	if !(shared.GuestStealSeconds > 0) {
-		t.Errorf("no steal for a guest hog that shares its CPU")
+		errs = append(errs, fmt.Errorf("no steal for a guest hog that shares its CPU"))
 	}
+	return errs
 }
 
 // The v2 desktop-group mode on the real cgroup2 hierarchy (here the hybrid host's
