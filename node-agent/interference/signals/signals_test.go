@@ -9,12 +9,14 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/interference"
 )
@@ -88,13 +90,14 @@ func helper(t testing.TB, what string) *exec.Cmd {
 // guestGroup makes a cgroup for a test guest (root, cgroup v1 or v2), removed at the end.
 func guestGroup(t *testing.T) *cgroup.Group {
 	t.Helper()
+	needs.Servers(t, "root (a cgroup of its own)")
 	h, err := cgroup.Detect()
 	if err != nil {
-		t.Skipf("no cgroups: %v", err)
+		t.Fatalf("no cgroups: %v", err)
 	}
 	g := h.Group(fmt.Sprintf("overtime-test-signals-%d", os.Getpid()))
 	if err := g.Create(); err != nil {
-		t.Skipf("cannot create a cgroup (root needed): %v", err)
+		t.Fatalf("cannot create a cgroup (root needed): %v", err)
 	}
 	t.Cleanup(func() { g.Kill(context.Background()); g.Remove() })
 	return g
@@ -120,10 +123,7 @@ func sampleNow(m *Monitor) Totals {
 // run-queue wait grows, and the hog's run time counts as guest CPU and its wait as steal,
 // not as desktop time.
 func TestDesktopWaitBehindGuestHog(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts CPU-bound processes")
-	}
-	g := guestGroup(t)
+	g := guestGroup(t) // needs root; the CPU-bound helpers make it a -short skip too
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	// /proc/PID/schedstat adds a wait to run_delay only when the wait ends: a wait in
@@ -206,23 +206,21 @@ func desktopWaitBehindGuestHog(t *testing.T, g *cgroup.Group) []error {
 // controller-less cgroup2 mount, which has cpu.stat usage and cpu.pressure): the desktop's
 // CPU and wait come from its group's files, not from the tasks.
 func TestDesktopGroupV2(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts CPU-bound processes")
-	}
+	needs.Servers(t, "root (a cgroup of its own)", "a cgroup2 mount (cgroup v2, or v1's unified hierarchy)")
 	dir := "/sys/fs/cgroup"
 	if h, err := cgroup.Detect(); err == nil && h.Version() != cgroup.V2 {
 		dir = h.UnifiedMount()
 	}
 	if dir == "" {
-		t.Skip("no cgroup2 mount")
+		t.Fatal("no cgroup2 mount: the desktop-group mode needs one")
 	}
 	h2, err := cgroup.NewUnified(dir)
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	desk := h2.Group(fmt.Sprintf("overtime-test-desktop-%d", os.Getpid()))
 	if err := desk.Mkdir(); err != nil {
-		t.Skipf("cannot create a cgroup2 group: %v", err)
+		t.Fatalf("cannot create a cgroup2 group: %v", err)
 	}
 	t.Cleanup(func() { desk.Kill(context.Background()); desk.Remove() })
 	g := guestGroup(t)
@@ -398,8 +396,12 @@ func TestScannerFollowsTasks(t *testing.T) {
 }
 
 func TestKernelThreadsSkipped(t *testing.T) {
-	if !isKernelThread("/proc", 2) {
-		t.Skip("PID 2 is not kthreadd here (a PID namespace)")
+	kthreadd := pidByComm(t, "kthreadd")
+	if kthreadd == 0 {
+		t.Fatal("no kthreadd in /proc: this test needs the host's PID namespace, where kernel threads are visible")
+	}
+	if !isKernelThread("/proc", kthreadd) {
+		t.Fatalf("kthreadd (PID %d) not taken for a kernel thread", kthreadd)
 	}
 	if isKernelThread("/proc", os.Getpid()) {
 		t.Fatal("this test process taken for a kernel thread")
@@ -435,4 +437,23 @@ func BenchmarkSample(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		m.Sample(time.Now())
 	}
+}
+
+// pidByComm is the first process in /proc named comm (0: none).
+func pidByComm(t *testing.T, comm string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err == nil && strings.TrimSpace(string(b)) == comm {
+			return pid
+		}
+	}
+	return 0
 }
