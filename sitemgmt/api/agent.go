@@ -365,6 +365,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.serviceError(w, err)
 		return
 	}
+	s.metrics.heartbeat()
 	writeJSON(w, http.StatusOK, st)
 }
 

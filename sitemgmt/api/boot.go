@@ -49,7 +49,7 @@ func (s *Server) bootIPXE(w http.ResponseWriter, r *http.Request) {
 		writeTextError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	s.renderBoot(w, r, mac, render.IPXE)
+	s.renderBoot(w, r, mac, bootIPXE, render.IPXE)
 }
 
 // bootPXELinux answers lpxelinux's config search. lpxelinux asks, in order, for the
@@ -64,9 +64,9 @@ func (s *Server) bootPXELinux(w http.ResponseWriter, r *http.Request) {
 			writeTextError(w, http.StatusBadRequest, "invalid PXELINUX config name: "+err.Error())
 			return
 		}
-		s.renderBoot(w, r, mac, render.PXELinux)
+		s.renderBoot(w, r, mac, bootPXELinux, render.PXELinux)
 	case file == "default":
-		s.renderBoot(w, r, "", render.PXELinux)
+		s.renderBoot(w, r, "", bootPXELinux, render.PXELinux)
 	case len(file) <= 36 && isHexOrUUID(file):
 		http.NotFound(w, r)
 	default:
@@ -86,7 +86,13 @@ func isHexOrUUID(s string) bool {
 	return true
 }
 
-func (s *Server) renderBoot(w http.ResponseWriter, r *http.Request, mac string, fn func(io.Writer, render.Boot) error) {
+// Kinds of boot script (overtime_boot_scripts_total's kind label).
+const (
+	bootIPXE     = "ipxe"
+	bootPXELinux = "pxelinux"
+)
+
+func (s *Server) renderBoot(w http.ResponseWriter, r *http.Request, mac, kind string, fn func(io.Writer, render.Boot) error) {
 	a := s.svc.Snapshot().Resolver.MAC(mac, s.bootQuery(r))
 	if a.Host != nil {
 		// What this PC may boot from now on stays on its boot server (image gc).
@@ -119,6 +125,7 @@ func (s *Server) renderBoot(w http.ResponseWriter, r *http.Request, mac string, 
 		return
 	}
 	writeText(w, buf.Bytes())
+	s.metrics.bootScript(kind, a.Mode)
 }
 
 // bootError: rendering failed on data that passed validation. Log it loudly; the client

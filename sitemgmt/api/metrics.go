@@ -155,39 +155,27 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) (http.ResponseW
 		}
 		m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
-		if code != http.StatusOK {
-			return
-		}
-		switch route {
-		case "GET /boot/ipxe/{mac}":
-			s.countBoot(r, "ipxe", r.PathValue("mac"))
-		case "GET /pxelinux.cfg/{file}":
-			file := r.PathValue("file")
-			if file == "default" {
-				s.countBoot(r, "pxelinux", "")
-			} else if len(file) > 3 {
-				s.countBoot(r, "pxelinux", file[3:]) // "01-<mac>"; 200 only for those and default
-			}
-		case "POST /api/v1/agent/heartbeat":
-			m.heartbeats.Inc()
-		}
 	}
 }
 
-// countBoot counts a boot script served for mac ("": unknown or default) by the mode it
-// boots, asking the resolver again as the handler did (an in-memory lookup).
-func (s *Server) countBoot(r *http.Request, kind, mac string) {
-	mode := "none"
-	if mac != "" {
-		var err error
-		if mac, err = model.NormalizeMAC(mac); err != nil {
-			mac = ""
-		}
+// bootScript counts a boot script served, by the mode it boots (nil: none), as the boot
+// handler resolved it.
+func (m *metrics) bootScript(kind string, mode *model.Mode) {
+	if m == nil {
+		return
 	}
-	if a := s.svc.Snapshot().Resolver.MAC(mac, s.bootQuery(r)); a != nil && a.Mode != nil {
-		mode = a.Mode.Name
+	name := "none"
+	if mode != nil {
+		name = mode.Name
 	}
-	s.metrics.boots.WithLabelValues(kind, mode).Inc()
+	m.boots.WithLabelValues(kind, name).Inc()
+}
+
+// heartbeat counts a heartbeat kept.
+func (m *metrics) heartbeat() {
+	if m != nil {
+		m.heartbeats.Inc()
+	}
 }
 
 // siteWrite counts the outcome of a site write through the API (Server.update) or the
