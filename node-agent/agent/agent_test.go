@@ -87,6 +87,14 @@ func metricValue(t *testing.T, a *Agent, name string) string {
 	return ""
 }
 
+// runAgent runs a's loop until the test ends.
+func runAgent(t *testing.T, a *Agent) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -107,10 +115,7 @@ func TestBadConfigRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runAgent(t, a)
 	waitFor(t, "config from the API", func() bool {
 		return metricValue(t, a, `overtime_agent_config_source{source="api"}`) == "1"
 	})
@@ -179,10 +184,7 @@ func TestCacheUsedWhenSiteManagerDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runAgent(t, a)
 	waitFor(t, "cached config in force", func() bool {
 		return metricValue(t, a, `overtime_agent_config_source{source="cache"}`) == "1" &&
 			metricValue(t, a, `overtime_agent_owner_state{state="maintenance"}`) == "1"

@@ -249,10 +249,7 @@ func TestStatusCheckNotStarvedByTicks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runAgent(t, a)
 	waitFor(t, "the guest started", func() bool { return be.statusCalls.Load() >= 1 })
 	from := be.statusCalls.Load()
 	waitFor(t, "five periodic status checks (one per 30 ms) between ticks every 2 ms", func() bool {

@@ -60,10 +60,7 @@ func startSwitchAgent(t *testing.T, site *fakeSite, booted string) (*Agent, *rec
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runAgent(t, a)
 	return a, rec
 }
 

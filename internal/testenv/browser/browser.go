@@ -49,6 +49,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
@@ -513,7 +514,7 @@ func (b *Browser) Screenshot(name string) string {
 	}
 	dir := b.t.TempDir()
 	if os.Getenv(ScreenshotsEnv) == "1" {
-		dir = filepath.Join(repoRoot(b.t), "docs", "screenshots")
+		dir = filepath.Join(testenv.RepoRoot(b.t), "docs", "screenshots")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			b.t.Fatal(err)
 		}
@@ -596,24 +597,4 @@ func (b *Browser) Cookies() map[string]string {
 func jsString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", `\r`, "\u2028", `\u2028`, "\u2029", `\u2029`, "</", `<\/`)
 	return `"` + r.Replace(s) + `"`
-}
-
-// repoRoot is the directory holding go.mod above the working directory (as
-// testenv.RepoRoot; this package does not import testenv, which imports the API).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
 }
