@@ -152,18 +152,44 @@ func (s *Site) modeUsers(mode string, loc *time.Location) []string {
 	return u
 }
 
-func (s *Site) imageUsers(image string) []string {
-	var u []string
-	for _, m := range s.Modes {
+// ImageUse is one way a mode uses an image.
+type ImageUse struct {
+	Mode *Mode
+	As   ImageUseKind
+	Pin  string // the version the mode pins ("": it follows the image's current)
+}
+
+// ImageUseKind is how a mode uses an image.
+type ImageUseKind string
+
+const (
+	UseBoot     ImageUseKind = "boots it"
+	UseCourseVM ImageUseKind = "starts it as the course VM"
+	UseGuest    ImageUseKind = "runs it as the compute guest"
+)
+
+// ImageUses lists every use of image by the site's modes, in mode order.
+func (s *Site) ImageUses(image string) []ImageUse {
+	var u []ImageUse
+	for i := range s.Modes {
+		m := &s.Modes[i]
 		if m.Image == image {
-			u = append(u, "mode "+m.Name+" (boots it)")
+			u = append(u, ImageUse{Mode: m, As: UseBoot, Pin: m.ImageVersion})
 		}
 		if m.VM == image {
-			u = append(u, "mode "+m.Name+" (starts it as the course VM)")
+			u = append(u, ImageUse{Mode: m, As: UseCourseVM})
 		}
 		if m.Guest != nil && m.Guest.Image == image {
-			u = append(u, "mode "+m.Name+" (runs it as the compute guest)")
+			u = append(u, ImageUse{Mode: m, As: UseGuest, Pin: m.Guest.Version})
 		}
+	}
+	return u
+}
+
+func (s *Site) imageUsers(image string) []string {
+	var u []string
+	for _, use := range s.ImageUses(image) {
+		u = append(u, "mode "+use.Mode.Name+" ("+string(use.As)+")")
 	}
 	return u
 }

@@ -96,21 +96,15 @@ type imagePage struct {
 // them.
 func imageUsers(site *model.Site, image string) []string {
 	var out []string
-	for _, m := range site.Modes {
-		pin := func(v string) string {
-			if v == "" {
-				return ""
-			}
-			return ", pinned to " + v
+	for _, use := range site.ImageUses(image) {
+		pin := ""
+		if use.Pin != "" {
+			pin = ", pinned to " + use.Pin
 		}
-		if m.Image == image {
-			out = append(out, fmt.Sprintf("mode %s (%s) boots it%s", m.Name, m.Kind, pin(m.ImageVersion)))
-		}
-		if m.VM == image {
-			out = append(out, fmt.Sprintf("mode %s starts it as the course VM", m.Name))
-		}
-		if m.Guest != nil && m.Guest.Image == image {
-			out = append(out, fmt.Sprintf("mode %s runs it as the compute guest%s", m.Name, pin(m.Guest.Version)))
+		if use.As == model.UseBoot {
+			out = append(out, fmt.Sprintf("mode %s (%s) %s%s", use.Mode.Name, use.Mode.Kind, use.As, pin))
+		} else {
+			out = append(out, fmt.Sprintf("mode %s %s%s", use.Mode.Name, use.As, pin))
 		}
 	}
 	return out
