@@ -15,7 +15,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -437,11 +436,6 @@ func joinErr(a, b string) string {
 
 // ---- exceptions ----
 
-// doneAt is Done to a fragment of the page (the message goes before it).
-func doneAt(q *Req, path, fragment, msg string) {
-	http.Redirect(q.W, q.Request, path+"?done="+url.QueryEscape(msg)+"#"+fragment, http.StatusSeeOther)
-}
-
 // poolException reports whether e targets pool or one of its hosts.
 func poolException(site *model.Site, e *model.Exception, pool string) bool {
 	for _, t := range e.Targets {
@@ -616,7 +610,7 @@ func (u *UI) exceptionAdd(q *Req) {
 		again(status)
 		return
 	}
-	doneAt(q, Prefix+"schedule/pools/"+pool, "exceptions", "added exception "+e.Name)
+	u.Done(q, Prefix+"schedule/pools/"+pool+"#exceptions", "added exception "+e.Name)
 }
 
 func (u *UI) exceptionDelete(q *Req) {
@@ -652,5 +646,5 @@ func (u *UI) exceptionDelete(q *Req) {
 		u.Render(q, status, "schedule", pg)
 		return
 	}
-	doneAt(q, Prefix+"schedule/pools/"+pool, "exceptions", "deleted exception "+name)
+	u.Done(q, Prefix+"schedule/pools/"+pool+"#exceptions", "deleted exception "+name)
 }

@@ -354,13 +354,19 @@ func (u *UI) Update(q *Req, dryRun bool, fn func(site *model.Site) error) ([]mod
 	return changes, err
 }
 
-// Done redirects after a successful POST (post/redirect/get) with a message.
+// Done redirects after a successful POST (post/redirect/get) with a message; path may
+// end in a #fragment (the message goes before it).
 func (u *UI) Done(q *Req, path, msg string) {
+	path, frag, hasFrag := strings.Cut(path, "#")
 	sep := "?"
 	if strings.Contains(path, "?") {
 		sep = "&"
 	}
-	http.Redirect(q.W, q.Request, path+sep+"done="+url.QueryEscape(msg), http.StatusSeeOther)
+	to := path + sep + "done=" + url.QueryEscape(msg)
+	if hasFrag {
+		to += "#" + frag
+	}
+	http.Redirect(q.W, q.Request, to, http.StatusSeeOther)
 }
 
 // ---- login ----
