@@ -140,9 +140,6 @@ type Req struct {
 	Now  time.Time
 }
 
-// Context carries the user for the service's audit trail.
-func (q *Req) Context() context.Context { return q.Request.Context() }
-
 // page wraps a handler that needs a logged-in user with a role in the site; POSTs also
 // need the session's CSRF token and a same-origin request.
 func (u *UI) page(h func(q *Req)) http.HandlerFunc {
