@@ -17,8 +17,7 @@ const maxDiffValue = 160
 // removed). Values are compact JSON, cut at maxDiffValue bytes. cur and next are the
 // sites before and after the write; a change naming nothing either has gives no lines.
 func FieldDiff(cur, next *Site, c Change) []string {
-	old, _ := entityFields(cur, c)
-	neu, _ := entityFields(next, c)
+	old, neu := entityFields(cur, c), entityFields(next, c)
 	var fields []string
 	switch c.Op {
 	case OpModify:
@@ -123,10 +122,10 @@ func diffValue(m map[string]json.RawMessage, f string) string {
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // entityFields is the JSON object of the entity c names in s (fields left out by
-// omitempty are absent), or nil.
-func entityFields(s *Site, c Change) (map[string]json.RawMessage, bool) {
+// omitempty, and nulls, are absent), or nil.
+func entityFields(s *Site, c Change) map[string]json.RawMessage {
 	if s == nil {
-		return nil, false
+		return nil
 	}
 	var v any
 	switch c.Kind {
@@ -178,7 +177,7 @@ func entityFields(s *Site, c Change) (map[string]json.RawMessage, bool) {
 		}
 	}
 	if v == nil {
-		return nil, false
+		return nil
 	}
 	// Not json.Marshal: it writes "<" as \u003c, which a reader of the audit log should
 	// not have to decode (the log's renderers escape for their own formats).
@@ -186,17 +185,16 @@ func entityFields(s *Site, c Change) (map[string]json.RawMessage, bool) {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if enc.Encode(v) != nil {
-		return nil, false
+		return nil
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(b.Bytes(), &m) != nil {
-		return nil, false
+		return nil
 	}
-	// Key order in the lines is the field order of sortedKeys; the name is the change's.
 	for k, raw := range m {
 		if strings.TrimSpace(string(raw)) == "null" {
 			delete(m, k)
 		}
 	}
-	return m, true
+	return m
 }
