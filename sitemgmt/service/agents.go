@@ -54,10 +54,13 @@ type hostBeat struct {
 // possibly on another host, and then has a report from each).
 type reportKey struct{ job, host string }
 
-// revReport is a job report with the revision it arrived at.
+// revReport is a job report with the revision it arrived at (this replica's clock: the
+// Slurm feed's order) and the revision its stored document carries (the writer's clock:
+// what orders two versions of the report coming back from the store).
 type revReport struct {
-	rev uint64
-	r   wire.JobReport
+	rev    uint64
+	stored uint64
+	r      wire.JobReport
 }
 
 // MaxHeartbeatReorder bounds, for agents without an instance id (older agents), how much
@@ -209,7 +212,7 @@ func (a *agentState) putReport(r wire.JobReport) {
 	// A job requeued onto the same host runs again and reports again: its latest run
 	// replaces the host's report. Another host's report of the job is kept beside it.
 	key := reportKey{r.Job, r.Host}
-	a.reports[key] = revReport{rev: a.rev, r: r}
+	a.reports[key] = revReport{rev: a.rev, stored: a.rev, r: r}
 	a.markReportLocked(key)
 	a.evictLocked()
 }

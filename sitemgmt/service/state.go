@@ -223,7 +223,10 @@ func (a *agentState) mergeReport(k reportKey, sr storedReport, live bool) {
 	if a.reports == nil {
 		a.reports = map[reportKey]revReport{}
 	}
-	if x, ok := a.reports[k]; ok && sameJSON(x.r, sr.Report) {
+	if x, ok := a.reports[k]; ok && (sr.Rev < x.stored || sameJSON(x.r, sr.Report)) {
+		// An older version: our own earlier write coming back through the watch after
+		// the report was replaced (and that newer write already left the dirty set),
+		// or a replica's write this one has already superseded.
 		return
 	}
 	if a.dirtyReports[k] {
@@ -241,7 +244,7 @@ func (a *agentState) mergeReport(k reportKey, sr storedReport, live bool) {
 		a.bumpLocked()
 		rev = a.rev
 	}
-	a.reports[k] = revReport{rev: rev, r: sr.Report}
+	a.reports[k] = revReport{rev: rev, stored: sr.Rev, r: sr.Report}
 	a.evictLocked()
 }
 
@@ -438,7 +441,7 @@ func (s *Service) flushAgents(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		doc, err := json.Marshal(storedReport{Rev: x.rev, Report: x.r})
+		doc, err := json.Marshal(storedReport{Rev: x.stored, Report: x.r})
 		if err == nil {
 			kk := k
 			todo = append(todo, stateWrite{kind: stateReports, key: reportKeyString(k), doc: doc, report: &kk})

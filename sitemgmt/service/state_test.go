@@ -198,6 +198,46 @@ func TestMergeBeatLaterAcceptanceWins(t *testing.T) {
 	}
 }
 
+// The echo of an older write of a job report does not replace the newer report put
+// since (found by TestOpenAPICoverage in CI: a job requeued on the same host reported
+// twice, the watch returned the first write after the second had been flushed, and
+// readers were given the first again).
+func TestReportEchoKeepsNewerReport(t *testing.T) {
+	svc := memService(t)
+	cs := &countingStore{}
+	svc.useState(cs)
+	ctx := context.Background()
+	rep := wire.JobReport{Job: "42", Host: "pc1", Start: t0, End: t0.Add(time.Minute), Seconds: 60, ThrottledSeconds: 10}
+	if _, err := svc.PutJobReport(rep, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.FlushState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	echo := cs.docs["reports/42@pc1"]
+	if echo == nil {
+		t.Fatalf("the report was not written: %v", cs.docs)
+	}
+	rep.ThrottledSeconds = 12
+	if _, err := svc.PutJobReport(rep, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.FlushState(ctx); err != nil { // the newer one is no longer dirty
+		t.Fatal(err)
+	}
+	svc.mergeDoc(stateReports, "42@pc1", echo, false, true)
+	if r, ok := svc.JobReport("42", ""); !ok || r.ThrottledSeconds != 12 {
+		t.Fatalf("the echo of an older write replaced the newer report: %+v %v", r, ok)
+	}
+	// Another replica's later write does replace it.
+	later := fmt.Appendf(nil, `{"rev":%d,"report":{"job":"42","host":"pc1","start":%q,"end":%q,"seconds":60,"throttledSeconds":30}}`,
+		svc.agents.rev+5, t0.Format(time.RFC3339), t0.Add(time.Minute).Format(time.RFC3339))
+	svc.mergeDoc(stateReports, "42@pc1", later, false, true)
+	if r, _ := svc.JobReport("42", ""); r.ThrottledSeconds != 30 {
+		t.Fatalf("another replica's later report was not taken: %+v", r)
+	}
+}
+
 // A heartbeat put while the previous one's write is in flight is written too, also when
 // it equals what the store held before that write (found by the state benchmark: an
 // owner who came and went within one write was never written, and other replicas kept
