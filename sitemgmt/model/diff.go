@@ -364,6 +364,8 @@ func bootServerFields(a, b *BootServer) []string {
 		fieldCmp{"rangeFrom", a.RangeFrom == b.RangeFrom},
 		fieldCmp{"rangeTo", a.RangeTo == b.RangeTo},
 		fieldCmp{"router", a.Router == b.Router},
+		fieldCmp{"dnsServers", slices.Equal(a.DNSServers, b.DNSServers)},
+		fieldCmp{"domain", a.Domain == b.Domain},
 	)
 }
 

@@ -553,6 +553,10 @@ func randomSite(r *rand.Rand) *Site {
 			if pick(0.5) {
 				b.Router = fmt.Sprintf("10.0.%d.254", i)
 			}
+			if pick(0.4) {
+				b.DNSServers = []string{fmt.Sprintf("10.0.%d.53", i), "192.0.2.53"}[:1+r.Intn(2)]
+				b.Domain = one([]string{"", "lab.example.org"})
+			}
 			s.BootServers = append(s.BootServers, b)
 			bss = append(bss, name)
 		}

@@ -164,7 +164,15 @@ type BootServer struct {
 	RangeFrom string   `json:"rangeFrom,omitempty" yaml:"rangeFrom,omitempty"` // dynamic range (full DHCP only); optional
 	RangeTo   string   `json:"rangeTo,omitempty" yaml:"rangeTo,omitempty"`
 	Router    string   `json:"router,omitempty" yaml:"router,omitempty"`
+	// DNS handed out in full DHCP (a proxy-DHCP segment's own DHCP server gives DNS):
+	// at most MaxDNSServers resolvers and the domain (DHCP options 6, 15 and 119).
+	DNSServers []string `json:"dnsServers,omitempty" yaml:"dnsServers,omitempty"`
+	Domain     string   `json:"domain,omitempty" yaml:"domain,omitempty"`
 }
+
+// MaxDNSServers is how many DNS servers a boot server hands out: the resolver of glibc
+// and musl uses the first three (MAXNS) and ignores the rest.
+const MaxDNSServers = 3
 
 // Mode is a boot mode: what a host boots into during a slot.
 type Mode struct {
@@ -275,6 +283,9 @@ func (s *Site) Clone() *Site {
 		c.Hosts[i].RuleOwners = c.Hosts[i].RuleOwners.Clone()
 	}
 	c.BootServers = append([]BootServer(nil), s.BootServers...)
+	for i := range c.BootServers {
+		c.BootServers[i].DNSServers = append([]string(nil), c.BootServers[i].DNSServers...)
+	}
 	c.Modes = append([]Mode(nil), s.Modes...)
 	for i := range c.Modes {
 		c.Modes[i].Guest = c.Modes[i].Guest.Clone()
@@ -432,6 +443,9 @@ func (s *Site) canonicalEmpty() {
 		if len(s.Hosts[i].RuleOwners) == 0 {
 			s.Hosts[i].RuleOwners = nil
 		}
+	}
+	for i := range s.BootServers {
+		s.BootServers[i].DNSServers = nilIfEmpty(s.BootServers[i].DNSServers)
 	}
 	for i := range s.Modes {
 		if g := s.Modes[i].Guest; g != nil {

@@ -289,6 +289,9 @@ func (s *Site) Validate() error {
 		if b.DHCP == DHCPProxy && b.Router != "" {
 			return invalid("boot server %s: a proxy-DHCP server hands out no router (%s); remove it", b.Name, b.Router)
 		}
+		if err := validDNS(b); err != nil {
+			return err
+		}
 	}
 	pools := map[string]bool{}
 	for _, p := range s.Pools {
@@ -445,4 +448,37 @@ func oneOf[T comparable](v T, set []T) bool {
 		}
 	}
 	return false
+}
+
+// validDNS checks the DNS servers and domain a boot server hands out. The servers may lie
+// outside the segment (resolvers usually do), but must be addresses a PC can ask: not
+// 0.0.0.0 (dnsmasq reads it as "this server", which runs no DNS), broadcast, multicast or
+// loopback. A proxy-DHCP server hands out neither: the segment's DHCP server does.
+func validDNS(b BootServer) error {
+	if len(b.DNSServers) > MaxDNSServers {
+		return invalid("boot server %s: %d DNS servers, at most %d (resolvers use only the first %d)", b.Name, len(b.DNSServers), MaxDNSServers, MaxDNSServers)
+	}
+	seen := map[string]bool{}
+	for _, d := range b.DNSServers {
+		if err := ValidIP(d); err != nil {
+			return invalid("boot server %s DNS server: %v", b.Name, err)
+		}
+		a := netip.MustParseAddr(d)
+		if a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+			return invalid("boot server %s: DNS server %s is not an address a PC can ask", b.Name, d)
+		}
+		if seen[d] {
+			return invalid("boot server %s: DNS server %s given twice", b.Name, d)
+		}
+		seen[d] = true
+	}
+	if b.Domain != "" {
+		if err := names.Domain(b.Domain); err != nil {
+			return invalid("boot server %s: %v", b.Name, err)
+		}
+	}
+	if b.DHCP == DHCPProxy && (len(b.DNSServers) > 0 || b.Domain != "") {
+		return invalid("boot server %s: a proxy-DHCP server hands out no DNS servers or domain (the segment's DHCP server does); remove them", b.Name)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -81,5 +82,95 @@ func TestBootServerFieldsRenderable(t *testing.T) {
 		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.err)
 		}
+	}
+}
+
+// The DNS servers and domain a full-DHCP boot server hands out go into dnsmasq's
+// dhcp-option lines: only addresses a PC can ask and a plain domain pass, nothing that
+// could end the line or add a value.
+func TestBootServerDNS(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		dns    []string
+		domain string
+		proxy  bool
+		err    string // "" = accepted
+	}{
+		{"none", nil, "", false, ""},
+		{"one", []string{"10.0.0.53"}, "", false, ""},
+		{"outside the subnet", []string{"192.0.2.53"}, "", false, ""},
+		{"three and a domain", []string{"10.0.0.53", "192.0.2.53", "198.51.100.53"}, "lab.example.org", false, ""},
+		{"domain alone", nil, "example", false, ""},
+		{"four", []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"}, "", false, "4 DNS servers, at most 3"},
+		{"twice", []string{"10.0.0.53", "10.0.0.53"}, "", false, "given twice"},
+		{"empty", []string{""}, "", false, "invalid IPv4 address"},
+		{"IPv6", []string{"fd00::53"}, "", false, "invalid IPv4 address"},
+		{"name", []string{"dns.example.org"}, "", false, "invalid IPv4 address"},
+		{"unspecified", []string{"0.0.0.0"}, "", false, "not an address a PC can ask"},
+		{"loopback", []string{"127.0.0.53"}, "", false, "not an address a PC can ask"},
+		{"broadcast", []string{"255.255.255.255"}, "", false, "not an address a PC can ask"},
+		{"multicast", []string{"224.0.0.251"}, "", false, "not an address a PC can ask"},
+		{"comma in server", []string{"10.0.0.53,8.8.8.8"}, "", false, "invalid IPv4 address"},
+		{"space in server", []string{"10.0.0.53 8.8.8.8"}, "", false, "invalid IPv4 address"},
+		{"newline in server", []string{"10.0.0.53\ndhcp-boot=evil"}, "", false, "invalid IPv4 address"},
+		{"quote in server", []string{`"10.0.0.53"`}, "", false, "invalid IPv4 address"},
+		{"comma in domain", nil, "lab.example.org,evil.org", false, "invalid DNS domain"},
+		{"space in domain", nil, "lab example.org", false, "invalid DNS domain"},
+		{"newline in domain", nil, "lab.example.org\ndhcp-boot=evil", false, "invalid DNS domain"},
+		{"quote in domain", nil, `lab"example.org`, false, "invalid DNS domain"},
+		{"apostrophe in domain", nil, "lab'example.org", false, "invalid DNS domain"},
+		{"trailing dot", nil, "lab.example.org.", false, "invalid DNS domain"},
+		{"upper case", nil, "Lab.example.org", false, "invalid DNS domain"},
+		{"address as domain", nil, "10.0.0.1", false, "invalid DNS domain"},
+		{"proxy with servers", []string{"10.0.0.53"}, "", true, "hands out no DNS servers or domain"},
+		{"proxy with domain", nil, "lab.example.org", true, "hands out no DNS servers or domain"},
+	} {
+		s := fullSite()
+		b := &s.BootServers[0]
+		if !tc.proxy {
+			b.DHCP = DHCPFull
+		}
+		b.DNSServers, b.Domain = tc.dns, tc.domain
+		err := s.Validate()
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.err)
+		}
+		var inv *InvalidError
+		if err != nil && (!errors.As(err, &inv) || inv.Conflict) {
+			t.Errorf("%s: %v (%T) is not a plain *InvalidError", tc.name, err, err)
+		}
+	}
+}
+
+// The DNS fields are boot server fields of the diff; the order of the servers counts
+// (the first is the PCs' first resolver).
+func TestBootServerDNSDiff(t *testing.T) {
+	a := fullSite()
+	a.BootServers[0].DHCP = DHCPFull
+	a.BootServers[0].DNSServers = []string{"10.0.0.53", "192.0.2.53"}
+	for _, tc := range []struct {
+		edit   func(b *BootServer)
+		fields []string
+	}{
+		{func(b *BootServer) { b.DNSServers = []string{"192.0.2.53", "10.0.0.53"} }, []string{"dnsServers"}},
+		{func(b *BootServer) { b.DNSServers = nil }, []string{"dnsServers"}},
+		{func(b *BootServer) { b.Domain = "lab.example.org" }, []string{"domain"}},
+		{func(b *BootServer) {}, nil},
+	} {
+		b := a.Clone()
+		tc.edit(&b.BootServers[0])
+		var got []string
+		for _, c := range Diff(a, b) {
+			got = append(got, c.Fields...)
+		}
+		if !slices.Equal(got, tc.fields) {
+			t.Errorf("diff fields %v, want %v", got, tc.fields)
+		}
+	}
+	// Clone copies the list: editing the clone leaves the original alone.
+	c := a.Clone()
+	c.BootServers[0].DNSServers[0] = "10.9.9.9"
+	if a.BootServers[0].DNSServers[0] != "10.0.0.53" {
+		t.Error("Clone shares DNSServers")
 	}
 }

@@ -258,6 +258,26 @@ func NFSServer(s string) error {
 	return nil
 }
 
+// domainRE: a DNS domain as handed out by DHCP (option 15, domain name, and 119, domain
+// search): lower-case labels (RFC 1123) separated by single dots, no trailing dot. It is
+// written unquoted into a dnsmasq dhcp-option line, where ',' separates values and a
+// space, quote or newline would end or change the option.
+var domainRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
+
+// allDigitsRE: a label of digits only. A top-level label is never all-numeric (RFC 3696
+// section 2), which also keeps an IPv4 address from passing as a domain.
+var allDigitsRE = regexp.MustCompile(`^[0-9]+$`)
+
+// Domain checks a DNS domain name such as lab.example.org, as a boot server hands it out
+// to the PCs of its segment. The site model and the dnsmasq renderer both use it.
+func Domain(s string) error {
+	last := s[strings.LastIndexByte(s, '.')+1:]
+	if len(s) > 253 || !domainRE.MatchString(s) || allDigitsRE.MatchString(last) {
+		return fmt.Errorf("invalid DNS domain %q: expected lower-case labels a-z 0-9 - separated by dots, like lab.example.org", s)
+	}
+	return nil
+}
+
 // nfsClientsRE: an exports(5) client specification: a host, network, wildcard or
 // @netgroup.
 var nfsClientsRE = regexp.MustCompile(`^[A-Za-z0-9.*?/@_:-]{1,255}$`)

@@ -110,6 +110,13 @@ var alphabets = []alphabet{
 	{name: "NFSServer", check: NFSServer,
 		accept: []string{"10.0.0.1", "nfs.example.org", "a"},
 		refuse: []string{"a.", ".a", "A", "a:b", "a..b", "a.-b", "-a", "a-.b", strings.Repeat("a", 64)}},
+	{name: "Domain", check: Domain,
+		accept: []string{"lab.example.org", "example", "cs.uni-x.de", "a1.b2", "x.0a", strings.Repeat("a", 63) + ".org"},
+		// Trailing or doubled dots, upper case, IPv4 addresses (all-numeric last label),
+		// dnsmasq's option separators and anything that ends a line.
+		refuse: []string{"lab.example.org.", ".org", "a..b", "Lab.example.org", "10.0.0.1", "a.123", "-a.org", "a-.org",
+			"a_b.org", "lab.example.org,evil.org", "lab.example.org\ndhcp-boot=x", "lab example.org", `"lab.example.org"`,
+			strings.Repeat("a", 64) + ".org", strings.Repeat("a.", 126) + "ab"}},
 	{name: "NFSClients", check: NFSClients,
 		accept:     []string{"*", "10.0.0.0/24", "@lab", "pc-?.example.org", "fd00::/8"},
 		refuse:     []string{strings.Repeat("a", 256)},
@@ -173,6 +180,7 @@ func TestMessages(t *testing.T) {
 		{RelPath("image", "a/../b"), `invalid image path "a/../b": '.' and '..' are not allowed`},
 		{UID("A"), `invalid user id "A": use 1-32 characters a-z 0-9 _ . - starting with a letter or _`},
 		{JobID("x"), `job id "x": must be a Slurm job id (digits, optionally _N)`},
+		{Domain("a b"), `invalid DNS domain "a b": expected lower-case labels a-z 0-9 - separated by dots, like lab.example.org`},
 	} {
 		if tc.err == nil || tc.err.Error() != tc.want {
 			t.Errorf("got %v, want %s", tc.err, tc.want)

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"fmt"
 	"io"
 	"testing"
 
@@ -21,6 +22,17 @@ var trickyBootURLs = []string{
 	"HTTP://10.0.0.1", "http://10.0.0.1//x", "http://10.0.0.1/.", "http://a_b", "http://10.0.0.1:8080/a b",
 	"http://10.0.0.1/${x}", "http://10.0.0.1/a\"b", "http://10.0.0.1/a\\b", "http://10.0.0.1/a\nb", "http://10.0.0.1/ä",
 	"ftp://10.0.0.1", "http://", "http:10.0.0.1", "//10.0.0.1", "http://10.0.0.1:", "http://-x", "http://x.",
+}
+
+var trickyDNSServers = [][]string{
+	nil, {"10.0.0.53"}, {"10.0.0.53", "192.0.2.1", "10.9.9.9"}, {"1", "2", "3", "4"}, {"0.0.0.0"}, {"127.0.0.1"},
+	{"255.255.255.255"}, {"224.0.0.1"}, {"10.0.0.53", "10.0.0.53"}, {""}, {"10.0.0.53,8.8.8.8"}, {"10.0.0.53 8.8.8.8"},
+	{"fd00::53"}, {"10.0.0.53\n"}, {"010.0.0.53"},
+}
+
+var trickyDomains = []string{
+	"", "lab.example.org", "example", "a-b.c", "x.0a", "10.0.0.1", "a.123", "Lab.example.org", "lab.example.org.",
+	"a..b", "a,b", "a b", "a\"b", "a'b", "a\nb", "a#b", "a;b", "_srv.example.org", "ä.example.org",
 }
 
 var trickyNFSServers = []string{
@@ -83,6 +95,24 @@ func TestAcceptedBootServerRenders(t *testing.T) {
 	}
 	// A router on a proxy-DHCP server.
 	checkRendersIfValid(t, siteWithServers(func(s *model.BootServer) { s.Router = s.IP }), "router on every server")
+	// DNS servers and domains on the full-DHCP servers (and, refused, on the proxy one).
+	for _, dns := range trickyDNSServers {
+		for _, dom := range trickyDomains {
+			checkRendersIfValid(t, siteWithServers(func(s *model.BootServer) { s.DNSServers, s.Domain = dns, dom }), "DNS on every server")
+			checkRendersIfValid(t, siteWithServers(func(s *model.BootServer) {
+				if s.DHCP == model.DHCPFull {
+					s.DNSServers, s.Domain = dns, dom
+				}
+			}), fmt.Sprintf("DNS servers %q domain %q", dns, dom))
+		}
+	}
+	if err := siteWithServers(func(s *model.BootServer) {
+		if s.DHCP == model.DHCPFull {
+			s.DNSServers, s.Domain = []string{"10.0.0.53", "192.0.2.53", "198.51.100.53"}, "lab.example.org"
+		}
+	}).Validate(); err != nil {
+		t.Errorf("plain DNS servers and domain refused: %v", err)
+	}
 	// The fixture's own URLs and a plain one must stay accepted: the test must not pass
 	// by refusing everything.
 	for _, u := range []string{"http://10.0.0.1:8080", "https://boot.example.org/overtime/"} {

@@ -78,6 +78,25 @@ func (d Dnsmasq) Config(out io.Writer) error {
 	if (s.RangeFrom == "") != (s.RangeTo == "") {
 		return errorf("boot server %s: give both range start and range end, or neither", s.Name)
 	}
+	// DNS servers and the domain go unquoted into dhcp-option lines, where ',' separates
+	// values: the same checks as the model's, so nothing but addresses and labels is written.
+	if len(s.DNSServers) > model.MaxDNSServers {
+		return errorf("boot server %s: %d DNS servers, at most %d", s.Name, len(s.DNSServers), model.MaxDNSServers)
+	}
+	for _, a := range s.DNSServers {
+		if err := checkIP("boot server "+s.Name+" DNS server", a); err != nil {
+			return err
+		}
+		if netip.MustParseAddr(a).IsUnspecified() {
+			// dnsmasq would hand out its own address, which answers no DNS (port=0).
+			return errorf("boot server %s: DNS server %s is not an address a PC can ask", s.Name, a)
+		}
+	}
+	if s.Domain != "" {
+		if err := names.Domain(s.Domain); err != nil {
+			return errorf("boot server %s: %v", s.Name, err)
+		}
+	}
 
 	w := &writer{}
 	w.comment(generated)
@@ -85,7 +104,8 @@ func (d Dnsmasq) Config(out io.Writer) error {
 	w.comment("The per-host tags are in the hosts file below; it is re-read on SIGHUP.")
 	w.line("")
 	w.comment("No DNS: name service is the site's resolvers' job, and a second DNS server on the")
-	w.comment("segment would only answer wrongly. port=0 also stops DHCP offering dnsmasq as resolver.")
+	w.comment("segment would only answer wrongly. port=0 also stops DHCP offering dnsmasq as resolver;")
+	w.comment("in full DHCP the boot server's dnsServers (the site's resolvers) are handed out instead.")
 	w.line("port=0")
 	w.comment("Log every DHCP exchange with its tags: the answer to \"why did this PC boot X\".")
 	w.line("log-dhcp")
@@ -108,6 +128,15 @@ func (d Dnsmasq) Config(out io.Writer) error {
 		if s.Router != "" {
 			w.line("dhcp-option=option:router,%s", s.Router)
 		}
+		if len(s.DNSServers) > 0 {
+			w.line("dhcp-option=option:dns-server,%s", strings.Join(s.DNSServers, ","))
+		}
+		if s.Domain != "" {
+			// Option 15 for clients that read only the domain name, 119 (RFC 3397) for
+			// those that take a search list; both name the one domain.
+			w.line("dhcp-option=option:domain-name,%s", s.Domain)
+			w.line("dhcp-option=option:domain-search,%s", s.Domain)
+		}
 		w.comment("No ping before offering a dynamic address: dnsmasq answers nobody while it waits")
 		w.comment("for the echo, which stretched 200 new PCs at once to minutes (measured, bootstorm).")
 		w.comment("This server owns the segment's addresses, and the lease file survives restarts.")
@@ -119,7 +148,11 @@ func (d Dnsmasq) Config(out io.Writer) error {
 		if s.RangeFrom != "" {
 			return errorf("boot server %s: a proxy-DHCP server hands out no addresses; remove the range", s.Name)
 		}
-		w.comment("Proxy DHCP: the site's DHCP server hands out addresses; dnsmasq adds the PXE answer.")
+		if len(s.DNSServers) > 0 || s.Domain != "" {
+			return errorf("boot server %s: a proxy-DHCP server hands out no DNS servers or domain; remove them", s.Name)
+		}
+		w.comment("Proxy DHCP: the site's DHCP server hands out addresses, router and DNS; dnsmasq")
+		w.comment("adds the PXE answer.")
 		w.line("dhcp-range=%s,proxy,%s", network, mask)
 	default:
 		return errorf("boot server %s: dhcp must be %q or %q, not %q", s.Name, model.DHCPFull, model.DHCPProxy, s.DHCP)

@@ -48,7 +48,8 @@ func testSite() *model.Site {
 		},
 		BootServers: []model.BootServer{
 			{Name: "boot1", IP: "10.0.0.1", HTTPURL: "http://10.0.0.1:8080", DHCP: model.DHCPFull,
-				Interface: "eth1", Subnet: "10.0.0.0/24", RangeFrom: "10.0.0.200", RangeTo: "10.0.0.249", Router: "10.0.0.254"},
+				Interface: "eth1", Subnet: "10.0.0.0/24", RangeFrom: "10.0.0.200", RangeTo: "10.0.0.249", Router: "10.0.0.254",
+				DNSServers: []string{"10.0.0.53", "192.0.2.53"}, Domain: "lab-a.example.org"},
 			{Name: "boot2", IP: "10.0.1.1", HTTPURL: "http://boot2.example.org:8080/overtime/", NFSServer: "nfs.example.org",
 				NFSRoot: "/export/overtime", DHCP: model.DHCPProxy, Subnet: "10.0.1.0/24"},
 			{Name: "boot3", IP: "10.0.2.1", HTTPURL: "https://boot3.example.org", DHCP: model.DHCPFull,

@@ -133,6 +133,14 @@ func TestDnsmasqRejectsUnvalidatedData(t *testing.T) {
 		"server ip":         func(d *Dnsmasq) { d.Server.IP = "" },
 		"subnet":            func(d *Dnsmasq) { d.Server.Subnet = "10.0.0.0/24\nx" },
 		"router":            func(d *Dnsmasq) { d.Server.Router = "10.0.0.254,8.8.8.8" },
+		"dns server comma":  func(d *Dnsmasq) { d.Server.DNSServers = []string{"10.0.0.53,8.8.8.8"} },
+		"dns server line":   func(d *Dnsmasq) { d.Server.DNSServers = []string{"10.0.0.53\nport=53"} },
+		"dns server self":   func(d *Dnsmasq) { d.Server.DNSServers = []string{"0.0.0.0"} },
+		"dns servers 4":     func(d *Dnsmasq) { d.Server.DNSServers = []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"} },
+		"domain comma":      func(d *Dnsmasq) { d.Server.Domain = "lab.example.org,8.8.8.8" },
+		"domain newline":    func(d *Dnsmasq) { d.Server.Domain = "lab.example.org\nport=53" },
+		"domain space":      func(d *Dnsmasq) { d.Server.Domain = "lab.example.org port=53" },
+		"domain quote":      func(d *Dnsmasq) { d.Server.Domain = `"lab.example.org"` },
 		"range outside":     func(d *Dnsmasq) { d.Server.RangeFrom = "10.9.0.1" },
 		"half range":        func(d *Dnsmasq) { d.Server.RangeTo = "" },
 		"dhcp mode":         func(d *Dnsmasq) { d.Server.DHCP = "full\n" },
@@ -163,6 +171,17 @@ func TestDnsmasqRejectsUnvalidatedData(t *testing.T) {
 	d.Server.Router = "10.0.1.254"
 	if err := d.Config(io.Discard); err == nil {
 		t.Error("proxy server with a router rendered")
+	}
+	// ... and no DNS: the segment's own DHCP server does.
+	for name, edit := range map[string]func(b *model.BootServer){
+		"dns servers": func(b *model.BootServer) { b.DNSServers = []string{"10.0.1.53"} },
+		"domain":      func(b *model.BootServer) { b.Domain = "lab-b.example.org" },
+	} {
+		d := testDnsmasq(testSite(), "boot2", "/h", "/t")
+		edit(d.Server)
+		if err := d.Config(io.Discard); err == nil {
+			t.Errorf("proxy server with %s rendered", name)
+		}
 	}
 }
 
