@@ -2,6 +2,7 @@ package ldapstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -84,11 +85,28 @@ func (s *Store) run(ctx context.Context, changes []model.Change, ops []op) ([]mo
 			}
 		}
 		if err := s.write(ctx, o); err != nil {
-			return done, fmt.Errorf("ldapstore: %v: %w", changes[i], err)
+			return done, fmt.Errorf("ldapstore: %v: %w%s", changes[i], err, olderSchema(err))
 		}
 		done = append(done, changes[i])
 	}
 	return done, nil
+}
+
+// olderSchema explains a write the directory refused because its Overtime schema predates
+// an attribute this version stores (a field added after the directory was set up): the
+// attribute type is unknown, or its object class does not allow it yet.
+func olderSchema(err error) string {
+	var le *ldap.Error
+	if !errors.As(err, &le) {
+		return ""
+	}
+	msg := le.Err.Error()
+	if le.ResultCode == ldap.LDAPResultUndefinedAttributeType ||
+		le.ResultCode == ldap.LDAPResultObjectClassViolation && strings.Contains(msg, "not allowed") {
+		return " (the directory's Overtime schema is older than this site manager: load the new " +
+			"attribute types and object classes, sitemgmt/ldap/README.md \"Schema changes\")"
+	}
+	return ""
 }
 
 // write sends one write. When the server failed under it, do repeats it on a new

@@ -39,6 +39,8 @@ const (
 	aRangeFrom     = "otRangeFrom"
 	aRangeTo       = "otRangeTo"
 	aRouter        = "otRouter"
+	aDNSServer     = "otDNSServer"
+	aDNSDomain     = "otDNSDomain"
 	aModeKind      = "otModeKind"
 	aImageName     = "otImageName"
 	aPinned        = "otPinnedVersion"
@@ -82,7 +84,7 @@ const (
 // value slapd would reject does not stop an Apply half way.
 var ia5 = map[string]bool{
 	aTimezone: true, aHTTPURL: true, aNFSServer: true, aNFSRoot: true, aDHCP: true, aInterface: true,
-	aSubnet: true, aRangeFrom: true, aRangeTo: true, aRouter: true, aModeKind: true, aPinned: true,
+	aSubnet: true, aRangeFrom: true, aRangeTo: true, aRouter: true, aDNSServer: true, aDNSDomain: true, aModeKind: true, aPinned: true,
 	aKernel: true, aInitrd: true, aKernelArgs: true, aImageKind: true, aVersion: true, aSHA256: true,
 	aPath: true, aExceptionKind: true, aRoleKind: true, aMAC: true, aIP: true, aTokenHash: true,
 	aOwner: true,
@@ -251,6 +253,8 @@ func bootServerEntry(b *model.BootServer) entry {
 		{"rangeFrom", aRangeFrom, opt(b.RangeFrom)},
 		{"rangeTo", aRangeTo, opt(b.RangeTo)},
 		{"router", aRouter, opt(b.Router)},
+		{"dnsServers", aDNSServer, b.DNSServers},
+		{"domain", aDNSDomain, opt(b.Domain)},
 	}}
 }
 

@@ -29,7 +29,7 @@ var loadFilter = "(|" + strings.Join([]string{
 var loadAttrs = []string{
 	aObjectClass, aCN, aDescription, aRoom, aMAC, aIP, aMember,
 	aSiteName, aTimezone, aDefaultMode, aUnknownMode, aPoolName, aBootServer, aWeekly, aBookedRule, aOwner,
-	aHTTPURL, aNFSServer, aNFSRoot, aDHCP, aInterface, aSubnet, aRangeFrom, aRangeTo, aRouter,
+	aHTTPURL, aNFSServer, aNFSRoot, aDHCP, aInterface, aSubnet, aRangeFrom, aRangeTo, aRouter, aDNSServer, aDNSDomain,
 	aModeKind, aImageName, aPinned, aVMImage, aKernel, aInitrd, aKernelArgs,
 	aImageKind, aVersion, aSHA256, aSize, aPath, aCreated,
 	aExceptionKind, aStart, aEnd, aModeName, aTargetPool, aTargetHost, aRoleKind,
@@ -156,6 +156,7 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 				Name: a.one(aCN), IP: a.one(aIP), HTTPURL: a.one(aHTTPURL), NFSServer: a.one(aNFSServer),
 				NFSRoot: a.one(aNFSRoot), DHCP: model.DHCPMode(a.one(aDHCP)), Interface: a.one(aInterface),
 				Subnet: a.one(aSubnet), RangeFrom: a.one(aRangeFrom), RangeTo: a.one(aRangeTo), Router: a.one(aRouter),
+				DNSServers: a.all(aDNSServer), Domain: a.one(aDNSDomain),
 			})
 		case a.is(ocMode):
 			m := model.Mode{

@@ -348,3 +348,35 @@ func TestApplyBookingsRoundTrip(t *testing.T) {
 	}
 	assertSameSite(t, mustLoad(t, st), after)
 }
+
+// A boot server's DNS servers keep their order through the directory (the first is the
+// PCs' first resolver), and each DNS field is changed and removed on its own.
+func TestBootServerDNSRoundTrip(t *testing.T) {
+	st, _ := initStore(t)
+	mustApply(t, st, mustLoad(t, st), exampleSite())
+	cur := mustLoad(t, st)
+	if b := cur.BootServer("rbs1"); !slices.Equal(b.DNSServers, []string{"192.0.2.53", "10.0.0.53"}) || b.Domain != "lab.example.org" {
+		t.Fatalf("loaded DNS servers %q, domain %q", b.DNSServers, b.Domain)
+	}
+	for _, tc := range []struct {
+		edit   func(b *model.BootServer)
+		change string
+	}{
+		{func(b *model.BootServer) { b.DNSServers = []string{"10.0.0.53", "192.0.2.53", "198.51.100.53"} }, "~ bootserver rbs1 (dnsServers)"},
+		{func(b *model.BootServer) { b.DNSServers = []string{"198.51.100.53", "10.0.0.53"} }, "~ bootserver rbs1 (dnsServers)"},
+		{func(b *model.BootServer) { b.Domain = "cs.example.org" }, "~ bootserver rbs1 (domain)"},
+		{func(b *model.BootServer) { b.DNSServers, b.Domain = nil, "" }, "~ bootserver rbs1 (dnsServers, domain)"},
+		{func(b *model.BootServer) { b.DNSServers = []string{"10.0.0.53"} }, "~ bootserver rbs1 (dnsServers)"},
+	} {
+		next := cur.Clone()
+		tc.edit(next.BootServer("rbs1"))
+		if err := next.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if got := changeStrings(mustApply(t, st, cur, next)); !slices.Equal(got, []string{tc.change}) {
+			t.Fatalf("changes %q, want %q", got, tc.change)
+		}
+		cur = mustLoad(t, st)
+		assertSameSite(t, cur, next)
+	}
+}
