@@ -122,6 +122,11 @@ func TestCLI(t *testing.T) {
 		{"render dnsmasq hosts", "admin", testenv.AdminPassword, []string{"render", "dnsmasq-hosts", "--boot-server", "bs1"}, 0, "pc-a09", ""},
 		{"host list filtered", "admin", testenv.AdminPassword, []string{"host", "list", "--pool", "lab-b"}, 0, "pc-c01", ""},
 		{"set a field", "admin", testenv.AdminPassword, []string{"pool", "set", "lab-b", "--room", "Room 0.15"}, 0, "~ pool lab-b", ""},
+		{"DNS servers handed out", "admin", testenv.AdminPassword, []string{"bootserver", "set", "bs1", "--dns-server", "10.20.0.53", "--dns-server", "192.0.2.53", "--domain", "cs.example.org"}, 0, "~ bootserver bs1 (dnsServers, domain)", ""},
+		{"render dnsmasq with DNS", "admin", testenv.AdminPassword, []string{"render", "dnsmasq", "--boot-server", "bs1"}, 0, "dhcp-option=option:dns-server,10.20.0.53,192.0.2.53\ndhcp-option=option:domain-name,cs.example.org\n", ""},
+		{"DNS domain with a comma", "admin", testenv.AdminPassword, []string{"bootserver", "set", "bs1", "--domain", "cs.example.org,8.8.8.8"}, 1, "", "invalid DNS domain"},
+		{"four DNS servers", "admin", testenv.AdminPassword, []string{"bootserver", "set", "bs1", "--dns-server", "10.0.0.1", "--dns-server", "10.0.0.2", "--dns-server", "10.0.0.3", "--dns-server", "10.0.0.4"}, 1, "", "at most 3"},
+		{"DNS servers cleared", "admin", testenv.AdminPassword, []string{"bootserver", "set", "bs1", "--dns-server", "", "--domain", ""}, 0, "~ bootserver bs1 (dnsServers, domain)", ""},
 		{"whoami", "alice", "alice-secret", []string{"whoami"}, 0, "pool-admin:lab-a", ""},
 	} {
 		before, _ := env.Store.Load(t.Context())

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -42,9 +43,9 @@ type entity[T any] struct {
 func entityCmds(g *globals) []*cobra.Command {
 	var (
 		mac, ip, pool, bootServer, room, desc, kind, image, imageVersion, kernel, initrd, kargs string
-		httpURL, subnet, dhcp, rangeFrom, rangeTo, router, iface, nfsServer, nfsRoot            string
+		httpURL, subnet, dhcp, rangeFrom, rangeTo, router, iface, nfsServer, nfsRoot, domain    string
 		start, end, mode, role, vm                                                              string
-		rules, pools, hosts, members                                                            []string
+		rules, pools, hosts, members, dnsServers                                                []string
 		listPool                                                                                string
 		agentFields                                                                             agentFieldFlags // agentcmds.go
 	)
@@ -164,6 +165,8 @@ func entityCmds(g *globals) []*cobra.Command {
 			f.StringVar(&rangeFrom, "range-from", "", "dynamic range start (full DHCP)")
 			f.StringVar(&rangeTo, "range-to", "", "dynamic range end")
 			f.StringVar(&router, "router", "", "default gateway handed out")
+			f.StringArrayVar(&dnsServers, "dns-server", nil, "DNS server handed out (full DHCP), repeatable, at most 3, in order (replaces the list; --dns-server '' clears it)")
+			f.StringVar(&domain, "domain", "", "DNS domain handed out (full DHCP), e.g. lab.example.org")
 			f.StringVar(&iface, "interface", "", "interface dnsmasq listens on")
 			f.StringVar(&nfsServer, "nfs-server", "", "NFS server for images (default: ip)")
 			f.StringVar(&nfsRoot, "nfs-root", "", "NFS export holding images")
@@ -176,6 +179,10 @@ func entityCmds(g *globals) []*cobra.Command {
 			set(f, "range-from", &b.RangeFrom, rangeFrom)
 			set(f, "range-to", &b.RangeTo, rangeTo)
 			set(f, "router", &b.Router, router)
+			if f.Changed("dns-server") {
+				b.DNSServers = slices.DeleteFunc(slices.Clone(dnsServers), func(d string) bool { return d == "" })
+			}
+			set(f, "domain", &b.Domain, domain)
 			set(f, "interface", &b.Interface, iface)
 			set(f, "nfs-server", &b.NFSServer, nfsServer)
 			set(f, "nfs-root", &b.NFSRoot, nfsRoot)

@@ -16,6 +16,14 @@ pools:
   - {name: lab, weekly: ["mon-fri 08:00-18:00 local-disk"]}
 hosts:
   - {name: pc1, mac: "52-54-00-AA-BB-CC", pool: lab}
+bootServers:
+  - name: bs1
+    ip: 10.0.0.1
+    httpURL: http://10.0.0.1:8080
+    dhcp: full
+    subnet: 10.0.0.0/24
+    dnsServers: [10.0.0.53, 192.0.2.53]
+    domain: lab.example.org
 exceptions:
   - name: x
     kind: exam
@@ -43,6 +51,10 @@ func TestReadWriteRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	if err := Write(&buf, s); err != nil {
 		t.Fatal(err)
+	}
+	// The DNS servers keep their order (the first is asked first).
+	if b := s.BootServers[0]; !reflect.DeepEqual(b.DNSServers, []string{"10.0.0.53", "192.0.2.53"}) || b.Domain != "lab.example.org" {
+		t.Fatalf("boot server DNS read as %q, domain %q", b.DNSServers, b.Domain)
 	}
 	// Exported times are shown in the site's zone.
 	if !strings.Contains(buf.String(), "2026-12-09T08:00:00+01:00") {
