@@ -52,19 +52,42 @@ func newLab(t *testing.T) *lab {
 	return &lab{t: t, server: server, client: client}
 }
 
-var leaseRE = regexp.MustCompile(`lease of (\d+\.\d+\.\d+\.\d+) obtained`)
+var (
+	leaseRE   = regexp.MustCompile(`lease of (\d+\.\d+\.\d+\.\d+) obtained`)
+	optionsRE = regexp.MustCompile(`(?m)^lease options: (.*)$`)
+)
 
 // dhcp asks for a lease as the PC with this MAC and returns the address offered.
 func (l *lab) dhcp(mac string) (string, error) {
+	ip, _, err := l.lease(mac)
+	return ip, err
+}
+
+// leaseScript is udhcpc's script: on a lease it prints the options a PC configures its
+// name service from (busybox passes them in the environment).
+const leaseScript = `#!/bin/sh
+[ "$1" = bound ] && echo "lease options: router=$router dns=$dns domain=$domain search=$search"
+exit 0
+`
+
+// lease asks for a lease as the PC with this MAC and returns the address offered and
+// the router and name service options of the lease, as "router=… dns=… domain=… search=…".
+// Like systemd-networkd and NetworkManager it asks for the search list (option 119),
+// which dnsmasq sends only when asked.
+func (l *lab) lease(mac string) (string, string, error) {
+	script := filepath.Join(l.t.TempDir(), "udhcpc.script")
+	if err := os.WriteFile(script, []byte(leaseScript), 0o755); err != nil {
+		return "", "", err
+	}
 	if err := l.client.IP("link", "set", "eth0", "address", mac); err != nil {
-		return "", err
+		return "", "", err
 	}
-	out, err := l.client.Command("busybox", "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "4", "-T", "1", "-s", "/bin/true").CombinedOutput()
-	m := leaseRE.FindStringSubmatch(string(out))
-	if err != nil || m == nil {
-		return "", fmt.Errorf("udhcpc as %s: %v: %s", mac, err, out)
+	out, err := l.client.Command("busybox", "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "4", "-T", "1", "-O", "search", "-s", script).CombinedOutput()
+	m, o := leaseRE.FindStringSubmatch(string(out)), optionsRE.FindStringSubmatch(string(out))
+	if err != nil || m == nil || o == nil {
+		return "", "", fmt.Errorf("udhcpc as %s: %v: %s", mac, err, out)
 	}
-	return m[1], nil
+	return m[1], o[1], nil
 }
 
 // syncLog collects the boot server's log for assertions.
@@ -151,8 +174,12 @@ func TestBootServer(t *testing.T) {
 	}
 	bootlab.Eventually(t, "dnsmasq running", 20*time.Second, running)
 
-	// Known PCs get their address; the TFTP root holds the loaders.
+	// Known PCs get their address, with the router and name service of the boot server
+	// (docs/examples/site.yaml); the TFTP root holds the loaders.
 	bootlab.Eventually(t, "pc-a01 leased", 20*time.Second, func() bool { ip, _ := l.dhcp("52:54:00:0a:00:01"); return ip == "10.20.0.11" })
+	if _, opts, err := l.lease("52:54:00:0a:00:01"); err != nil || opts != "router=10.20.0.254 dns=10.20.0.53 domain=lab.example.org search=lab.example.org" {
+		t.Fatalf("lease options %q, %v", opts, err)
+	}
 	if err := l.client.IP("addr", "add", "10.20.0.11/24", "dev", "eth0"); err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +218,7 @@ func TestBootServer(t *testing.T) {
 
 	// A change of the main configuration restarts dnsmasq; the leases survive it.
 	bs.RangeFrom, bs.RangeTo = "10.20.0.100", "10.20.0.150"
+	bs.DNSServers, bs.Domain = []string{"192.0.2.53", "10.20.0.53"}, "cs.example.org"
 	if err := admin.Send("PUT", "/api/v1/bootservers/bs1", nil, bs, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +229,9 @@ func TestBootServer(t *testing.T) {
 	})
 	if !strings.Contains(leases(), "10.20.0.19") {
 		t.Errorf("leases lost in the restart:\n%s", leases())
+	}
+	if _, opts, err := l.lease("52:54:00:0a:00:02"); err != nil || opts != "router=10.20.0.254 dns=192.0.2.53 10.20.0.53 domain=cs.example.org search=cs.example.org" {
+		t.Errorf("lease options after the DNS change %q, %v", opts, err)
 	}
 
 	// The site manager goes away: the boot server says so once and keeps serving.
