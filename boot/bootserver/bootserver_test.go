@@ -127,6 +127,7 @@ func TestBootServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	bs.Interface = "br0"
+	bs.DNSServers, bs.Domain = []string{"10.20.0.53"}, "lab.example.org"
 	if err := admin.Send("PUT", "/api/v1/bootservers/bs1", nil, bs, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +175,8 @@ func TestBootServer(t *testing.T) {
 	}
 	bootlab.Eventually(t, "dnsmasq running", 20*time.Second, running)
 
-	// Known PCs get their address, with the router and name service of the boot server
-	// (docs/examples/site.yaml); the TFTP root holds the loaders.
+	// Known PCs get their address, with the router and name service of the boot server;
+	// the TFTP root holds the loaders.
 	bootlab.Eventually(t, "pc-a01 leased", 20*time.Second, func() bool { ip, _ := l.dhcp("52:54:00:0a:00:01"); return ip == "10.20.0.11" })
 	if _, opts, err := l.lease("52:54:00:0a:00:01"); err != nil || opts != "router=10.20.0.254 dns=10.20.0.53 domain=lab.example.org search=lab.example.org" {
 		t.Fatalf("lease options %q, %v", opts, err)
