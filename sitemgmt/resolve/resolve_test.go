@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -123,7 +124,7 @@ func TestBootServerFallback(t *testing.T) {
 			} else {
 				a = r.MAC("02:00:00:00:00:99", tc.q)
 			}
-			if a.Server != srv && (a.Server == nil || srv == nil || *a.Server != *srv) || a.ServerFrom != from {
+			if a.Server != srv && (a.Server == nil || srv == nil || !reflect.DeepEqual(*a.Server, *srv)) || a.ServerFrom != from {
 				t.Fatalf("assignment's server %+v from %d, BootServer's %+v from %d", a.Server, a.ServerFrom, srv, from)
 			}
 		})
