@@ -76,6 +76,7 @@ type Service struct {
 	images  imageState // boot servers' verified image versions, versions hosts were given (images.go)
 	power   powerState // power commands and the audit trail (power.go)
 	state   StateStore // where they are kept beyond this process (state.go); nil: memory only
+	feed    feedCache  // the Slurm feed's last build (slurm.go)
 	// directory is the outcome of the last contact with the directory (directory.go).
 	directory directoryState
 	// ext is the external directory, if any, and extState the outcome of the last
