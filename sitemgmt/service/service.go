@@ -58,6 +58,9 @@ type Snapshot struct {
 // HostByMAC finds a host by canonical MAC.
 func (s *Snapshot) HostByMAC(mac string) *model.Host { return s.Resolver.HostByMAC(mac) }
 
+// Host finds a host by name (nil: none): Site.Host without the scan.
+func (s *Snapshot) Host(name string) *model.Host { return s.Resolver.HostByName(name) }
+
 func newSnapshot(site *model.Site) (*Snapshot, error) {
 	eng, err := schedule.Compile(site)
 	if err != nil {
