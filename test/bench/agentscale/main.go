@@ -825,16 +825,69 @@ func report(r result) {
 		p("| %d | load generator + feed clients | %.1f (%.1f-%.1f) | %.0f |\n", ph.K, x.CPUSecondsPerMin.Median, x.CPUSecondsPerMin.Min, x.CPUSecondsPerMin.Max, x.RSSMiB.Median)
 	}
 	p("\n60 CPU s/min is one core busy; the machine has %d.\n", r.CPUs)
+	p("%s", reading(r))
 	fmt.Print(b.String())
 	if *out != "" {
 		js, _ := json.MarshalIndent(r, "", "  ")
 		check(os.WriteFile(filepath.Join(*out, "agentscale.json"), append(js, '\n'), 0o644))
-		md := b.String()
-		if reading, err := os.ReadFile(filepath.Join(*out, "agentscale-reading.md")); err == nil {
-			md += "\n" + string(reading)
-		}
-		check(os.WriteFile(filepath.Join(*out, "agentscale.md"), []byte(md), 0o644))
+		check(os.WriteFile(filepath.Join(*out, "agentscale.md"), []byte(b.String()), 0o644))
 	}
+}
+
+// reading turns the phases into what they say about the load and its limits. The
+// projections are linear extrapolations of this run's medians, labelled as such.
+func reading(r result) string {
+	var base, top *phaseResult
+	for i := range r.Phases {
+		ph := &r.Phases[i]
+		if ph.K == 0 && len(ph.Replicas) > 0 {
+			base = ph
+		}
+		if len(ph.Replicas) > 0 && (top == nil || ph.K > top.K) {
+			top = ph
+		}
+	}
+	if base == nil || len(base.Replicas) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	var cpu, beats, writes, slapd float64
+	for _, x := range base.Replicas {
+		cpu += x.CPUSecondsPerMin.Median / 60
+		beats += x.HeartbeatsPerS.Median
+		writes += x.PhaseWritesPerS
+	}
+	for _, x := range base.Slapds {
+		slapd += x.CPUSecondsPerMin.Median / 60
+	}
+	p("\n## Reading\n\n")
+	p("Without feed clients the two replicas together accept %.0f heartbeats/s (%d hosts / 30 s) with %.2f cores, %.1f ms of CPU per heartbeat\n", beats, r.Hosts, cpu, 1000*cpu/beats)
+	p("(token check from the cache, decode, order, answer, the queued write and its echo from the watch, plus the site reload every 30 s);\n")
+	p("at that rate one core takes about %.0f heartbeats/s, %.0f hosts (linear projection).\n", beats/cpu, 30*beats/cpu)
+	p("They write %.0f state documents/s into the directory (%.0f per 1,000 hosts: every host about once a minute, PersistRefresh,\n", writes, 1000*writes/float64(r.Hosts))
+	p("plus owner-state changes), and the slapd pair spends %.2f cores on them and their replication.\n", slapd)
+	if js, err := os.ReadFile(filepath.Join(*out, "statebench.json")); err == nil {
+		var sb struct {
+			Write map[string]struct{ Median float64 } `json:"writeStats"`
+		}
+		if json.Unmarshal(js, &sb) == nil && sb.Write["replicated"].Median > 0 {
+			p("statebench measured the pair writing %.0f documents/s, so the directory's write load is %.0f%% of that here; the directory\n", sb.Write["replicated"].Median, 100*writes/sb.Write["replicated"].Median)
+			p("reaches its limit near %.0f hosts, before the replicas do only if they get more cores than slapd.\n", float64(r.Hosts)*sb.Write["replicated"].Median/writes)
+		}
+	}
+	if top != nil && top.K > 0 {
+		var topCPU float64
+		for _, x := range top.Replicas {
+			topCPU += x.CPUSecondsPerMin.Median / 60
+		}
+		p("\nFeed fan-out: with %d clients per replica the replicas use %.2f cores (%.2f without); each client gets %.1f answers/s of %.1f MB,\n", top.K, topCPU, cpu, top.FeedAnswersPerS, top.FeedBytes/1e6)
+		p("and a state change reaches it in %s ms (p50; p99 %s) on the replica the agent posted to and %s ms (p99 %s) on the other.\n",
+			opt(top.ChangeSameMs.N, top.ChangeSameMs.Median), opt(top.ChangeSameMs.N, top.ChangeSameMs.P99), opt(top.ChangeOtherMs.N, top.ChangeOtherMs.Median), opt(top.ChangeOtherMs.N, top.ChangeOtherMs.P99))
+		p("Every heartbeat moves the feed's revision (a node's comment carries its receive time), so a long poll never waits: the answer rate\n")
+		p("is bounded by the shared build every %s (service.FeedCoalesce), not by the heartbeats, and the size of an answer grows with the site.\n", "200 ms")
+	}
+	return b.String()
 }
 
 func opt(n int, v float64) string {
