@@ -67,6 +67,7 @@ var (
 	changeRate = flag.Float64("change", 0.05, "fraction of hosts whose owner state changes per minute")
 	window     = flag.Duration("window", 10*time.Second, "sampling window for CPU, memory and rates")
 	feedWait   = flag.Int("wait", 30, "the feed clients' long-poll wait (seconds)")
+	rerender   = flag.String("report", "", "only write the report again from this agentscale.json (no run)")
 )
 
 const adminPW = "admin-secret"
@@ -74,6 +75,14 @@ const adminPW = "admin-secret"
 func main() {
 	flag.Parse()
 	log.SetFlags(log.Ltime)
+	if *rerender != "" {
+		js, err := os.ReadFile(*rerender)
+		check(err)
+		var r result
+		check(json.Unmarshal(js, &r))
+		report(r)
+		return
+	}
 	ks, err := parseKs(*ksFlag)
 	check(err)
 	started := time.Now()
@@ -190,6 +199,7 @@ func main() {
 	log.Printf("warm-up %s", *warmup)
 	time.Sleep(*warmup)
 	res := result{Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), Hosts: *nHosts, Pools: *nPools,
+		FeedWait: *feedWait, LoadAvg: [2]float64{loadAvg(), 0},
 		Directory: *directory, Phase: phase.Seconds(), Warmup: warmup.Seconds(), ChangePerMinute: *changeRate, Window: window.Seconds()}
 	for _, k := range ks {
 		log.Printf("phase K=%d (%s)", k, *phase)
@@ -213,6 +223,7 @@ func main() {
 		res.Phases = append(res.Phases, summarisePhase(k, lg, fcs, mon.between(from, to), reps))
 	}
 	cancel()
+	res.LoadAvg[1] = loadAvg()
 	res.Runtime = time.Since(started).Seconds()
 	report(res)
 }
@@ -721,6 +732,10 @@ type result struct {
 	ChangePerMinute float64       `json:"ownerChangesPerHostPerMinute"`
 	Phases          []phaseResult `json:"phases"`
 	Runtime         float64       `json:"runtimeSeconds"`
+	FeedWait        int           `json:"feedWaitSeconds"`
+	// LoadAvg is /proc/loadavg's 1-minute figure when the phases started and ended: other
+	// work on the machine competes for the same cores.
+	LoadAvg [2]float64 `json:"loadAverage"`
 }
 
 func procStatsOf(ss []sample, get func(sample) procSample) procStats {
@@ -792,8 +807,10 @@ func report(r result) {
 	p("%s, %d CPUs shared by everything below. %d hosts in %d pools; two `overtime serve` replicas on %s;\n", r.Date, r.CPUs, r.Hosts, r.Pools, dirDesc)
 	p("every host's agent posts a heartbeat every 30 s (spread evenly over the interval) to its replica (hosts alternate),\n")
 	p("over its own connection, with its own credential; %.0f%% of the hosts change owner state per minute (an extra heartbeat\n", 100*r.ChangePerMinute)
-	p("each). K Slurm feed clients per replica long-poll `GET /api/v1/slurm/nodes?since=REV&wait=%d` as overtime-slurm-sync does.\n", *feedWait)
+	p("each). K Slurm feed clients per replica long-poll `GET /api/v1/slurm/nodes?since=REV&wait=%d` as overtime-slurm-sync does.\n", r.FeedWait)
 	p("Warm-up %.0f s, then one phase of %.0f s per K; CPU, memory and rates over %.0f s windows (median, min-max).\n", r.Warmup, r.Phase, r.Window)
+	p("The load generator and the feed clients run in one process on the same cores; the machine's load average was %.1f when\n", r.LoadAvg[0])
+	p("the phases began and %.1f when they ended (other work competes: compare within one run).\n", r.LoadAvg[1])
 	p("Runtime %.0f s. Regenerate: `go run ./test/bench/agentscale -out docs/benchmarks`.\n\n", r.Runtime)
 
 	p("## Heartbeats and the feed\n\n")
@@ -866,16 +883,29 @@ func reading(r result) string {
 	p("(token check from the cache, decode, order, answer, the queued write and its echo from the watch, plus the site reload every 30 s);\n")
 	p("at that rate one core takes about %.0f heartbeats/s, %.0f hosts (linear projection).\n", beats/cpu, 30*beats/cpu)
 	p("They write %.0f state documents/s into the directory (%.0f per 1,000 hosts: every host about once a minute, PersistRefresh,\n", writes, 1000*writes/float64(r.Hosts))
-	p("plus owner-state changes), and the slapd pair spends %.2f cores on them and their replication.\n", slapd)
+	p("plus owner-state changes). The slapd pair spends %.2f cores on them, their replication, the watch that sends every\n", slapd)
+	p("write to both replicas, token checks after the cache's TTL and each replica's reload of the whole site every 30 s\n")
+	p("(slapd logs every operation, -d stats, as the tests' slapd does).\n")
+	var rss, gor float64
+	for _, x := range base.Replicas {
+		rss = max(rss, x.HWMMiB)
+		gor += x.Goroutines.Median
+	}
+	p("Memory: each replica peaks at %.0f MiB RSS, with %.0f goroutines on both together: one per agent connection, which\n", rss, gor)
+	p("agents keep open between heartbeats; the heartbeats themselves are a few hundred bytes per host.\n")
 	if js, err := os.ReadFile(filepath.Join(*out, "statebench.json")); err == nil {
 		var sb struct {
 			Write map[string]struct{ Median float64 } `json:"writeStats"`
 		}
 		if json.Unmarshal(js, &sb) == nil && sb.Write["replicated"].Median > 0 {
-			p("statebench measured the pair writing %.0f documents/s, so the directory's write load is %.0f%% of that here; the directory\n", sb.Write["replicated"].Median, 100*writes/sb.Write["replicated"].Median)
-			p("reaches its limit near %.0f hosts, before the replicas do only if they get more cores than slapd.\n", float64(r.Hosts)*sb.Write["replicated"].Median/writes)
+			w := sb.Write["replicated"].Median
+			p("statebench measured the pair taking %.0f documents/s when writing is all it does: these writes are %.0f%% of that,\n", w, 100*writes/w)
+			p("so by write rate alone the pair would take about %.0f hosts (linear projection).\n", float64(r.Hosts)*w/writes)
 		}
 	}
+	p("CPU is the limit before that: the replicas and the slapd pair together use %.2f cores per 10,000 hosts (%.0f%% the\n", (cpu+slapd)*10000/float64(r.Hosts), 100*cpu/(cpu+slapd))
+	p("replicas', %.0f%% slapd's), so a site manager with its directory on a machine of %d cores would be full near %.0f hosts\n", 100*slapd/(cpu+slapd), r.CPUs, float64(r.CPUs)/(cpu+slapd)*float64(r.Hosts))
+	p("(linear projection, feed clients aside); replicas and providers on machines of their own divide that between them.\n")
 	if top != nil && top.K > 0 {
 		var topCPU float64
 		for _, x := range top.Replicas {
@@ -884,8 +914,13 @@ func reading(r result) string {
 		p("\nFeed fan-out: with %d clients per replica the replicas use %.2f cores (%.2f without); each client gets %.1f answers/s of %.1f MB,\n", top.K, topCPU, cpu, top.FeedAnswersPerS, top.FeedBytes/1e6)
 		p("and a state change reaches it in %s ms (p50; p99 %s) on the replica the agent posted to and %s ms (p99 %s) on the other.\n",
 			opt(top.ChangeSameMs.N, top.ChangeSameMs.Median), opt(top.ChangeSameMs.N, top.ChangeSameMs.P99), opt(top.ChangeOtherMs.N, top.ChangeOtherMs.Median), opt(top.ChangeOtherMs.N, top.ChangeOtherMs.P99))
-		p("Every heartbeat moves the feed's revision (a node's comment carries its receive time), so a long poll never waits: the answer rate\n")
-		p("is bounded by the shared build every %s (service.FeedCoalesce), not by the heartbeats, and the size of an answer grows with the site.\n", "200 ms")
+		p("Every heartbeat moves the feed's revision (a node's comment carries its receive time), so a long poll never waits for\n")
+		p("long: the answers are bounded by the shared build, one every 200 ms (service.FeedCoalesce) per replica, whatever the\n")
+		p("heartbeat rate and K, each encoded once. What grows is the answer: every node, %.1f MB at %d hosts, up to 5 times a\n", top.FeedBytes/1e6, r.Hosts)
+		p("second per daemon (%.0f Mbit/s at that rate, and the daemon parses each): the next limit is the feed's size, for a\n", 8*5*top.FeedBytes/1e6)
+		p("delta feed (nodes changed since the caller's revision) or a compressed answer. Where clients get fewer answers than\n")
+		p("that and changes arrive late while the replicas are far from a core each, the clients' own process (and the machine's\n")
+		p("other load) is what is short of CPU.\n")
 	}
 	return b.String()
 }
@@ -907,6 +942,16 @@ func parseKs(s string) ([]int, error) {
 		ks = append(ks, k)
 	}
 	return ks, nil
+}
+
+func loadAvg() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func check(err error) {
