@@ -62,8 +62,9 @@ func (s *Service) SlurmFeedJSON(ctx context.Context, since uint64, wait time.Dur
 // FeedCoalesce is how often, at most, a replica builds the Slurm feed for long polls.
 // Every heartbeat changes the feed (a node's comment carries its receive time), so at
 // 10,000 hosts the revision moves 300 times a second and every long poll would return at
-// once, each building and encoding every node (3 MB) for itself: K daemons kept a core
-// busy each (docs/benchmarks/agentscale.md). Long polls share one build instead, made at
+// once, each building and encoding every node (2.8 MB indented) for itself, so that the
+// replica's CPU grew with the number of daemons (docs/benchmarks/agentscale.md,
+// BenchmarkSlurmFeedFanout). Long polls share one build instead, made at
 // most every FeedCoalesce, which delays a change by at most that much; a plain read
 // (wait 0) always gets the current state.
 const FeedCoalesce = 200 * time.Millisecond
