@@ -25,8 +25,8 @@ type Resolver struct {
 	eng   *schedule.Engine
 	byMAC map[string]*model.Host
 	// byName: every heartbeat and agent request looks its host up by name; a scan of
-	// 10,000 names per request was a third of a replica's CPU under a site's heartbeats
-	// (docs/benchmarks/agentscale.md).
+	// 10,000 names per request was a fifth of a replica's CPU samples (perf) under a
+	// site's heartbeats (test/bench/agentscale).
 	byName map[string]*model.Host
 }
 
