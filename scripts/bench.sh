@@ -50,6 +50,12 @@ go test -count=1 -timeout 30m -run '^$' -bench SlurmPropagation -benchtime 1x ./
 # Runtime state in the directory: heartbeat writes/s into a single slapd and a
 # multi-provider pair side by side, and replica-to-replica propagation. About a minute.
 go test -count=1 -timeout 20m -run '^$' -bench State -benchtime 1x ./test/bench/statebench -args -out "$PWD/docs/benchmarks"
+# A whole site's agents (issue 18): 10,000 hosts heartbeating every 30 s into two real
+# `overtime serve` replicas, each on its own provider of a multi-provider slapd pair, with
+# 0, 1, 4 and 16 Slurm feed clients per replica in turn: heartbeat POST and owner change
+# to feed latency, CPU, memory and directory writes per replica and slapd. Runs after
+# statebench (its reading compares with the pair's write rate). About 5 minutes.
+go run ./test/bench/agentscale -out docs/benchmarks
 # Publishing a 2 GiB image version to three boot servers (site manager + three image
 # syncs on this machine): wall time and bytes moved, 3 runs. About 3 minutes, 9 GiB of disk.
 go test -count=1 -timeout 60m -run '^$' -bench Publish -benchtime 1x ./test/bench/publishbench -args -out "$PWD/docs/benchmarks"

@@ -145,7 +145,7 @@ func (s *Server) authenticateHost(w http.ResponseWriter, r *http.Request, token 
 	}
 	// Hosts not in the site are refused without asking the directory (and a deleted
 	// host at once, whatever the cache holds).
-	if s.svc.Snapshot().Site.Host(host) == nil {
+	if s.svc.Snapshot().Host(host) == nil {
 		unauthorizedBearer(w, "invalid host credential")
 		return authz.Principal{}, false
 	}
@@ -182,7 +182,7 @@ func (s *Server) authenticateHost(w http.ResponseWriter, r *http.Request, token 
 func (s *Server) credentialTarget(w http.ResponseWriter, r *http.Request) (*model.Host, bool) {
 	p := principal(r)
 	name := r.PathValue("name")
-	h := s.svc.Snapshot().Site.Host(name)
+	h := s.svc.Snapshot().Host(name)
 	if h == nil {
 		s.httpError(w, notFound{"host", name})
 		return nil, false
@@ -295,7 +295,7 @@ func (s *Server) AgentConfigFor(snap *service.Snapshot, host string, now time.Ti
 }
 
 func (s *Server) agentConfigFor(snap *service.Snapshot, host string, now time.Time, b resolve.Running) (*wire.AgentConfig, error) {
-	h := snap.Site.Host(host)
+	h := snap.Host(host)
 	if h == nil {
 		return nil, &resolve.UnknownHostError{Name: host}
 	}

@@ -609,7 +609,7 @@ func (s *Server) modeAt(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h := snap.Site.Host(host)
+	h := snap.Host(host)
 	if h == nil {
 		s.httpError(w, notFound{"host", host})
 		return

@@ -69,6 +69,8 @@ func MetricNames() []string {
 		"overtime_harvest_cpus",
 		"overtime_snapshot_age_seconds",
 		"overtime_directory_reachable",
+		"overtime_state_writes_total",
+		"overtime_state_pending",
 	}
 }
 
@@ -216,12 +218,16 @@ var (
 		"CPUs the guests may use now: the sum over fresh heartbeats of CPUs, times the cap when throttled (frozen, evicted and stopped guests count 0).", nil, nil)
 	descSnapAge = prometheus.NewDesc("overtime_snapshot_age_seconds",
 		"Seconds since the site snapshot in use was read or written.", nil, nil)
+	descStateWrites = prometheus.NewDesc("overtime_state_writes_total",
+		"Runtime state documents written into the directory (puts and deletes) by kind (heartbeats, reports, power, audit, bootimages, booted) and result (ok, failed).", []string{"kind", "result"}, nil)
+	descStatePending = prometheus.NewDesc("overtime_state_pending",
+		"Runtime state writes queued for the directory and not yet written.", nil, nil)
 	descDir = prometheus.NewDesc("overtime_directory_reachable",
 		"1 when the directory answered at the last contact, else 0 (directory: overtime, external when configured).", []string{"directory"}, nil)
 )
 
 func (c *siteCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHosts, descAgents, descOwner, descHarvest, descSnapAge, descDir} {
+	for _, d := range []*prometheus.Desc{descHosts, descAgents, descOwner, descHarvest, descSnapAge, descDir, descStateWrites, descStatePending} {
 		ch <- d
 	}
 }
@@ -273,6 +279,11 @@ func (c *siteCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
+	for _, w := range s.svc.StateWriteCounts() {
+		ch <- prometheus.MustNewConstMetric(descStateWrites, prometheus.CounterValue, float64(w.OK), w.Kind, "ok")
+		ch <- prometheus.MustNewConstMetric(descStateWrites, prometheus.CounterValue, float64(w.Failed), w.Kind, "failed")
+	}
+	ch <- prometheus.MustNewConstMetric(descStatePending, prometheus.GaugeValue, float64(s.svc.StatePending()))
 	ch <- prometheus.MustNewConstMetric(descDir, prometheus.GaugeValue, up(s.svc.Directory().Reachable), "overtime")
 	if ext, ok := s.svc.External(); ok {
 		ch <- prometheus.MustNewConstMetric(descDir, prometheus.GaugeValue, up(ext.Reachable), "external")

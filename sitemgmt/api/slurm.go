@@ -66,11 +66,13 @@ func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(time.Duration(n*float64(time.Second)), maxSlurmWait)
 	}
-	feed, err := s.svc.SlurmFeed(r.Context(), since, wait, s.opt.Now)
+	feed, err := s.svc.SlurmFeedJSON(r.Context(), since, wait, s.opt.Now)
 	if err != nil {
 		return // the client went away during the long poll
 	}
-	writeJSON(w, http.StatusOK, feed)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(feed)
 }
 
 // slurmReservations answers the sync daemon's reservation round: horizon is a Go duration

@@ -282,7 +282,7 @@ func (s *Service) PutHeartbeat(hb wire.Heartbeat, received time.Time, remote str
 	if err := hb.Validate(); err != nil {
 		return wire.HostStatus{}, err
 	}
-	if s.Snapshot().Site.Host(hb.Host) == nil {
+	if s.Snapshot().Host(hb.Host) == nil {
 		return wire.HostStatus{}, &resolve.UnknownHostError{Name: hb.Host}
 	}
 	st := s.agents.put(wire.HostStatus{Heartbeat: hb, Received: received.UTC(), Remote: remote})
@@ -303,7 +303,7 @@ func (s *Service) InterferenceProfile(host string) *wire.InterferenceProfile {
 // none (kept across restarts and replicas with a StateStore). A host the site does not have is a
 // *resolve.UnknownHostError.
 func (s *Service) AgentStatus(host string, now time.Time) (st wire.AgentStatus, ok bool, err error) {
-	if s.Snapshot().Site.Host(host) == nil {
+	if s.Snapshot().Host(host) == nil {
 		return wire.AgentStatus{}, false, &resolve.UnknownHostError{Name: host}
 	}
 	hs, ok := s.agents.get(host)

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -277,5 +278,58 @@ func TestSlurmFeed(t *testing.T) {
 	cancel()
 	if _, err := s.SlurmFeed(cctx, 3, time.Hour, clock); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled poll: %v", err)
+	}
+}
+
+// Long polls share one build of the feed, made at most every FeedCoalesce; plain reads
+// see every change at once; the JSON answer is the feed's encoding.
+func TestSlurmFeedCoalesced(t *testing.T) {
+	s := memService(t)
+	ctx := context.Background()
+	clock := func() time.Time { return t0 }
+	beat := func(seq uint64, state model.OwnerState) {
+		t.Helper()
+		if _, err := s.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: t0, Instance: "a", Seq: seq, Mode: "desktop", OwnerState: state,
+			Action: model.ActionRun, GuestState: "running"}, t0, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat(1, model.StateNoUser)
+	first, err := s.SlurmFeed(ctx, 0, time.Hour, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A change right after the build: a plain read has it at once, a long poll waits for
+	// the next build slot.
+	beat(2, model.StateOwnerActive)
+	if f, _ := s.SlurmFeed(ctx, first.Revision, 0, clock); f.Revision != first.Revision+1 || f.Nodes[0].Features != "overtime,desktop,owner-active" {
+		t.Fatalf("plain read after a change: %+v", f)
+	}
+	beat(3, model.StateNoUser)
+	start := time.Now()
+	f, err := s.SlurmFeed(ctx, first.Revision+1, time.Hour, clock)
+	if err != nil || f.Revision != first.Revision+2 || f.Nodes[0].Features != "overtime,desktop,desk-empty" {
+		t.Fatalf("long poll: %+v %v", f, err)
+	}
+	if d := time.Since(start); d < FeedCoalesce/2 {
+		t.Fatalf("long poll answered after %s, within the coalescing interval of the last build", d)
+	}
+	// Many polls at one revision: one build, the same answer.
+	js, err := s.SlurmFeedJSON(ctx, 0, time.Hour, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dec wire.SlurmFeed
+	if err := json.Unmarshal(js, &dec); err != nil || dec.Revision != f.Revision || len(dec.Nodes) != len(f.Nodes) || dec.Nodes[0] != f.Nodes[0] || dec.Reports == nil {
+		t.Fatalf("JSON answer %s: %+v %v", js, dec, err)
+	}
+	built := s.feed.built
+	for range 5 {
+		if _, err := s.SlurmFeedJSON(ctx, 0, time.Hour, clock); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.feed.built != built {
+		t.Fatal("a poll at an unchanged revision built the feed again")
 	}
 }

@@ -58,6 +58,9 @@ type Snapshot struct {
 // HostByMAC finds a host by canonical MAC.
 func (s *Snapshot) HostByMAC(mac string) *model.Host { return s.Resolver.HostByMAC(mac) }
 
+// Host finds a host by name (nil: none): Site.Host without the scan.
+func (s *Snapshot) Host(name string) *model.Host { return s.Resolver.HostByName(name) }
+
 func newSnapshot(site *model.Site) (*Snapshot, error) {
 	eng, err := schedule.Compile(site)
 	if err != nil {
@@ -76,6 +79,7 @@ type Service struct {
 	images  imageState // boot servers' verified image versions, versions hosts were given (images.go)
 	power   powerState // power commands and the audit trail (power.go)
 	state   StateStore // where they are kept beyond this process (state.go); nil: memory only
+	feed    feedCache  // the Slurm feed's last build (slurm.go)
 	// directory is the outcome of the last contact with the directory (directory.go).
 	directory directoryState
 	// ext is the external directory, if any, and extState the outcome of the last

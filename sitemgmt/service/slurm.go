@@ -2,7 +2,11 @@ package service
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"sort"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -16,7 +20,69 @@ import (
 // after revision since. With wait > 0 and nothing new past since, it first waits up to
 // wait for the next heartbeat or report (long poll); it returns ctx's error when ctx ends
 // first. now is the clock, read after the wait: staleness is judged when answering.
+// A long poll's answer is the shared build of feedNodes (at most one per FeedCoalesce).
 func (s *Service) SlurmFeed(ctx context.Context, since uint64, wait time.Duration, now func() time.Time) (*wire.SlurmFeed, error) {
+	rev, nodes, _, err := s.slurmFeed(ctx, since, wait, now, false)
+	if err != nil {
+		return nil, err
+	}
+	feed := &wire.SlurmFeed{Revision: rev, Nodes: slices.Clone(nodes), Reports: []wire.JobReportLine{}}
+	for _, jr := range s.agents.reportsSince(since) {
+		feed.Reports = append(feed.Reports, wire.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
+	}
+	return feed, nil
+}
+
+// SlurmFeedJSON is SlurmFeed encoded (compact JSON, a wire.SlurmFeed): the nodes' encoding
+// is shared by every long poll answered from the same build, so that K sync daemons cost
+// one encoding of the whole site, not K.
+func (s *Service) SlurmFeedJSON(ctx context.Context, since uint64, wait time.Duration, now func() time.Time) ([]byte, error) {
+	rev, _, nodesJSON, err := s.slurmFeed(ctx, since, wait, now, true)
+	if err != nil {
+		return nil, err
+	}
+	reports := []wire.JobReportLine{}
+	for _, jr := range s.agents.reportsSince(since) {
+		reports = append(reports, wire.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
+	}
+	rj, err := json.Marshal(reports)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(nodesJSON)+len(rj)+64)
+	b = append(b, `{"revision":`...)
+	b = strconv.AppendUint(b, rev, 10)
+	b = append(b, `,"nodes":`...)
+	b = append(b, nodesJSON...)
+	b = append(b, `,"reports":`...)
+	b = append(b, rj...)
+	return append(b, "}\n"...), nil
+}
+
+// FeedCoalesce is how often, at most, a replica builds the Slurm feed for long polls.
+// Every heartbeat changes the feed (a node's comment carries its receive time), so at
+// 10,000 hosts the revision moves 300 times a second and every long poll would return at
+// once, each building and encoding every node (2.8 MB indented) for itself, so that the
+// replica's CPU grew with the number of daemons (docs/benchmarks/agentscale.md,
+// BenchmarkSlurmFeedFanout). Long polls share one build instead, made at
+// most every FeedCoalesce, which delays a change by at most that much; a plain read
+// (wait 0) always gets the current state.
+const FeedCoalesce = 200 * time.Millisecond
+
+// feedCache is the last build of the Slurm feed's nodes.
+type feedCache struct {
+	mu    sync.Mutex
+	rev   uint64    // the agents' revision it was built at
+	snap  *Snapshot // ... from this snapshot
+	at    time.Time // ... judging staleness at this instant (the caller's clock)
+	built time.Time // wall clock of the build
+	nodes []wire.SlurmNode
+	js    []byte // nodes as JSON, made when first asked for
+}
+
+// slurmFeed waits as SlurmFeed does and returns the revision with the nodes (shared:
+// read only) and, with encode, their JSON.
+func (s *Service) slurmFeed(ctx context.Context, since uint64, wait time.Duration, now func() time.Time, encode bool) (uint64, []wire.SlurmNode, []byte, error) {
 	rev, changed := s.agents.since()
 	if rev <= since && wait > 0 {
 		t := time.NewTimer(wait)
@@ -25,15 +91,51 @@ func (s *Service) SlurmFeed(ctx context.Context, since uint64, wait time.Duratio
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return 0, nil, nil, ctx.Err()
 		}
 		t.Stop()
-		rev, _ = s.agents.since()
 	}
-	site := s.Snapshot().Site
-	at := now()
+	c := &s.feed
+	for {
+		rev, _ := s.agents.since()
+		snap := s.Snapshot()
+		c.mu.Lock()
+		at := now()
+		// The last build is the answer while nothing changed since (staleness judged
+		// up to a second earlier).
+		if c.nodes != nil && c.rev == rev && c.snap == snap && at.Sub(c.at).Abs() < time.Second {
+			break
+		}
+		// A long poll waits for the next build slot.
+		if d := FeedCoalesce - time.Since(c.built); wait > 0 && c.nodes != nil && d > 0 {
+			c.mu.Unlock()
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return 0, nil, nil, ctx.Err()
+			}
+			continue
+		}
+		c.rev, c.snap, c.at, c.built, c.nodes, c.js = rev, snap, at, time.Now(), s.buildFeedNodes(snap.Site, at), nil
+		break
+	}
+	defer c.mu.Unlock()
+	if encode && c.js == nil {
+		js, err := json.Marshal(c.nodes)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		c.js = js
+	}
+	return c.rev, c.nodes, c.js, nil
+}
+
+// buildFeedNodes is the desired Slurm node of every host, by name, at instant at.
+func (s *Service) buildFeedNodes(site *model.Site, at time.Time) []wire.SlurmNode {
 	dir := s.Directory()
-	feed := &wire.SlurmFeed{Revision: rev, Nodes: make([]wire.SlurmNode, 0, len(site.Hosts)), Reports: []wire.JobReportLine{}}
+	nodes := make([]wire.SlurmNode, 0, len(site.Hosts))
 	for i := range site.Hosts {
 		h := &site.Hosts[i]
 		var st *wire.AgentStatus
@@ -46,13 +148,10 @@ func (s *Service) SlurmFeed(ctx context.Context, since uint64, wait time.Duratio
 			st = &x
 			running = site.Mode(hs.Mode)
 		}
-		feed.Nodes = append(feed.Nodes, slurmnode.Desired(h.Name, st, running))
+		nodes = append(nodes, slurmnode.Desired(h.Name, st, running))
 	}
-	sort.Slice(feed.Nodes, func(i, j int) bool { return feed.Nodes[i].Name < feed.Nodes[j].Name })
-	for _, jr := range s.agents.reportsSince(since) {
-		feed.Reports = append(feed.Reports, wire.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
-	}
-	return feed, nil
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	return nodes
 }
 
 // SlurmReservations is every host's coming windows without a compute guest in

@@ -284,7 +284,7 @@ func (s *Service) useState(st StateStore) {
 		a.rev = now
 	}
 	a.mu.Unlock()
-	s.state = st
+	s.state = &writeCounter{StateStore: st}
 }
 
 // mergeDoc decodes one stored document and merges it; a document that does not decode
