@@ -36,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/overtime-hpc/overtime/boot/storm"
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/internal/tools"
@@ -91,6 +92,11 @@ type Config struct {
 	Wake  bool
 	Dial  wol.Dialer
 	wakes *wakeState
+
+	// StormSysctls: raise the kernel limits a room of PCs switched on at once needs
+	// (boot/storm.Sysctls: dnsmasq's socket receive buffer, the ARP table) before dnsmasq
+	// starts. Host-wide settings, so off in tests; `overtime bootserver run` sets it.
+	StormSysctls bool
 
 	// Command makes the command of a daemon; default exec.Command. Tests put the
 	// daemons into a network namespace with it.
@@ -322,6 +328,35 @@ func (w *logWriter) Write(p []byte) (int, error) {
 
 var _ io.Writer = (*logWriter)(nil)
 
+// raiseSysctls raises the kernel limits of boot/storm.Sysctls and says what it did. It
+// runs before dnsmasq starts: a socket's receive buffer is net.core.rmem_default as it
+// was when the socket was made. Failing is no reason not to serve: the boot server
+// serves, and warns that large rooms will wait for DHCP retransmissions.
+func (c *Config) raiseSysctls() {
+	changes, err := storm.Raise(storm.Sysctls)
+	var raised, kept []any
+	for _, ch := range changes {
+		switch {
+		case ch.Err != nil:
+		case ch.New != ch.Old:
+			raised = append(raised, ch.Key, fmt.Sprintf("%d (was %d)", ch.New, ch.Old))
+		default:
+			kept = append(kept, ch.Key, ch.Old)
+		}
+	}
+	if len(raised) > 0 {
+		c.Log.Info("raised kernel limits for boot storms (a room of PCs switched on at once; boot/storm)", raised...)
+	}
+	if len(kept) > 0 {
+		c.Log.Info("kernel limits for boot storms already high enough", kept...)
+	}
+	if err != nil {
+		c.Log.Warn("cannot raise kernel limits for boot storms: run as root in the host's network namespace, or set them "+
+			"yourself (docs/boot.md \"Boot storms\"); until then a room of hundreds of PCs switched on at once loses DHCP "+
+			"packets at dnsmasq's socket and waits for the PCs' retransmissions (4, 8, 16 s)", "err", err)
+	}
+}
+
 // Run runs the boot server until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
@@ -335,6 +370,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := c.installLoaders(); err != nil {
 		return err
+	}
+	if c.StormSysctls {
+		c.raiseSysctls()
 	}
 	b := &server{cfg: c}
 	defer b.stopAll()

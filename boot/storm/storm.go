@@ -53,8 +53,11 @@ var Sysctls = []Sysctl{
 	},
 }
 
+// procSys is where the sysctls are (tests point it elsewhere).
+var procSys = "/proc/sys/"
+
 // path is the /proc/sys file of a key.
-func path(key string) string { return "/proc/sys/" + strings.ReplaceAll(key, ".", "/") }
+func path(key string) string { return procSys + strings.ReplaceAll(key, ".", "/") }
 
 // Read returns a sysctl's current value.
 func Read(key string) (int64, error) {
