@@ -51,6 +51,7 @@ type envOptions struct {
 	LogDir      string   // dnsmasq's log of the run goes here ("" : discarded)
 	RunName     string
 	LDAPRelay   string // when set: relay 127.0.0.1:389 of the server namespace to this host address
+	Defaults    bool   // leave the storm options (boot/storm) out of the rendered configuration
 }
 
 type env struct {
@@ -148,6 +149,9 @@ func startEnv(opt envOptions) (e *env, err error) {
 	}
 	if !opt.LogDHCP {
 		conf = bytes.Replace(conf, []byte("\nlog-dhcp\n"), []byte("\n# log-dhcp: left out by bootstorm -log-dhcp=false\n"), 1)
+	}
+	if opt.Defaults {
+		conf = revertStormOptions(conf)
 	}
 	if len(opt.DnsmasqOpts) > 0 {
 		conf = append(conf, "\n# Added by bootstorm -dnsmasq-opt:\n"...)

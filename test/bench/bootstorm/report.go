@@ -14,27 +14,31 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/overtime-hpc/overtime/boot/storm"
 )
 
 type reportOptions struct {
-	Addressing  string   `json:"addressing"`
-	HTTPServer  string   `json:"httpServer"`
-	LogDHCP     bool     `json:"logDhcp"`
-	DnsmasqOpts []string `json:"dnsmasqExtraOptions,omitempty"`
-	BlkSize     int      `json:"tftpBlkSize"`
-	Loader      string   `json:"loader"`
-	LoaderBytes int64    `json:"loaderBytes"`
-	TFTPTimeout string   `json:"tftpTimeout"`
-	TFTPRetries int      `json:"tftpRetries"`
-	Reps        int      `json:"reps"`
-	StormN      []int    `json:"stormN"`
-	CompareN    []int    `json:"compareN"`
-	DynamicN    []int    `json:"dynamicN"`
-	NopingN     []int    `json:"nopingN"`
-	SpreadN     []int    `json:"spreadN"`
-	NologN      []int    `json:"noLogDhcpN"`
-	Spread      float64  `json:"spreadSeconds"`
-	ExtraReps   int      `json:"extraReps"`
+	Addressing  string         `json:"addressing"`
+	HTTPServer  string         `json:"httpServer"`
+	LogDHCP     bool           `json:"logDhcp"`
+	DnsmasqOpts []string       `json:"dnsmasqExtraOptions,omitempty"`
+	BlkSize     int            `json:"tftpBlkSize"`
+	Loader      string         `json:"loader"`
+	LoaderBytes int64          `json:"loaderBytes"`
+	TFTPTimeout string         `json:"tftpTimeout"`
+	TFTPRetries int            `json:"tftpRetries"`
+	Reps        int            `json:"reps"`
+	StormN      []int          `json:"stormN"`
+	CompareN    []int          `json:"compareN"`
+	DynamicN    []int          `json:"dynamicN"`
+	NopingN     []int          `json:"nopingN"`
+	SpreadN     []int          `json:"spreadN"`
+	NologN      []int          `json:"noLogDhcpN"`
+	Spread      float64        `json:"spreadSeconds"`
+	ExtraReps   int            `json:"extraReps"`
+	Tuning      string         `json:"tuning,omitempty"` // both, boot-server or defaults (-tuning)
+	Sysctls     []storm.Sysctl `json:"stormSysctls,omitempty"`
 }
 
 type machine struct {
