@@ -36,6 +36,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/overtime-hpc/overtime/boot/storm"
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/internal/paths"
@@ -93,10 +95,12 @@ type Config struct {
 	Dial  wol.Dialer
 	wakes *wakeState
 
-	// StormSysctls: raise the kernel limits a room of PCs switched on at once needs
-	// (boot/storm.Sysctls: dnsmasq's socket receive buffer, the ARP table) before dnsmasq
-	// starts. Host-wide settings, so off in tests; `overtime bootserver run` sets it.
-	StormSysctls bool
+	// StormTuning: what a room of PCs switched on at once needs (boot/storm): the kernel
+	// limits of storm.Sysctls (dnsmasq's socket receive buffer, the ARP table) raised
+	// before dnsmasq starts, the open-file limit dnsmasq inherits, dnsmasq's scheduling
+	// priority and a larger pipe for its log. Host-wide settings, so off in tests;
+	// `overtime bootserver run` sets it.
+	StormTuning bool
 
 	// Command makes the command of a daemon; default exec.Command. Tests put the
 	// daemons into a network namespace with it.
@@ -357,6 +361,31 @@ func (c *Config) raiseSysctls() {
 	}
 }
 
+// raiseNoFile raises this process's open-file limit, which dnsmasq inherits, to at least
+// storm.NoFile (dnsmasq lowers tftp-max to fit its limit). Setting it explicitly also
+// keeps Go from giving children the soft limit the process started with.
+func (c *Config) raiseNoFile() {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		c.Log.Warn("cannot read the open-file limit", "err", err)
+		return
+	}
+	want := rl
+	want.Cur = max(rl.Cur, storm.NoFile)
+	want.Max = max(rl.Max, want.Cur)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &want); err != nil {
+		// Not root: as far as the hard limit goes.
+		want = unix.Rlimit{Cur: max(rl.Cur, min(rl.Max, storm.NoFile)), Max: rl.Max}
+		if err2 := unix.Setrlimit(unix.RLIMIT_NOFILE, &want); err2 != nil {
+			c.Log.Warn("cannot raise the open-file limit for dnsmasq's TFTP transfers", "want", storm.NoFile, "err", err2)
+			return
+		}
+		c.Log.Warn("open-file limit for dnsmasq raised only to the hard limit: dnsmasq may serve fewer concurrent TFTP transfers than tftp-max", "limit", want.Cur, "want", storm.NoFile, "err", err)
+		return
+	}
+	c.Log.Info("open-file limit for dnsmasq's TFTP transfers", "limit", want.Cur)
+}
+
 // Run runs the boot server until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
@@ -371,8 +400,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := c.installLoaders(); err != nil {
 		return err
 	}
-	if c.StormSysctls {
+	if c.StormTuning {
 		c.raiseSysctls()
+		c.raiseNoFile()
 	}
 	b := &server{cfg: c}
 	defer b.stopAll()

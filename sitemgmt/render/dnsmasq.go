@@ -136,8 +136,9 @@ func (d Dnsmasq) Config(out io.Writer) error {
 	w.line("tftp-root=%s", d.TFTPRoot)
 	w.comment("dnsmasq allows 50 concurrent transfers by default and stops reading port 69 at the")
 	w.comment("limit: a room of PCs switched on together then loses loader requests (PXE-E32).")
-	w.comment("Measured: 500 clients over 3 s, 13 failures at the default, none at 1000 (boot/storm).")
-	w.line("tftp-max=%d", storm.TFTPMax)
+	w.comment("Measured: 500 clients over 3 s, 13 failures at the default, none at 1000. Twice the")
+	w.comment("hosts: a request read late, after the PC sent it again, starts a second transfer (boot/storm).")
+	w.line("tftp-max=%d", storm.TFTPMax(d.hostCount()))
 	w.line("")
 
 	w.comment("Client architecture, DHCP option 93: 0 BIOS, 7 and 9 x86-64 UEFI.")

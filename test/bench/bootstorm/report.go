@@ -595,13 +595,13 @@ func (r *report) tuningSection(p func(string, ...any)) {
 	}
 	p("## The boot server's storm tuning vs the defaults, side by side")
 	p("")
-	p("*storm*: the boot server's tuning (`boot/storm`) — the sysctls as `overtime bootserver run` sets them at start (%s) and the configuration as rendered (`tftp-max=%d`, `dhcp-lease-max=` hosts plus range). *storm-defaults*: the same storm with the kernel's defaults (%s) and those two lines left out (dnsmasq's defaults: 50 TFTP transfers, 1000 leases). The two alternate within every repetition, and which goes first alternates too. The sysctls are host-wide (Linux 6.x shows net.core.rmem_* read-only inside a network namespace, and the ARP table's limits exist only in the host's), so each run sets them on the host; the host's values are put back at the end.",
-		sysctlList(o.Sysctls, false), storm.TFTPMax, sysctlList(o.Sysctls, true))
+	p("*storm*: the boot server's tuning (`boot/storm`) — the sysctls as `overtime bootserver run` sets them at start (%s) and the configuration as rendered (`tftp-max=` twice the hosts, at least 1000, `dhcp-lease-max=` hosts plus range; dnsmasq with an open-file limit of %d, nice %d, logging into a %d KiB pipe). *storm-defaults*: the same storm with the kernel's defaults (%s) and those two lines left out (dnsmasq's defaults: 50 TFTP transfers, 1000 leases), dnsmasq with systemd's default open-file limit for a service (1024), the nice value it inherits and a 64 KiB log pipe. The two alternate within every repetition, and which goes first alternates too. The sysctls are host-wide (Linux 6.x shows net.core.rmem_* read-only inside a network namespace, and the ARP table's limits exist only in the host's), so each run sets them on the host; the host's values are put back at the end.",
+		sysctlList(o.Sysctls, false), storm.NoFile, storm.DnsmasqNice, storm.LogPipe>>10, sysctlList(o.Sysctls, true))
 	p("")
 	p("Per run: median [min–max]. *drops* are the drops column of /proc/net/udp for the socket (packets the kernel discarded because the socket's receive buffer was full): dnsmasq's DHCP (:67) and TFTP (:69) sockets, and the load generator's one DHCP socket (:68, SO_RCVBUFFORCE 8 MiB, so that the benchmark's own receive side is not what drops). *ARP table full*: the kernel's count of refused neighbour entries (host-wide, so other work on the machine counts too).")
 	p("")
-	p("| N | tuning | all served (s) | failures | DHCP retransmissions | drops dnsmasq :67 | drops dnsmasq :69 | drops load generator :68 | ARP table full | neighbours (server ns) | CPU dnsmasq (s) | CPU HTTP server (s) | CPU load generator (s) |")
-	p("|---:|---|---|---:|---|---|---|---|---|---|---|---|---|")
+	p("| N | tuning | all served (s) | failures | DHCP retransmissions | TFTP retransmissions | drops dnsmasq :67 | drops dnsmasq :69 | drops load generator :68 | ARP table full | neighbours (server ns) | CPU dnsmasq (s) | dnsmasq waiting for a CPU (s) | CPU HTTP server (s) | CPU load generator (s) |")
+	p("|---:|---|---|---:|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, n := range o.StormN {
 		for _, k := range []string{"storm-defaults", "storm"} {
 			runs := r.runs(k, "http", n)
@@ -613,16 +613,18 @@ func (r *report) tuningSection(p func(string, ...any)) {
 				name = "defaults"
 			}
 			f := func(g func(*runResult) float64) string { return sf(collect(runs, g)) }
-			p("| %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, name,
+			p("| %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, name,
 				f(func(x *runResult) float64 { return secs(x.AllServedMs) }),
 				sumInt(runs, func(x *runResult) int { return x.Failures }),
 				f(func(x *runResult) float64 { return float64(x.DHCPRetries) }),
+				f(func(x *runResult) float64 { return float64(x.LoaderRetries) }),
 				f(func(x *runResult) float64 { return float64(x.SocketDrops["dnsmasq:67"]) }),
 				f(func(x *runResult) float64 { return float64(x.SocketDrops["dnsmasq:69"]) }),
 				f(func(x *runResult) float64 { return float64(x.SocketDrops["loadgen:68"]) }),
 				f(func(x *runResult) float64 { return float64(x.KernelNet["arp_table_fulls"]) }),
 				f(func(x *runResult) float64 { return float64(x.Neighbours["server"]) }),
 				f(func(x *runResult) float64 { return x.CPU["dnsmasq"] }),
+				f(func(x *runResult) float64 { return x.DnsmasqRunDelay }),
 				f(func(x *runResult) float64 { return x.CPU["http"] }),
 				f(func(x *runResult) float64 { return x.CPU["loadgen"] }))
 		}

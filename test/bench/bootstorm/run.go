@@ -88,10 +88,11 @@ type runResult struct {
 	UDPClient       map[string]int64   `json:"udpClientDelta"`
 	DnsmasqLog      map[string]int     `json:"dnsmasqLog"`
 	DnsmasqLogLines int                `json:"dnsmasqLogLines"`
-	Sysctls         map[string]int64   `json:"sysctls"`        // the storm sysctls (boot/storm) during the run
-	SocketDrops     map[string]int64   `json:"socketDrops"`    // drops column of /proc/net/udp: dnsmasq :67 and :69, load generator :68
-	KernelNet       map[string]int64   `json:"kernelNetDelta"` // host-wide ARP table and input backlog counters (all namespaces)
-	Neighbours      map[string]int     `json:"neighbours"`     // IPv4 neighbour entries at the end: server and client namespace
+	DnsmasqRunDelay float64            `json:"dnsmasqRunDelaySeconds"` // dnsmasq runnable but waiting for a CPU (schedstat)
+	Sysctls         map[string]int64   `json:"sysctls"`                // the storm sysctls (boot/storm) during the run
+	SocketDrops     map[string]int64   `json:"socketDrops"`            // drops column of /proc/net/udp: dnsmasq :67 and :69, load generator :68
+	KernelNet       map[string]int64   `json:"kernelNetDelta"`         // host-wide ARP table and input backlog counters (all namespaces)
+	Neighbours      map[string]int     `json:"neighbours"`             // IPv4 neighbour entries at the end: server and client namespace
 	DHCPStray       int64              `json:"dhcpStray"`
 	DHCPDropped     int64              `json:"dhcpDropped"`
 	PayloadWindowMs float64            `json:"payloadWindowMs"` // first client's kernel request to the last client's initrd end
@@ -161,6 +162,7 @@ func runOnce(ctx context.Context, o benchOptions, spec runSpec) (*runResult, err
 	cpu0 := map[string]time.Duration{}
 	cpu0["dnsmasq"], _ = procCPU(dnsPid)
 	cpu0["http"], _ = procCPU(httpPid)
+	wait0, _ := procRunDelay(dnsPid)
 	udpS0, _ := udpCounters(dnsPid)
 	knet0 := kernelNetStats()
 
@@ -174,6 +176,7 @@ func runOnce(ctx context.Context, o benchOptions, spec runSpec) (*runResult, err
 	cpu1 := map[string]time.Duration{}
 	cpu1["dnsmasq"], _ = procCPU(dnsPid)
 	cpu1["http"], _ = procCPU(httpPid)
+	wait1, _ := procRunDelay(dnsPid)
 	udpS1, _ := udpCounters(dnsPid)
 	knet1 := kernelNetStats()
 	// Per socket, while they are open: dnsmasq's are as old as this run, the load
@@ -195,6 +198,7 @@ func runOnce(ctx context.Context, o benchOptions, spec runSpec) (*runResult, err
 	for _, h := range e.hosts {
 		r.Hosts = append(r.Hosts, h.IP)
 	}
+	r.DnsmasqRunDelay = (wait1 - wait0).Seconds()
 	r.CPU = map[string]float64{"dnsmasq": (cpu1["dnsmasq"] - cpu0["dnsmasq"]).Seconds(), "http": (cpu1["http"] - cpu0["http"]).Seconds(), "loadgen": lr.CPUSeconds}
 	r.UDPServer = delta(udpS0, udpS1)
 	// The load generator has exited by now: its namespace's figures come from itself.
