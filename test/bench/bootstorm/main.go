@@ -11,6 +11,14 @@
 //
 //	go run ./test/bench/bootstorm -overtime bin/overtime -out docs/benchmarks
 //
+// -tuning both (the default) runs every -n storm twice per repetition, alternating: with
+// the boot server's storm tuning (boot/storm: the sysctls `overtime bootserver run` raises,
+// set here host-wide for the run and put back at the end; the rendered tftp-max and
+// dhcp-lease-max; dnsmasq's open-file limit, priority and log pipe) and with the kernel's
+// and dnsmasq's defaults (kind storm-defaults):
+//
+//	go run ./test/bench/bootstorm -overtime bin/overtime -n 500,1000 -reps 3 -cmp-n "" -dynamic-n "" -noping-n "" -spread-n "" -nolog-n ""
+//
 // The HTTP server is pluggable: by default a built-in net/http server (http.ServeContent,
 // as production does); -overtime BIN runs the production `BIN serve --images-dir` (with a
 // throwaway slapd for its directory); -http-cmd runs any other command. -report-only
