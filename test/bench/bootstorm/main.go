@@ -503,7 +503,7 @@ func fileSize(p string) int64 {
 func commandLine() string {
 	args := []string{"go run ./test/bench/bootstorm"}
 	for _, a := range os.Args[1:] {
-		if strings.ContainsAny(a, " \t\"'") {
+		if a == "" || strings.ContainsAny(a, " \t\"'") {
 			a = strconv.Quote(a)
 		}
 		args = append(args, a)

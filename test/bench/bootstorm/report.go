@@ -667,5 +667,7 @@ func (r *report) tuningFindings() []string {
 		return nil
 	}
 	return []string{"**The boot server's storm tuning (boot/storm).** " + strings.Join(parts, ". ") + ". " +
-		"Where a room's DISCOVERs and REQUESTs fit into dnsmasq's socket, no client waits for a PXE retransmission, and the all-served time is what the servers need (here: HTTP for kernel and initrd, on cores shared with the load generator)."}
+		"With failures, *all served* is when the last failing client gave up (its DHCP or TFTP deadline), not a time to serve the room. " +
+		"Where a room's DISCOVERs and REQUESTs fit into dnsmasq's socket and dnsmasq gets a CPU when a packet arrives, no client waits for a PXE retransmission, and the all-served time is what the servers need for kernel and initrd over HTTP " +
+		"(CPU of the HTTP server plus the load generator per run, on the same cores, in the table)."}
 }
