@@ -36,6 +36,9 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/overtime-hpc/overtime/boot/storm"
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/internal/tools"
@@ -91,6 +94,13 @@ type Config struct {
 	Wake  bool
 	Dial  wol.Dialer
 	wakes *wakeState
+
+	// StormTuning: what a room of PCs switched on at once needs (boot/storm): the kernel
+	// limits of storm.Sysctls (dnsmasq's socket receive buffer, the ARP table) raised
+	// before dnsmasq starts, the open-file limit dnsmasq inherits, dnsmasq's scheduling
+	// priority and a larger pipe for its log. Host-wide settings, so off in tests;
+	// `overtime bootserver run` sets it.
+	StormTuning bool
 
 	// Command makes the command of a daemon; default exec.Command. Tests put the
 	// daemons into a network namespace with it.
@@ -322,6 +332,60 @@ func (w *logWriter) Write(p []byte) (int, error) {
 
 var _ io.Writer = (*logWriter)(nil)
 
+// raiseSysctls raises the kernel limits of boot/storm.Sysctls and says what it did. It
+// runs before dnsmasq starts: a socket's receive buffer is net.core.rmem_default as it
+// was when the socket was made. Failing is no reason not to serve: the boot server
+// serves, and warns that large rooms will wait for DHCP retransmissions.
+func (c *Config) raiseSysctls() {
+	changes, err := storm.Raise(storm.Sysctls)
+	var raised, kept []any
+	for _, ch := range changes {
+		switch {
+		case ch.Err != nil:
+		case ch.New != ch.Old:
+			raised = append(raised, ch.Key, fmt.Sprintf("%d (was %d)", ch.New, ch.Old))
+		default:
+			kept = append(kept, ch.Key, ch.Old)
+		}
+	}
+	if len(raised) > 0 {
+		c.Log.Info("raised kernel limits for boot storms (a room of PCs switched on at once; boot/storm)", raised...)
+	}
+	if len(kept) > 0 {
+		c.Log.Info("kernel limits for boot storms already high enough", kept...)
+	}
+	if err != nil {
+		c.Log.Warn("cannot raise kernel limits for boot storms: run as root in the host's network namespace, or set them "+
+			"yourself (docs/boot.md \"Boot storms\"); until then a room of hundreds of PCs switched on at once loses DHCP "+
+			"packets at dnsmasq's socket and waits for the PCs' retransmissions (4, 8, 16 s)", "err", err)
+	}
+}
+
+// raiseNoFile raises this process's open-file limit, which dnsmasq inherits, to at least
+// storm.NoFile (dnsmasq lowers tftp-max to fit its limit). Setting it explicitly also
+// keeps Go from giving children the soft limit the process started with.
+func (c *Config) raiseNoFile() {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		c.Log.Warn("cannot read the open-file limit", "err", err)
+		return
+	}
+	want := rl
+	want.Cur = max(rl.Cur, storm.NoFile)
+	want.Max = max(rl.Max, want.Cur)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &want); err != nil {
+		// Not root: as far as the hard limit goes.
+		want = unix.Rlimit{Cur: max(rl.Cur, min(rl.Max, storm.NoFile)), Max: rl.Max}
+		if err2 := unix.Setrlimit(unix.RLIMIT_NOFILE, &want); err2 != nil {
+			c.Log.Warn("cannot raise the open-file limit for dnsmasq's TFTP transfers", "want", storm.NoFile, "err", err2)
+			return
+		}
+		c.Log.Warn("open-file limit for dnsmasq raised only to the hard limit: dnsmasq may serve fewer concurrent TFTP transfers than tftp-max", "limit", want.Cur, "want", storm.NoFile, "err", err)
+		return
+	}
+	c.Log.Info("open-file limit for dnsmasq's TFTP transfers", "limit", want.Cur)
+}
+
 // Run runs the boot server until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
@@ -335,6 +399,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := c.installLoaders(); err != nil {
 		return err
+	}
+	if c.StormTuning {
+		c.raiseSysctls()
+		c.raiseNoFile()
 	}
 	b := &server{cfg: c}
 	defer b.stopAll()

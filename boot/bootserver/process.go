@@ -4,12 +4,16 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/overtime-hpc/overtime/boot/storm"
 	"github.com/overtime-hpc/overtime/sitemgmt/client"
 )
 
@@ -64,10 +68,42 @@ func (b *server) start(ch *child, name string, args ...string) {
 	w := &logWriter{log: log, name: ch.name}
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
+	tune := ch == &b.dnsmasq && b.cfg.StormTuning
+	var logr, logw *os.File
+	if tune {
+		// A larger pipe than Go's (64 KiB) for dnsmasq's log (storm.LogPipe).
+		var err error
+		if logr, logw, err = os.Pipe(); err != nil {
+			log.Error("cannot start "+ch.name, "err", err)
+			b.delay(ch)
+			return
+		}
+		if _, err := unix.FcntlInt(logw.Fd(), unix.F_SETPIPE_SZ, storm.LogPipe); err != nil {
+			log.Warn("cannot enlarge dnsmasq's log pipe", "bytes", storm.LogPipe, "err", err)
+		}
+		cmd.Stdout, cmd.Stderr = logw, logw
+	}
+	err := cmd.Start()
+	if logw != nil {
+		logw.Close()
+		if err != nil {
+			logr.Close()
+		} else {
+			go func() {
+				_, _ = io.Copy(w, logr)
+				logr.Close()
+			}()
+		}
+	}
+	if err != nil {
 		log.Error("cannot start "+ch.name, "err", err)
 		b.delay(ch)
 		return
+	}
+	if tune {
+		if err := unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, storm.DnsmasqNice); err != nil {
+			log.Warn("cannot raise dnsmasq's scheduling priority (boot storms: its DHCP and TFTP answers wait behind HTTP)", "nice", storm.DnsmasqNice, "err", err)
+		}
 	}
 	ch.cmd, ch.started, ch.done = cmd, now, make(chan struct{})
 	b.exited()

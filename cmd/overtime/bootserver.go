@@ -61,6 +61,7 @@ subnet, and reports them sent (also needs the boot-server role). See docs/operat
 	f.StringVar(&cfg.Clients, "nfs-clients", "*", "kernel NFS: who may mount (exports(5) client, e.g. 10.20.0.0/24)")
 	f.StringVar(&cfg.Dnsmasq, "dnsmasq", "", "path of dnsmasq (default: from PATH)")
 	f.BoolVar(&cfg.SyncImages, "sync-images", true, "pull the image versions this boot server's hosts need from the site manager into --export-root, verify and report them (needs a boot-server role; docs/publishing.md)")
+	f.BoolVar(&cfg.StormTuning, "storm-tuning", true, "tune for a room of PCs switched on at once: raise the kernel limits (socket receive buffer, ARP table; host-wide, needs root) and the open-file limit before dnsmasq starts, run dnsmasq at a higher priority with a larger log pipe (docs/boot.md \"Boot storms\")")
 	f.BoolVar(&cfg.Wake, "wake", true, "send the Wake-on-LAN packets the site manager asks for and report them (needs a boot-server role; docs/operations.md)")
 	return cmd
 }

@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 	if os.Geteuid() == 0 {
 		startReaper()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	restoreSysctls() // runOnce sets the host's storm sysctls
+	os.Exit(code)
 }
 
 // TestBootStorm runs small storms against the real dnsmasq (rendered configuration) and

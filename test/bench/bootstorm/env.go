@@ -18,6 +18,9 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/overtime-hpc/overtime/boot/storm"
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/testenv/synth"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
@@ -51,6 +54,7 @@ type envOptions struct {
 	LogDir      string   // dnsmasq's log of the run goes here ("" : discarded)
 	RunName     string
 	LDAPRelay   string // when set: relay 127.0.0.1:389 of the server namespace to this host address
+	Defaults    bool   // leave the storm options (boot/storm) out of the rendered configuration
 }
 
 type env struct {
@@ -148,6 +152,9 @@ func startEnv(opt envOptions) (e *env, err error) {
 	}
 	if !opt.LogDHCP {
 		conf = bytes.Replace(conf, []byte("\nlog-dhcp\n"), []byte("\n# log-dhcp: left out by bootstorm -log-dhcp=false\n"), 1)
+	}
+	if opt.Defaults {
+		conf = revertStormOptions(conf)
 	}
 	if len(opt.DnsmasqOpts) > 0 {
 		conf = append(conf, "\n# Added by bootstorm -dnsmasq-opt:\n"...)
@@ -268,11 +275,27 @@ func (e *env) startDnsmasq(confFile string) error {
 		// credentials clears the parent-death signal, so a killed benchmark would leave
 		// it running. Nothing measured depends on the user.
 		"--user=root", "--group=root"}
-	cmd := e.srv.Command("dnsmasq", args...)
+	// The open-file (soft) limit dnsmasq gets: the boot server's (storm.NoFile, or the
+	// hard limit where that is lower), or systemd's default soft limit for a service (1024)
+	// in a -defaults run. prlimit execs in place.
+	var rl unix.Rlimit
+	_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
+	soft := min(uint64(storm.NoFile), rl.Max)
+	if e.opt.Defaults {
+		soft = 1024
+	}
+	nofile := fmt.Sprintf("--nofile=%d:", soft)
+	cmd := e.srv.Command("prlimit", append([]string{nofile, "--", "dnsmasq"}, args...)...)
 	cmd.SysProcAttr = childAttr()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err
+	}
+	if f, ok := stderr.(*os.File); ok && !e.opt.Defaults {
+		// The boot server's log pipe (storm.LogPipe); Go's default is 64 KiB.
+		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, storm.LogPipe); err != nil {
+			return fmt.Errorf("log pipe: %w", err)
+		}
 	}
 	var logw io.Writer
 	var logf *os.File
@@ -287,6 +310,12 @@ func (e *env) startDnsmasq(confFile string) error {
 		return fmt.Errorf("dnsmasq: %w", err)
 	}
 	e.dnsmasq, e.dnsDone = cmd, make(chan struct{})
+	if !e.opt.Defaults {
+		// As the boot server runs it (storm.DnsmasqNice).
+		if err := unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, storm.DnsmasqNice); err != nil {
+			return fmt.Errorf("dnsmasq priority: %w", err)
+		}
+	}
 	go func() {
 		e.logStats.scan(stderr, logw)
 		if logf != nil {

@@ -109,7 +109,13 @@ type lgResult struct {
 	CPUSeconds  float64        `json:"cpuSeconds"`
 	DHCPStray   int64          `json:"dhcpStray"`
 	DHCPDropped int64          `json:"dhcpDropped"`
-	Err         string         `json:"err,omitempty"`
+	// The client namespace, read by the generator itself before it closes its sockets:
+	// UDP counters from "go" to the end, the drops at its DHCP socket (port 68) and its
+	// IPv4 neighbour entries at the end.
+	UDPDelta        map[string]int64 `json:"udpDelta"`
+	DHCPSocketDrops int64            `json:"dhcpSocketDrops"`
+	Neighbours      int              `json:"neighbours"`
+	Err             string           `json:"err,omitempty"`
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -182,6 +188,7 @@ func runLoad(cfg lgConfig, ready func() error) (lgResult, error) {
 	if err := ready(); err != nil {
 		return res, err
 	}
+	udp0, _ := udpCounters(os.Getpid())
 	t0 := time.Now()
 	res.Clients = make([]clientResult, len(macs))
 	var wg sync.WaitGroup
@@ -200,6 +207,10 @@ func runLoad(cfg lgConfig, ready func() error) (lgResult, error) {
 	wg.Wait()
 	res.AllMs = ms(time.Since(t0))
 	res.DHCPStray, res.DHCPDropped = mux.stray.Load(), mux.dropped.Load()
+	udp1, _ := udpCounters(os.Getpid())
+	res.UDPDelta = delta(udp0, udp1)
+	res.DHCPSocketDrops = socketDrops(os.Getpid())[68]
+	res.Neighbours = neighbours(os.Getpid())
 	return res, nil
 }
 

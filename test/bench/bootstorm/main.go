@@ -11,6 +11,14 @@
 //
 //	go run ./test/bench/bootstorm -overtime bin/overtime -out docs/benchmarks
 //
+// -tuning both (the default) runs every -n storm twice per repetition, alternating: with
+// the boot server's storm tuning (boot/storm: the sysctls `overtime bootserver run` raises,
+// set here host-wide for the run and put back at the end; the rendered tftp-max and
+// dhcp-lease-max; dnsmasq's open-file limit, priority and log pipe) and with the kernel's
+// and dnsmasq's defaults (kind storm-defaults):
+//
+//	go run ./test/bench/bootstorm -overtime bin/overtime -n 500,1000 -reps 3 -cmp-n "" -dynamic-n "" -noping-n "" -spread-n "" -nolog-n ""
+//
 // The HTTP server is pluggable: by default a built-in net/http server (http.ServeContent,
 // as production does); -overtime BIN runs the production `BIN serve --images-dir` (with a
 // throwaway slapd for its directory); -http-cmd runs any other command. -report-only
@@ -48,6 +56,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/overtime-hpc/overtime/boot/storm"
 	"github.com/overtime-hpc/overtime/internal/testenv/synth"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
@@ -101,6 +110,9 @@ func benchMain() error {
 		spreadN    = flag.String("spread-n", "500", "room sizes of storms whose clients power on spread over -spread instead of at once; \"\" for none")
 		spread     = flag.Duration("spread", 3*time.Second, "power-on spread of the -spread-n storms")
 		nologN     = flag.String("nolog-n", "200", "room sizes of storms with log-dhcp left out of the rendered configuration; \"\" for none")
+		tuning     = flag.String("tuning", "both", "the -n storms with the boot server's storm tuning (boot/storm: its sysctls, the rendered tftp-max and dhcp-lease-max), "+
+			"with the kernel's and dnsmasq's defaults instead (storm-defaults: sysctls at their defaults, those lines left out), or both, alternating: boot-server, defaults or both. "+
+			"The sysctls are host-wide; the host's values are put back at the end")
 		extraReps  = flag.Int("extra-reps", 1, "repetitions of the dynamic, no-ping and spread storms")
 		payloadSrc = flag.String("payload", "auto", "kernel and initrd: auto (-kernel/-initrd if given, else the built test image if present, else generated), testimage, generated")
 		kernel     = flag.String("kernel", "", "kernel file")
@@ -160,6 +172,17 @@ func benchMain() error {
 		lists[i] = l
 	}
 	storms, cmps, dyns, nopings, spreads, nologs := lists[0], lists[1], lists[2], lists[3], lists[4], lists[5]
+	var stormKinds []string
+	switch *tuning {
+	case "both":
+		stormKinds = []string{"storm-defaults", "storm"}
+	case "boot-server":
+		stormKinds = []string{"storm"}
+	case "defaults":
+		stormKinds = []string{"storm-defaults"}
+	default:
+		return fmt.Errorf("-tuning %q: boot-server, defaults or both", *tuning)
+	}
 
 	if os.Geteuid() != 0 {
 		return errors.New("needs root (network namespaces)")
@@ -174,6 +197,7 @@ func benchMain() error {
 	}
 	sweepStale()
 	startReaper()
+	defer restoreSysctls()
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -189,6 +213,7 @@ func benchMain() error {
 		s := <-sigc
 		fmt.Fprintf(os.Stderr, "bootstorm: %v: cleaning up\n", s)
 		stop()
+		restoreSysctls()
 		current.Lock()
 		if current.e != nil {
 			current.e.close()
@@ -296,7 +321,7 @@ func benchMain() error {
 	}
 
 	rep := &report{Date: time.Now().UTC().Format(time.RFC3339), Command: commandLine(), Machine: machineFacts(), Payload: payload,
-		Options: reportOptions{Addressing: *addressing, HTTPServer: httpName, LogDHCP: *logDHCP,
+		Options: reportOptions{Addressing: *addressing, Tuning: *tuning, Sysctls: storm.Sysctls, HTTPServer: httpName, LogDHCP: *logDHCP,
 			DnsmasqOpts: dnsOpts, BlkSize: *blksize, Loader: *loader, LoaderBytes: fileSize(*loader),
 			TFTPTimeout: tftpTO.String(), TFTPRetries: *tftpRet, Reps: *reps, StormN: storms, CompareN: cmps,
 			DynamicN: dyns, NopingN: nopings, SpreadN: spreads, NologN: nologs, Spread: spread.Seconds(), ExtraReps: *extraReps}}
@@ -307,7 +332,11 @@ func benchMain() error {
 		var specs []runSpec
 		if r <= *reps {
 			for _, n := range storms {
-				specs = append(specs, runSpec{Kind: "storm", N: n, Payload: "http", Addressing: *addressing, Rep: r})
+				// Tuned and untuned alternate, and which goes first alternates too.
+				for i := range stormKinds {
+					k := stormKinds[(i+r+1)%len(stormKinds)]
+					specs = append(specs, runSpec{Kind: k, N: n, Payload: "http", Addressing: *addressing, Rep: r})
+				}
 			}
 			for _, n := range cmps {
 				specs = append(specs, runSpec{Kind: "compare", N: n, Payload: "http", Addressing: *addressing, Rep: r},
@@ -474,7 +503,7 @@ func fileSize(p string) int64 {
 func commandLine() string {
 	args := []string{"go run ./test/bench/bootstorm"}
 	for _, a := range os.Args[1:] {
-		if strings.ContainsAny(a, " \t\"'") {
+		if a == "" || strings.ContainsAny(a, " \t\"'") {
 			a = strconv.Quote(a)
 		}
 		args = append(args, a)

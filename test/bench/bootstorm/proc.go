@@ -73,3 +73,24 @@ func udpCounters(pid int) (map[string]int64, error) {
 func childAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
+
+// procRunDelay is the time a process's threads spent runnable but waiting for a CPU
+// (second field of /proc/PID/schedstat, summed over its threads: /proc/PID/task/*).
+func procRunDelay(pid int) (time.Duration, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			sum += v
+		}
+	}
+	return time.Duration(sum), nil
+}

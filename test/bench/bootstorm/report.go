@@ -14,27 +14,31 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/overtime-hpc/overtime/boot/storm"
 )
 
 type reportOptions struct {
-	Addressing  string   `json:"addressing"`
-	HTTPServer  string   `json:"httpServer"`
-	LogDHCP     bool     `json:"logDhcp"`
-	DnsmasqOpts []string `json:"dnsmasqExtraOptions,omitempty"`
-	BlkSize     int      `json:"tftpBlkSize"`
-	Loader      string   `json:"loader"`
-	LoaderBytes int64    `json:"loaderBytes"`
-	TFTPTimeout string   `json:"tftpTimeout"`
-	TFTPRetries int      `json:"tftpRetries"`
-	Reps        int      `json:"reps"`
-	StormN      []int    `json:"stormN"`
-	CompareN    []int    `json:"compareN"`
-	DynamicN    []int    `json:"dynamicN"`
-	NopingN     []int    `json:"nopingN"`
-	SpreadN     []int    `json:"spreadN"`
-	NologN      []int    `json:"noLogDhcpN"`
-	Spread      float64  `json:"spreadSeconds"`
-	ExtraReps   int      `json:"extraReps"`
+	Addressing  string         `json:"addressing"`
+	HTTPServer  string         `json:"httpServer"`
+	LogDHCP     bool           `json:"logDhcp"`
+	DnsmasqOpts []string       `json:"dnsmasqExtraOptions,omitempty"`
+	BlkSize     int            `json:"tftpBlkSize"`
+	Loader      string         `json:"loader"`
+	LoaderBytes int64          `json:"loaderBytes"`
+	TFTPTimeout string         `json:"tftpTimeout"`
+	TFTPRetries int            `json:"tftpRetries"`
+	Reps        int            `json:"reps"`
+	StormN      []int          `json:"stormN"`
+	CompareN    []int          `json:"compareN"`
+	DynamicN    []int          `json:"dynamicN"`
+	NopingN     []int          `json:"nopingN"`
+	SpreadN     []int          `json:"spreadN"`
+	NologN      []int          `json:"noLogDhcpN"`
+	Spread      float64        `json:"spreadSeconds"`
+	ExtraReps   int            `json:"extraReps"`
+	Tuning      string         `json:"tuning,omitempty"` // both, boot-server or defaults (-tuning)
+	Sysctls     []storm.Sysctl `json:"stormSysctls,omitempty"`
 }
 
 type machine struct {
@@ -217,6 +221,11 @@ func (r *report) markdown() []byte {
 		fails := sumInt(runs, func(x *runResult) int { return x.Failures })
 		p("| 200 clients served within 30 s (2 cores) | all 200 served after %s s; %d failures in %d runs | %s |", sf(all), fails, len(runs), yesNo(all.Max <= 30 && fails == 0))
 	}
+	if runs := r.runs("storm", "http", 1000); len(runs) > 0 {
+		all := collect(runs, allS)
+		fails := sumInt(runs, func(x *runResult) int { return x.Failures })
+		p("| 1,000 clients switched on in the same instant, all served within 30 s, 0 failures (issue 18; boot server's tuning) | all 1000 served after %s s; %d failures in %d runs | %s |", sf(all), fails, len(runs), yesNo(all.Max <= 30 && fails == 0))
+	}
 	for _, n := range o.CompareN {
 		h, t := r.runs("compare", "http", n), r.runs("compare", "tftp", n)
 		if len(h) == 0 || len(t) == 0 {
@@ -233,33 +242,46 @@ func (r *report) markdown() []byte {
 	p("")
 	p("All N clients start in the same instant. Times in seconds. *all served*: until the last client has kernel and initrd. Failures and retries are summed over the runs (retries: DHCP retransmissions / TFTP retransmissions of the loader / HTTP request retries). CPU in seconds per run.")
 	p("")
-	stormTable(p, r, "storm", o.StormN)
-
-	// Comparison.
-	p("## Kernel + initrd: HTTP vs pure TFTP, side by side")
-	p("")
-	p("Each repetition runs the same storm twice back to back, identical up to and including the loader; then kernel and initrd come over HTTP (Overtime) or over TFTP from the same dnsmasq (a pure-TFTP PXE setup, same blksize %d, dnsmasq's default limit of 50 concurrent transfers). *room*: from the first client's kernel request until the last client has its initrd. Ratios are TFTP/HTTP per repetition. dnsmasq is single-threaded, so its CPU time in the TFTP runs is a floor for the TFTP room time on any number of cores.", o.BlkSize)
-	p("")
-	p("| N | per client p50, HTTP | per client p50, TFTP | ratio | room, HTTP | room, TFTP | ratio | CPU: HTTP server (HTTP runs) | CPU: dnsmasq (TFTP runs) | failures HTTP / TFTP | payload retries HTTP / TFTP |")
-	p("|---:|---|---|---|---|---|---|---|---|---|---|")
-	for _, n := range o.CompareN {
-		h, t := r.runs("compare", "http", n), r.runs("compare", "tftp", n)
-		if len(h) == 0 || len(t) == 0 {
-			continue
+	if o.Tuning == "both" {
+		var kinds []string
+		var ns []int
+		for _, n := range o.StormN {
+			kinds, ns = append(kinds, "storm-defaults", "storm"), append(ns, n, n)
 		}
-		p("| %d | %s | %s | %s× | %s | %s | %s× | %s | %s | %d / %d | %d / %d |", n,
-			sf(collect(h, func(x *runResult) float64 { return secs(payloadP50(x)) })),
-			sf(collect(t, func(x *runResult) float64 { return secs(payloadP50(x)) })),
-			sf(ratios(h, t, payloadP50, payloadP50)),
-			sf(collect(h, func(x *runResult) float64 { return secs(payloadWindow(x)) })),
-			sf(collect(t, func(x *runResult) float64 { return secs(payloadWindow(x)) })),
-			sf(ratios(h, t, payloadWindow, payloadWindow)),
-			sf(collect(h, func(x *runResult) float64 { return x.CPU["http"] })),
-			sf(collect(t, func(x *runResult) float64 { return x.CPU["dnsmasq"] })),
-			sumInt(h, func(x *runResult) int { return x.Failures }), sumInt(t, func(x *runResult) int { return x.Failures }),
-			sumInt(h, func(x *runResult) int { return x.PayloadRetries }), sumInt(t, func(x *runResult) int { return x.PayloadRetries }))
+		stormTableKinds(p, r, kinds, ns)
+	} else {
+		stormTable(p, r, map[string]string{"defaults": "storm-defaults"}[o.Tuning]+map[bool]string{true: "storm"}[o.Tuning != "defaults"], o.StormN)
 	}
-	p("")
+	r.tuningSection(p)
+
+	if len(o.CompareN) > 0 {
+		// Comparison.
+		p("## Kernel + initrd: HTTP vs pure TFTP, side by side")
+		p("")
+		p("Each repetition runs the same storm twice back to back, identical up to and including the loader; then kernel and initrd come over HTTP (Overtime) or over TFTP from the same dnsmasq (a pure-TFTP PXE setup, same blksize %d, dnsmasq's default limit of 50 concurrent transfers). *room*: from the first client's kernel request until the last client has its initrd. Ratios are TFTP/HTTP per repetition. dnsmasq is single-threaded, so its CPU time in the TFTP runs is a floor for the TFTP room time on any number of cores.", o.BlkSize)
+		p("")
+		p("| N | per client p50, HTTP | per client p50, TFTP | ratio | room, HTTP | room, TFTP | ratio | CPU: HTTP server (HTTP runs) | CPU: dnsmasq (TFTP runs) | failures HTTP / TFTP | payload retries HTTP / TFTP |")
+		p("|---:|---|---|---|---|---|---|---|---|---|---|")
+		for _, n := range o.CompareN {
+			h, t := r.runs("compare", "http", n), r.runs("compare", "tftp", n)
+			if len(h) == 0 || len(t) == 0 {
+				continue
+			}
+			p("| %d | %s | %s | %s× | %s | %s | %s× | %s | %s | %d / %d | %d / %d |", n,
+				sf(collect(h, func(x *runResult) float64 { return secs(payloadP50(x)) })),
+				sf(collect(t, func(x *runResult) float64 { return secs(payloadP50(x)) })),
+				sf(ratios(h, t, payloadP50, payloadP50)),
+				sf(collect(h, func(x *runResult) float64 { return secs(payloadWindow(x)) })),
+				sf(collect(t, func(x *runResult) float64 { return secs(payloadWindow(x)) })),
+				sf(ratios(h, t, payloadWindow, payloadWindow)),
+				sf(collect(h, func(x *runResult) float64 { return x.CPU["http"] })),
+				sf(collect(t, func(x *runResult) float64 { return x.CPU["dnsmasq"] })),
+				sumInt(h, func(x *runResult) int { return x.Failures }), sumInt(t, func(x *runResult) int { return x.Failures }),
+				sumInt(h, func(x *runResult) int { return x.PayloadRetries }), sumInt(t, func(x *runResult) int { return x.PayloadRetries }))
+		}
+		p("")
+
+	}
 
 	if len(o.SpreadN)+len(o.NopingN)+len(o.DynamicN)+len(o.NologN) > 0 {
 		p("## Variations (%d run each)", o.ExtraReps)
@@ -295,17 +317,18 @@ func (r *report) markdown() []byte {
 
 	p("## Every run")
 	p("")
-	p("| run | all served (s) | served | failures (phase) | retries DHCP / TFTP / payload | CPU s dnsmasq / HTTP / loadgen | dnsmasq log lines | UDP receive-buffer drops server / client | TFTP errors logged |")
-	p("|---|---:|---:|---|---|---|---:|---|---:|")
+	p("| run | all served (s) | served | failures (phase) | retries DHCP / TFTP / payload | CPU s dnsmasq / HTTP / loadgen | dnsmasq log lines | UDP receive-buffer drops server / client | socket drops dnsmasq :67 / :69 / load generator :68 | neighbours server / client | ARP table full | TFTP errors logged |")
+	p("|---|---:|---:|---|---|---|---:|---|---|---|---:|---:|")
 	for _, x := range r.Runs {
 		var fp []string
 		for k, v := range x.FailuresByPhase {
 			fp = append(fp, fmt.Sprintf("%s:%d", k, v))
 		}
 		sort.Strings(fp)
-		p("| %s | %.2f | %d/%d | %d %s | %d / %d / %d | %.2f / %.2f / %.2f | %d | %d / %d | %d |", x.name(), secs(x.AllServedMs), x.Served, x.N, x.Failures, strings.Join(fp, " "),
+		p("| %s | %.2f | %d/%d | %d %s | %d / %d / %d | %.2f / %.2f / %.2f | %d | %d / %d | %d / %d / %d | %d / %d | %d | %d |", x.name(), secs(x.AllServedMs), x.Served, x.N, x.Failures, strings.Join(fp, " "),
 			x.DHCPRetries, x.LoaderRetries, x.PayloadRetries, x.CPU["dnsmasq"], x.CPU["http"], x.CPU["loadgen"], x.DnsmasqLogLines,
-			x.UDPServer["RcvbufErrors"], x.UDPClient["RcvbufErrors"], x.DnsmasqLog["tftpError"])
+			x.UDPServer["RcvbufErrors"], x.UDPClient["RcvbufErrors"], x.SocketDrops["dnsmasq:67"], x.SocketDrops["dnsmasq:69"], x.SocketDrops["loadgen:68"],
+			x.Neighbours["server"], x.Neighbours["client"], x.KernelNet["arp_table_fulls"], x.DnsmasqLog["tftpError"])
 	}
 	return w.Bytes()
 }
@@ -439,14 +462,18 @@ func (r *report) findings() []string {
 	drops := func(x *runResult) float64 { return float64(x.UDPServer["RcvbufErrors"]) }
 	dhcpRetries := func(x *runResult) float64 { return float64(x.DHCPRetries) }
 	var parts []string
+	sk := "storm"
+	if o.Tuning == "both" || o.Tuning == "defaults" {
+		sk = "storm-defaults"
+	}
 	for _, n := range o.StormN {
-		d, ok := med("storm", n, drops)
+		d, ok := med(sk, n, drops)
 		if !ok || d.Max == 0 {
 			continue
 		}
-		rt, _ := med("storm", n, dhcpRetries)
-		all, _ := med("storm", n, func(x *runResult) float64 { return secs(x.AllServedMs) })
-		cpu, _ := med("storm", n, func(x *runResult) float64 { return x.CPU["dnsmasq"] })
+		rt, _ := med(sk, n, dhcpRetries)
+		all, _ := med(sk, n, func(x *runResult) float64 { return secs(x.AllServedMs) })
+		cpu, _ := med(sk, n, func(x *runResult) float64 { return x.CPU["dnsmasq"] })
 		parts = append(parts, fmt.Sprintf("N=%d: %s packets dropped and %s DHCP retransmissions per run, all served after %s s with %s s of dnsmasq CPU", n, sf(d), sf(rt), sf(all), sf(cpu)))
 	}
 	if len(parts) > 0 {
@@ -461,9 +488,14 @@ func (r *report) findings() []string {
 				}
 			}
 		}
-		txt += fmt.Sprintf(" dnsmasq 2.90 leaves its port 67 and 69 sockets at the kernel default (net.core.rmem_default, %s here; `ss -uam` shows rb212992), so on a boot server for large rooms that sysctl is the knob — to be measured there.", rmemDefault())
+		if sk == "storm-defaults" {
+			txt += " (These are the storm-defaults runs: the kernel's and dnsmasq's defaults.) dnsmasq 2.90 has no option for its sockets' receive buffer, so they get net.core.rmem_default (212992 bytes by default); the boot server raises it (next finding)."
+		} else {
+			txt += fmt.Sprintf(" dnsmasq 2.90 leaves its port 67 and 69 sockets at the kernel default (net.core.rmem_default, %s here).", rmemDefault())
+		}
 		out = append(out, txt)
 	}
+	out = append(out, r.tuningFindings()...)
 	for _, n := range o.DynamicN {
 		all, ok := med("dynamic", n, func(x *runResult) float64 { return secs(x.AllServedMs) })
 		if !ok {
@@ -553,4 +585,89 @@ func rmemDefault() string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(b)) + " bytes"
+}
+
+// tuningSection is the side-by-side of the boot server's storm tuning and the defaults.
+func (r *report) tuningSection(p func(string, ...any)) {
+	o := r.Options
+	if o.Tuning != "both" {
+		return
+	}
+	p("## The boot server's storm tuning vs the defaults, side by side")
+	p("")
+	p("*storm*: the boot server's tuning (`boot/storm`) — the sysctls as `overtime bootserver run` sets them at start (%s) and the configuration as rendered (`tftp-max=` twice the hosts, at least 1000, `dhcp-lease-max=` hosts plus range; dnsmasq with an open-file limit of %d, nice %d, logging into a %d KiB pipe). *storm-defaults*: the same storm with the kernel's defaults (%s) and those two lines left out (dnsmasq's defaults: 50 TFTP transfers, 1000 leases), dnsmasq with systemd's default open-file limit for a service (1024), the nice value it inherits and a 64 KiB log pipe. The two alternate within every repetition, and which goes first alternates too. The sysctls are host-wide (Linux 6.x shows net.core.rmem_* read-only inside a network namespace, and the ARP table's limits exist only in the host's), so each run sets them on the host; the host's values are put back at the end.",
+		sysctlList(o.Sysctls, false), storm.NoFile, storm.DnsmasqNice, storm.LogPipe>>10, sysctlList(o.Sysctls, true))
+	p("")
+	p("Per run: median [min–max]. *drops* are the drops column of /proc/net/udp for the socket (packets the kernel discarded because the socket's receive buffer was full): dnsmasq's DHCP (:67) and TFTP (:69) sockets, and the load generator's one DHCP socket (:68, SO_RCVBUFFORCE 8 MiB, so that the benchmark's own receive side is not what drops). *ARP table full*: the kernel's count of refused neighbour entries (host-wide, so other work on the machine counts too).")
+	p("")
+	p("| N | tuning | all served (s) | failures | DHCP retransmissions | TFTP retransmissions | drops dnsmasq :67 | drops dnsmasq :69 | drops load generator :68 | ARP table full | neighbours (server ns) | CPU dnsmasq (s) | dnsmasq waiting for a CPU (s) | CPU HTTP server (s) | CPU load generator (s) |")
+	p("|---:|---|---|---:|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, n := range o.StormN {
+		for _, k := range []string{"storm-defaults", "storm"} {
+			runs := r.runs(k, "http", n)
+			if len(runs) == 0 {
+				continue
+			}
+			name := "boot server"
+			if isDefaults(k) {
+				name = "defaults"
+			}
+			f := func(g func(*runResult) float64) string { return sf(collect(runs, g)) }
+			p("| %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, name,
+				f(func(x *runResult) float64 { return secs(x.AllServedMs) }),
+				sumInt(runs, func(x *runResult) int { return x.Failures }),
+				f(func(x *runResult) float64 { return float64(x.DHCPRetries) }),
+				f(func(x *runResult) float64 { return float64(x.LoaderRetries) }),
+				f(func(x *runResult) float64 { return float64(x.SocketDrops["dnsmasq:67"]) }),
+				f(func(x *runResult) float64 { return float64(x.SocketDrops["dnsmasq:69"]) }),
+				f(func(x *runResult) float64 { return float64(x.SocketDrops["loadgen:68"]) }),
+				f(func(x *runResult) float64 { return float64(x.KernelNet["arp_table_fulls"]) }),
+				f(func(x *runResult) float64 { return float64(x.Neighbours["server"]) }),
+				f(func(x *runResult) float64 { return x.CPU["dnsmasq"] }),
+				f(func(x *runResult) float64 { return x.DnsmasqRunDelay }),
+				f(func(x *runResult) float64 { return x.CPU["http"] }),
+				f(func(x *runResult) float64 { return x.CPU["loadgen"] }))
+		}
+	}
+	p("")
+}
+
+func sysctlList(l []storm.Sysctl, defaults bool) string {
+	var out []string
+	for _, s := range l {
+		v := s.Value
+		if defaults {
+			v = s.Default
+		}
+		out = append(out, fmt.Sprintf("%s=%d", s.Key, v))
+	}
+	return strings.Join(out, ", ")
+}
+
+// tuningFindings compares the two, per room size, in this run's numbers.
+func (r *report) tuningFindings() []string {
+	if r.Options.Tuning != "both" {
+		return nil
+	}
+	var parts []string
+	for _, n := range r.Options.StormN {
+		d, t := r.runs("storm-defaults", "http", n), r.runs("storm", "http", n)
+		if len(d) == 0 || len(t) == 0 {
+			continue
+		}
+		one := func(runs []*runResult) string {
+			return fmt.Sprintf("all served after %s s, %d failures in %d runs, %s DHCP retransmissions and %s drops at dnsmasq's DHCP socket per run",
+				sf(collect(runs, func(x *runResult) float64 { return secs(x.AllServedMs) })), sumInt(runs, func(x *runResult) int { return x.Failures }), len(runs),
+				sf(collect(runs, func(x *runResult) float64 { return float64(x.DHCPRetries) })),
+				sf(collect(runs, func(x *runResult) float64 { return float64(x.SocketDrops["dnsmasq:67"]) })))
+		}
+		parts = append(parts, fmt.Sprintf("N=%d: defaults %s; boot server's tuning %s", n, one(d), one(t)))
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return []string{"**The boot server's storm tuning (boot/storm).** " + strings.Join(parts, ". ") + ". " +
+		"With failures, *all served* is when the last failing client gave up (its DHCP or TFTP deadline), not a time to serve the room. " +
+		"Where a room's DISCOVERs and REQUESTs fit into dnsmasq's socket and dnsmasq gets a CPU when a packet arrives, no client waits for a PXE retransmission, and the all-served time is what the servers need for kernel and initrd over HTTP " +
+		"(CPU of the HTTP server plus the load generator per run, on the same cores, in the table)."}
 }

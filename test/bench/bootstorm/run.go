@@ -88,6 +88,11 @@ type runResult struct {
 	UDPClient       map[string]int64   `json:"udpClientDelta"`
 	DnsmasqLog      map[string]int     `json:"dnsmasqLog"`
 	DnsmasqLogLines int                `json:"dnsmasqLogLines"`
+	DnsmasqRunDelay float64            `json:"dnsmasqRunDelaySeconds"` // dnsmasq runnable but waiting for a CPU (schedstat)
+	Sysctls         map[string]int64   `json:"sysctls"`                // the storm sysctls (boot/storm) during the run
+	SocketDrops     map[string]int64   `json:"socketDrops"`            // drops column of /proc/net/udp: dnsmasq :67 and :69, load generator :68
+	KernelNet       map[string]int64   `json:"kernelNetDelta"`         // host-wide ARP table and input backlog counters (all namespaces)
+	Neighbours      map[string]int     `json:"neighbours"`             // IPv4 neighbour entries at the end: server and client namespace
 	DHCPStray       int64              `json:"dhcpStray"`
 	DHCPDropped     int64              `json:"dhcpDropped"`
 	PayloadWindowMs float64            `json:"payloadWindowMs"` // first client's kernel request to the last client's initrd end
@@ -112,7 +117,11 @@ var current struct {
 }
 
 func runOnce(ctx context.Context, o benchOptions, spec runSpec) (*runResult, error) {
-	e, err := startEnv(envOptions{N: spec.N, Addressing: spec.Addressing, SrvDir: o.SrvDir, HTTPCmd: o.HTTPCmd,
+	sysctls, err := setStormSysctls(isDefaults(spec.Kind))
+	if err != nil {
+		return nil, err
+	}
+	e, err := startEnv(envOptions{Defaults: isDefaults(spec.Kind), N: spec.N, Addressing: spec.Addressing, SrvDir: o.SrvDir, HTTPCmd: o.HTTPCmd,
 		HTTPPort: o.HTTPPort, LogDHCP: o.LogDHCP && !spec.NoLogDHCP, DnsmasqOpts: append(append([]string(nil), o.DnsmasqOpts...), spec.Extra...),
 		LogDir: o.LogDir, RunName: spec.name(), LDAPRelay: o.LDAPRelay})
 	if err != nil {
@@ -149,12 +158,13 @@ func runOnce(ctx context.Context, o benchOptions, spec runSpec) (*runResult, err
 		return nil, err
 	}
 	defer lg.kill()
-	dnsPid, httpPid, lgPid := e.dnsmasq.Process.Pid, e.httpd.Process.Pid, lg.cmd.Process.Pid
+	dnsPid, httpPid := e.dnsmasq.Process.Pid, e.httpd.Process.Pid
 	cpu0 := map[string]time.Duration{}
 	cpu0["dnsmasq"], _ = procCPU(dnsPid)
 	cpu0["http"], _ = procCPU(httpPid)
+	wait0, _ := procRunDelay(dnsPid)
 	udpS0, _ := udpCounters(dnsPid)
-	udpC0, _ := udpCounters(lgPid)
+	knet0 := kernelNetStats()
 
 	if _, err := io.WriteString(lg.stdin, "go\n"); err != nil {
 		return nil, err
@@ -166,8 +176,13 @@ func runOnce(ctx context.Context, o benchOptions, spec runSpec) (*runResult, err
 	cpu1 := map[string]time.Duration{}
 	cpu1["dnsmasq"], _ = procCPU(dnsPid)
 	cpu1["http"], _ = procCPU(httpPid)
+	wait1, _ := procRunDelay(dnsPid)
 	udpS1, _ := udpCounters(dnsPid)
-	udpC1, _ := udpCounters(lgPid)
+	knet1 := kernelNetStats()
+	// Per socket, while they are open: dnsmasq's are as old as this run, the load
+	// generator's DHCP socket too.
+	sd := socketDrops(dnsPid)
+	neigh := map[string]int{"server": neighbours(dnsPid)}
 	var lr lgResult
 	if err := json.Unmarshal(line, &lr); err != nil {
 		return nil, fmt.Errorf("load generator result: %v", err)
@@ -183,8 +198,14 @@ func runOnce(ctx context.Context, o benchOptions, spec runSpec) (*runResult, err
 	for _, h := range e.hosts {
 		r.Hosts = append(r.Hosts, h.IP)
 	}
+	r.DnsmasqRunDelay = (wait1 - wait0).Seconds()
 	r.CPU = map[string]float64{"dnsmasq": (cpu1["dnsmasq"] - cpu0["dnsmasq"]).Seconds(), "http": (cpu1["http"] - cpu0["http"]).Seconds(), "loadgen": lr.CPUSeconds}
-	r.UDPServer, r.UDPClient = delta(udpS0, udpS1), delta(udpC0, udpC1)
+	r.UDPServer = delta(udpS0, udpS1)
+	// The load generator has exited by now: its namespace's figures come from itself.
+	r.UDPClient = lr.UDPDelta
+	neigh["client"] = lr.Neighbours
+	r.Sysctls, r.KernelNet, r.Neighbours = sysctls, delta(knet0, knet1), neigh
+	r.SocketDrops = map[string]int64{"dnsmasq:67": sd[67], "dnsmasq:69": sd[69], "loadgen:68": lr.DHCPSocketDrops}
 	r.DnsmasqLog, r.DnsmasqLogLines = e.logStats.snapshot()
 	r.DHCPStray, r.DHCPDropped = lr.DHCPStray, lr.DHCPDropped
 	r.FailuresByPhase = map[string]int{}
