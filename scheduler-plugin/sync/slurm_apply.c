@@ -120,9 +120,9 @@ static void defer_node(struct cycle *c, const char *node,
 }
 
 /* One slurm_update_node for the nodes order[from..to) of c->pend. If it
- * fails (slurmctld stops at the first node it refuses), every node is sent
- * again on its own, so one bad node neither blocks the others nor hides
- * which one it was. */
+ * fails (slurmctld stops at the first node it does not know, and its error
+ * names none), every node is sent again on its own, so one bad node neither
+ * blocks the others nor hides which one it was. */
 static void apply_batch(struct cycle *c, const size_t *order, size_t from,
 			size_t to)
 {
