@@ -53,6 +53,10 @@ go test -count=1 -run '^$' -bench Reservations -benchtime 1x ./test/bench/harves
 # Owner activity -> Slurm node features/weight: real slurmctld, agent, container guest
 # with slurmd -Z and overtime-slurm-sync; 100 changes each way. About 5 minutes.
 go test -count=1 -timeout 30m -run '^$' -bench SlurmPropagation -benchtime 1x ./test/bench/slurmsync -args -out "$PWD/docs/benchmarks"
+# The same at 5,000 nodes (issue 18): real slurmctld with 5,000 node records (no slurmd),
+# overtime serve, overtime-slurm-sync; 5,000 simulated agents, 10% changing owner state
+# per minute; batching and --no-batch in alternating 60 s segments, 5 each. About 15 minutes.
+go test -count=1 -timeout 60m -run '^$' -bench SlurmScale -benchtime 1x ./test/bench/slurmscale -args -out "$PWD/docs/benchmarks"
 # Runtime state in the directory: heartbeat writes/s into a single slapd and a
 # multi-provider pair side by side, and replica-to-replica propagation. About a minute.
 go test -count=1 -timeout 20m -run '^$' -bench State -benchtime 1x ./test/bench/statebench -args -out "$PWD/docs/benchmarks"

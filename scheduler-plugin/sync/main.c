@@ -40,6 +40,7 @@ struct opts {
 	int warn_signal;
 	const char *warn_signame;
 	bool declare_nodes;
+	bool no_batch;
 	enum { RESERVE_LOCAL_AUTO, RESERVE_LOCAL_YES, RESERVE_LOCAL_NO } reserve_local;
 };
 
@@ -49,7 +50,7 @@ static void usage(FILE *f)
 "Usage: overtime-slurm-sync --server URL --user NAME --password-file PATH\n"
 "                           [--wait SECONDS] [--resync SECONDS] [--once] [--debug]\n"
 "                           [--horizon HOURS] [--warn-signal SIG] [--warn-lead SECONDS]\n"
-"                           [--declare-nodes]\n"
+"                           [--declare-nodes] [--no-batch]\n"
 "\n"
 "Maps each Overtime host's node agent state, as computed by the site manager,\n"
 "onto Slurm: node features and weight; drain while the guest is frozen and\n"
@@ -82,6 +83,10 @@ static void usage(FILE *f)
 "  --declare-nodes       declare hosts Slurm has never seen as powered-down\n"
 "                        dynamic nodes (State=CLOUD) with the CPUs, memory\n"
 "                        and GPUs their agent reported (power saving)\n"
+"  --no-batch            one slurm_update_node per node; by default nodes\n"
+"                        whose update is identical share one call with a\n"
+"                        hostlist (nodes of a failed call are retried one\n"
+"                        by one)\n"
 "  --once                one fetch and one reconcile, then exit 0 (all\n"
 "                        applied) or 1\n"
 "  --debug               debug log lines\n"
@@ -153,7 +158,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_SERVER = 256, O_USER, O_PWFILE, O_WAIT, O_RESYNC, O_ONCE,
 	       O_DEBUG, O_HELP, O_HORIZON, O_WSIG, O_WLEAD, O_DECLARE,
-	       O_RLOCAL };
+	       O_RLOCAL, O_NOBATCH };
 	static const struct option longopts[] = {
 		{ "server", required_argument, NULL, O_SERVER },
 		{ "user", required_argument, NULL, O_USER },
@@ -167,6 +172,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "warn-signal", required_argument, NULL, O_WSIG },
 		{ "warn-lead", required_argument, NULL, O_WLEAD },
 		{ "declare-nodes", no_argument, NULL, O_DECLARE },
+		{ "no-batch", no_argument, NULL, O_NOBATCH },
 		{ "reserve-local-disk", required_argument, NULL, O_RLOCAL },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -206,6 +212,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return -1;
 			break;
 		case O_DECLARE: o->declare_nodes = true; break;
+		case O_NOBATCH: o->no_batch = true; break;
 		case O_RLOCAL:
 			if (!strcmp(optarg, "auto"))
 				o->reserve_local = RESERVE_LOCAL_AUTO;
@@ -364,6 +371,7 @@ static int run(const struct opts *o, struct feed_client *fc)
 		.warn_lead_s = o->warn_lead_s, .warn_signal = o->warn_signal,
 		.warn_signame = o->warn_signame,
 		.declare_nodes = o->declare_nodes,
+		.batch = !o->no_batch,
 	};
 	/* Each answer triggers a reconcile, and the server answers within
 	 * its wait even with no change, so capping the wait at --resync is
@@ -471,6 +479,7 @@ int main(int argc, char **argv)
 		 "horizon_h", log_i64(h, o.horizon_h),
 		 "warn", o.warn_signame, "warn_lead_s", log_i64(l, o.warn_lead_s),
 		 "declare_nodes", o.declare_nodes ? "true" : NULL,
+		 "batch", o.no_batch ? "false" : "true",
 		 "reserve_local_disk",
 		 o.reserve_local == RESERVE_LOCAL_YES ? "yes" : "no",
 		 "once", o.once ? "true" : NULL, NULL);

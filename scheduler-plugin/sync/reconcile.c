@@ -153,6 +153,136 @@ size_t reconcile_node(const struct feed_node *want, const struct cur_node *cur,
 	return n;
 }
 
+/* ---- batching ---------------------------------------------------------- */
+
+bool node_update_same(const struct action *a, const struct action *b)
+{
+	if (a->state != b->state || a->set_weight != b->set_weight ||
+	    (a->set_weight && a->weight != b->weight))
+		return false;
+	if (!a->features != !b->features ||
+	    (a->features && strcmp(a->features, b->features)))
+		return false;
+	/* The reason is only sent with a drain or down. */
+	if (a->state == NC_DRAIN || a->state == NC_DOWN)
+		return str_eq0(a->reason, b->reason);
+	return true;
+}
+
+static int cmp_str0(const char *a, const char *b)
+{
+	if (!a || !b)
+		return (a != NULL) - (b != NULL);
+	return strcmp(a, b);
+}
+
+/* A total order consistent with node_update_same(): equal iff the same. */
+static int cmp_update(const struct action *a, const struct action *b)
+{
+	int c;
+
+	if (a->state != b->state)
+		return a->state < b->state ? -1 : 1;
+	if (a->set_weight != b->set_weight)
+		return a->set_weight ? 1 : -1;
+	if (a->set_weight && a->weight != b->weight)
+		return a->weight < b->weight ? -1 : 1;
+	if ((c = cmp_str0(a->features, b->features)))
+		return c;
+	if (a->state == NC_DRAIN || a->state == NC_DOWN)
+		return strcmp(a->reason ? a->reason : "",
+			      b->reason ? b->reason : "");
+	return 0;
+}
+
+static const struct pending_update *sort_p;
+
+/* By update, then by the first node with that update, then by position. */
+static int cmp_pos(const void *x, const void *y)
+{
+	size_t i = *(const size_t *)x, j = *(const size_t *)y;
+	int c = cmp_update(&sort_p[i].a, &sort_p[j].a);
+
+	if (c)
+		return c;
+	return i < j ? -1 : i > j;
+}
+
+size_t group_node_updates(const struct pending_update *p, size_t n,
+			  size_t *order, size_t *batch)
+{
+	size_t *first, nb = 0;
+
+	if (!n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	sort_p = p;
+	qsort(order, n, sizeof(*order), cmp_pos);
+	/* Runs of equal updates are batches; put them in the order of
+	 * their first node (the run's first element, as ties sort by
+	 * position), so the log and the RPCs follow the node list. */
+	first = malloc(n * sizeof(*first));
+	if (!first) {
+		/* No memory to reorder: still correct, one per batch run. */
+		for (size_t i = 0; i < n; i++) {
+			if (i && cmp_update(&p[order[i - 1]].a,
+					    &p[order[i]].a))
+				nb++;
+			batch[i] = nb;
+		}
+		return nb + 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!i || cmp_update(&p[order[i - 1]].a, &p[order[i]].a))
+			first[nb++] = i;
+	}
+	{
+		/* Sort the run starts by their first node's position. */
+		size_t *runs = malloc(nb * sizeof(*runs)), *tmp;
+
+		tmp = malloc(n * sizeof(*tmp));
+		if (!runs || !tmp) {
+			free(runs);
+			free(tmp);
+			for (size_t b = 0, i = 0; i < n; i++) {
+				if (b + 1 < nb && i == first[b + 1])
+					b++;
+				batch[i] = b;
+			}
+			free(first);
+			return nb;
+		}
+		for (size_t b = 0; b < nb; b++)
+			runs[b] = b;
+		/* Insertion sort: few batches. */
+		for (size_t b = 1; b < nb; b++) {
+			size_t r = runs[b], k = b;
+
+			while (k && order[first[runs[k - 1]]] >
+			       order[first[r]]) {
+				runs[k] = runs[k - 1];
+				k--;
+			}
+			runs[k] = r;
+		}
+		for (size_t b = 0, k = 0; b < nb; b++) {
+			size_t r = runs[b];
+			size_t end = r + 1 < nb ? first[r + 1] : n;
+
+			for (size_t i = first[r]; i < end; i++) {
+				tmp[k] = order[i];
+				batch[k++] = b;
+			}
+		}
+		memcpy(order, tmp, n * sizeof(*order));
+		free(runs);
+		free(tmp);
+	}
+	free(first);
+	return nb;
+}
+
 void reconcile_absent_node(const char *name, struct feed_node *want)
 {
 	memset(want, 0, sizeof(*want));

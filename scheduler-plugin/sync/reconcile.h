@@ -88,6 +88,32 @@ size_t reconcile_node(const struct feed_node *want, const struct cur_node *cur,
  * does not mention: down, requeue its jobs, leave features and weight. */
 void reconcile_absent_node(const char *name, struct feed_node *want);
 
+/* ---- batching ------------------------------------------------------------
+ *
+ * One feed response can change hundreds of nodes the same way (a lecture
+ * starts: every PC of a room goes owner-active). Node updates whose message is
+ * identical are sent as one slurm_update_node with a hostlist, rather than one
+ * RPC per node. */
+
+/* A node update waiting to be sent. */
+struct pending_update {
+	const char *node;
+	struct action a; /* kind == ACT_NODE_UPDATE */
+};
+
+/* Would a and b be the same update_node message apart from the node name:
+ * same features (or both unchanged), weight, state change and, for a drain
+ * or down, reason? */
+bool node_update_same(const struct action *a, const struct action *b);
+
+/* Order p[0..n) into batches: fills order (room for n) with a permutation of
+ * 0..n-1 in which updates that node_update_same() are adjacent, batches in
+ * the order of their first node and nodes in their original order within
+ * one, and batch (room for n) with each position's batch number. Returns the
+ * number of batches. */
+size_t group_node_updates(const struct pending_update *p, size_t n,
+			  size_t *order, size_t *batch);
+
 /* The predicates the rules use, exposed for the tests and the logs. */
 bool node_is_down(uint32_t node_state);
 bool node_is_drain(uint32_t node_state);

@@ -21,6 +21,10 @@ struct active_job {
 struct cycle {
 	int failures;
 	int changes;
+	/* Node updates held for batching (opts->batch). */
+	struct pending_update *pend;
+	size_t npend, cap;
+	int rpcs; /* slurm_update_node calls made */
 };
 
 static void failed(struct cycle *c, const char *what, int err,
@@ -43,40 +47,47 @@ static const char *change_name(enum node_change s)
 	return NULL;
 }
 
+static void node_msg(update_node_msg_t *m, const char *names,
+		     const struct action *a)
+{
+	slurm_init_update_node_msg(m);
+	m->node_names = (char *)names;
+	if (a->features) {
+		/* Without a node_features plugin, available and active
+		 * features must move together or Slurm keeps scheduling on
+		 * the stale active set. */
+		m->features = (char *)a->features;
+		m->features_act = (char *)a->features;
+	}
+	if (a->set_weight)
+		m->weight = a->weight;
+	switch (a->state) {
+	case NC_RESUME:
+		m->node_state = NODE_RESUME;
+		break;
+	case NC_DRAIN:
+		m->node_state = NODE_STATE_DRAIN;
+		m->reason = (char *)a->reason;
+		m->reason_uid = getuid();
+		break;
+	case NC_DOWN:
+		m->node_state = NODE_STATE_DOWN;
+		m->reason = (char *)a->reason;
+		m->reason_uid = getuid();
+		break;
+	case NC_NONE:
+		break;
+	}
+}
+
 static void apply_node(struct cycle *c, const char *node,
 		       const struct action *a)
 {
 	update_node_msg_t m;
 	char w[21];
 
-	slurm_init_update_node_msg(&m);
-	m.node_names = (char *)node;
-	if (a->features) {
-		/* Without a node_features plugin, available and active
-		 * features must move together or Slurm keeps scheduling on
-		 * the stale active set. */
-		m.features = (char *)a->features;
-		m.features_act = (char *)a->features;
-	}
-	if (a->set_weight)
-		m.weight = a->weight;
-	switch (a->state) {
-	case NC_RESUME:
-		m.node_state = NODE_RESUME;
-		break;
-	case NC_DRAIN:
-		m.node_state = NODE_STATE_DRAIN;
-		m.reason = (char *)a->reason;
-		m.reason_uid = getuid();
-		break;
-	case NC_DOWN:
-		m.node_state = NODE_STATE_DOWN;
-		m.reason = (char *)a->reason;
-		m.reason_uid = getuid();
-		break;
-	case NC_NONE:
-		break;
-	}
+	node_msg(&m, node, a);
+	c->rpcs++;
 	if (slurm_update_node(&m) != SLURM_SUCCESS) {
 		failed(c, "slurm_update_node", errno, "node", node, NULL, NULL);
 		return;
@@ -88,6 +99,103 @@ static void apply_node(struct cycle *c, const char *node,
 		 "state", change_name(a->state),
 		 "reason", a->state == NC_DRAIN || a->state == NC_DOWN ?
 		 a->reason : NULL, NULL);
+}
+
+/* Hold a node update for apply_batches(); without room, send it now. */
+static void defer_node(struct cycle *c, const char *node,
+		       const struct action *a)
+{
+	if (c->npend == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 256;
+		struct pending_update *p = realloc(c->pend, cap * sizeof(*p));
+
+		if (!p) {
+			apply_node(c, node, a);
+			return;
+		}
+		c->pend = p;
+		c->cap = cap;
+	}
+	c->pend[c->npend++] = (struct pending_update){ .node = node, .a = *a };
+}
+
+/* One slurm_update_node for the nodes order[from..to) of c->pend. If it
+ * fails (slurmctld stops at the first node it does not know, and its error
+ * names none), every node is sent again on its own, so one bad node neither
+ * blocks the others nor hides which one it was. */
+static void apply_batch(struct cycle *c, const size_t *order, size_t from,
+			size_t to)
+{
+	const struct action *a = &c->pend[order[from]].a;
+	update_node_msg_t m;
+	hostlist_t hl;
+	char *names = NULL, w[21], k[21];
+
+	if (to - from == 1) {
+		apply_node(c, c->pend[order[from]].node, a);
+		return;
+	}
+	hl = slurm_hostlist_create(NULL);
+	for (size_t i = from; hl && i < to; i++)
+		if (!slurm_hostlist_push_host(hl, c->pend[order[i]].node)) {
+			slurm_hostlist_destroy(hl);
+			hl = NULL;
+		}
+	if (hl)
+		names = slurm_hostlist_ranged_string_malloc(hl);
+	slurm_hostlist_destroy(hl);
+	if (!names) {
+		log_warn("cannot build a node list; updating nodes one by one",
+			 NULL);
+		goto one_by_one;
+	}
+	node_msg(&m, names, a);
+	c->rpcs++;
+	if (slurm_update_node(&m) != SLURM_SUCCESS) {
+		log_warn("batched node update failed; updating nodes one by "
+			 "one", "nodes", names, "error",
+			 slurm_strerror(errno), NULL);
+		free(names);
+		goto one_by_one;
+	}
+	c->changes += (int)(to - from);
+	log_info("nodes updated", "nodes", names,
+		 "count", log_u64(k, to - from),
+		 "features", a->features,
+		 "weight", a->set_weight ? log_u64(w, a->weight) : NULL,
+		 "state", change_name(a->state),
+		 "reason", a->state == NC_DRAIN || a->state == NC_DOWN ?
+		 a->reason : NULL, NULL);
+	free(names);
+	return;
+one_by_one:
+	for (size_t i = from; i < to; i++)
+		apply_node(c, c->pend[order[i]].node, &c->pend[order[i]].a);
+}
+
+static void apply_batches(struct cycle *c)
+{
+	size_t *order, *batch, from = 0;
+
+	if (!c->npend)
+		return;
+	order = malloc(c->npend * sizeof(*order));
+	batch = malloc(c->npend * sizeof(*batch));
+	if (!order || !batch) {
+		for (size_t i = 0; i < c->npend; i++)
+			apply_node(c, c->pend[i].node, &c->pend[i].a);
+		goto out;
+	}
+	group_node_updates(c->pend, c->npend, order, batch);
+	for (size_t i = 1; i <= c->npend; i++)
+		if (i == c->npend || batch[i] != batch[from]) {
+			apply_batch(c, order, from, i);
+			from = i;
+		}
+out:
+	free(order);
+	free(batch);
+	c->npend = 0;
 }
 
 static int set_comment(struct cycle *c, uint32_t job_id, const char *node,
@@ -460,8 +568,14 @@ static void node_cycle(struct cycle *c, const struct feed *feed,
 	if (want->state == OT_UNKNOWN)
 		log_warn("unknown node agent state; node state left alone",
 			 "node", n->name, "state", want->state_str, NULL);
-	for (size_t i = 0; i < na; i++)
-		apply(c, n->name, &acts[i]);
+	for (size_t i = 0; i < na; i++) {
+		/* Only a node's last action waits for the batch: "up" resumes
+		 * the node before its jobs, which must find it usable. */
+		if (o->batch && i + 1 == na && acts[i].kind == ACT_NODE_UPDATE)
+			defer_node(c, n->name, &acts[i]);
+		else
+			apply(c, n->name, &acts[i]);
+	}
 	if (o->windows)
 		short_notice_jobs(c, n->name, cj, cur.njobs, cinfo, acts, na,
 				  o);
@@ -478,7 +592,7 @@ int apply_cycle(const struct feed *feed, const struct apply_opts *o)
 	bool *seen = NULL;
 	struct cycle c = { 0 };
 	size_t nact = 0;
-	char a[21], b[21];
+	char a[21], b[21], r[21];
 
 	if (slurm_load_node(0, &nodes, SHOW_ALL) != SLURM_SUCCESS) {
 		failed(&c, "slurm_load_node", errno, NULL, NULL, NULL, NULL);
@@ -520,6 +634,7 @@ int apply_cycle(const struct feed *feed, const struct apply_opts *o)
 		if (nodes->node_array[i].name)
 			node_cycle(&c, feed, &nodes->node_array[i], act, nact,
 				   cj, cinfo, acts, seen, o);
+	apply_batches(&c);
 	for (size_t i = 0; i < feed->nnodes; i++) {
 		if (seen[i])
 			continue;
@@ -538,7 +653,8 @@ int apply_cycle(const struct feed *feed, const struct apply_opts *o)
 	 * still runs (docs/slurm.md). */
 
 	log_debug("reconcile done", "changes", log_u64(a, (uint64_t)c.changes),
-		  "failures", log_u64(b, (uint64_t)c.failures), NULL);
+		  "failures", log_u64(b, (uint64_t)c.failures),
+		  "update_node_calls", log_u64(r, (uint64_t)c.rpcs), NULL);
 out:
 	for (size_t i = 0; i < nact; i++)
 		slurm_hostlist_destroy(act[i].hl);
@@ -547,6 +663,7 @@ out:
 	free(cinfo);
 	free(acts);
 	free(seen);
+	free(c.pend);
 	slurm_free_job_info_msg(jobs);
 	slurm_free_node_info_msg(nodes);
 	return c.failures;

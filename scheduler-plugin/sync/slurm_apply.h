@@ -18,6 +18,9 @@ struct apply_opts {
 	int warn_signal;      /* e.g. SIGUSR1 */
 	const char *warn_signame; /* "USR1", for comments and logs */
 	bool declare_nodes;   /* create unseen feed nodes State=CLOUD */
+	/* Send identical node updates as one slurm_update_node with a
+	 * hostlist (false: --no-batch, one call per node). */
+	bool batch;
 };
 
 /* One reconcile cycle against slurmctld. Returns the number of libslurm calls

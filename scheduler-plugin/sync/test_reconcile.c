@@ -502,6 +502,97 @@ static void test_feed_size_cap(void)
 	free(buf);
 }
 
+/* ---- batching ----------------------------------------------------------- */
+
+static void test_group_node_updates(void)
+{
+	static const char R2[] = "overtime: guest frozen: the owner needs the desktop";
+	struct action active = { .kind = ACT_NODE_UPDATE,
+		.features = "overtime,desktop,owner-active", .set_weight = true,
+		.weight = 100 };
+	struct action idle = { .kind = ACT_NODE_UPDATE,
+		.features = "overtime,desktop,desk-empty", .set_weight = true,
+		.weight = 10 };
+	struct action drain = { .kind = ACT_NODE_UPDATE, .state = NC_DRAIN,
+		.reason = REASON };
+	struct action drain_other = drain, drain_copy = drain, weight_only = {
+		.kind = ACT_NODE_UPDATE, .set_weight = true, .weight = 100 };
+	/* Only the reason's text matters, not where it is stored. */
+	drain_copy.reason = R2;
+	drain_other.reason = OURS;
+	struct pending_update p[] = {
+		{ "pc3", idle }, { "pc1", active }, { "pc2", active },
+		{ "pc7", drain }, { "pc4", idle }, { "pc8", drain_copy },
+		{ "pc9", drain_other }, { "pc5", active }, { "pc6", weight_only },
+	};
+	/* batches in the order of their first node, nodes in theirs */
+	static const char *const want[] = {
+		"pc3", "pc4", "|", "pc1", "pc2", "pc5", "|", "pc7", "pc8", "|",
+		"pc9", "|", "pc6",
+	};
+	size_t n = sizeof(p) / sizeof(p[0]), order[9], batch[9], nb, k = 0;
+
+	CHECK(node_update_same(&drain, &drain_copy), "same reason text");
+	CHECK(!node_update_same(&drain, &drain_other), "other reason");
+	CHECK(!node_update_same(&active, &idle), "other features");
+	CHECK(!node_update_same(&active, &weight_only), "features unchanged vs set");
+	{
+		/* A reason only counts with a drain or down. */
+		struct action a = active, b = active;
+
+		a.reason = REASON;
+		b.reason = OURS;
+		CHECK(node_update_same(&a, &b), "reason ignored without a state change");
+		b.weight = 99;
+		CHECK(!node_update_same(&a, &b), "other weight");
+	}
+	nb = group_node_updates(p, n, order, batch);
+	CHECK(nb == 5, "5 batches, got %zu", nb);
+	for (size_t i = 0; i < n; i++) {
+		if (i && batch[i] != batch[i - 1]) {
+			CHECK(batch[i] == batch[i - 1] + 1, "batch numbers ascend at %zu", i);
+			CHECK(!strcmp(want[k], "|"), "batch boundary before %s", p[order[i]].node);
+			k++;
+		}
+		CHECK(k < sizeof(want) / sizeof(want[0]) &&
+		      !strcmp(p[order[i]].node, want[k]),
+		      "position %zu: %s, want %s", i, p[order[i]].node,
+		      k < sizeof(want) / sizeof(want[0]) ? want[k] : "(end)");
+		k++;
+	}
+	CHECK(group_node_updates(p, 0, order, batch) == 0, "no updates, no batches");
+	nb = group_node_updates(p, 1, order, batch);
+	CHECK(nb == 1 && order[0] == 0 && batch[0] == 0, "one update, one batch");
+}
+
+/* 5,000 nodes, two kinds of update: two batches, every node once. */
+static void test_group_many(void)
+{
+	enum { N = 5000 };
+	static struct pending_update p[N];
+	static size_t order[N], batch[N];
+	static char names[N][16];
+	static bool seen[N];
+	struct action a = { .kind = ACT_NODE_UPDATE, .features = "x" };
+	struct action b = { .kind = ACT_NODE_UPDATE, .features = "y" };
+	size_t nb;
+
+	for (size_t i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "pc%04zu", i);
+		p[i] = (struct pending_update){ names[i], i % 3 ? a : b };
+	}
+	nb = group_node_updates(p, N, order, batch);
+	CHECK(nb == 2, "2 batches, got %zu", nb);
+	for (size_t i = 0; i < N; i++) {
+		CHECK(!seen[order[i]], "node %zu twice", order[i]);
+		seen[order[i]] = true;
+		CHECK(batch[i] == (i < N / 3 + 1 ? 0u : 1u), "position %zu in batch %zu",
+		      i, batch[i]);
+		if (i && batch[i] == batch[i - 1])
+			CHECK(order[i] > order[i - 1], "node order kept at %zu", i);
+	}
+}
+
 int main(void)
 {
 	test_reconcile_table();
@@ -513,6 +604,8 @@ int main(void)
 	test_feed_valid();
 	test_feed_invalid();
 	test_feed_size_cap();
+	test_group_node_updates();
+	test_group_many();
 	printf("test_reconcile: %d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }
