@@ -1,11 +1,13 @@
 package service
 
 import (
+	"reflect"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
+	"github.com/overtime-hpc/overtime/sitemgmt/slurmnode"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
@@ -14,18 +16,24 @@ import (
 // directory, so that a restart loses nothing and every replica of the site manager gives
 // the same answers. Memory is the cache, the store the shared copy.
 //
-// Every change bumps a revision and wakes the long polls of the Slurm feed (SlurmFeed),
-// so that an owner's key press reaches Slurm in one round trip, not at the next poll.
+// Every change bumps a revision; a change the Slurm feed shows (feedChange: not a
+// heartbeat that repeats the last one) also wakes its long polls (SlurmFeed), so that an
+// owner's key press reaches Slurm in one round trip, not at the next poll.
 
 // maxReports bounds the job reports kept (about 1 KiB each). Slurm keeps the durable copy
 // of batch jobs' reports (AdminComment).
 const maxReports = 20000
 
 type agentState struct {
-	mu      sync.Mutex
-	last    map[string]hostBeat
-	rev     uint64
-	changed chan struct{} // closed and replaced at every change
+	mu   sync.Mutex
+	last map[string]hostBeat
+	rev  uint64
+	// feedRev is the revision of the last change the Slurm feed shows (feedChange):
+	// most heartbeats repeat what the agent said before, and a long poll woken by
+	// each of them would make every sync daemon re-read the whole site 300 times a
+	// second at 10,000 hosts (docs/benchmarks/slurmscale.md).
+	feedRev uint64
+	changed chan struct{} // closed and replaced at every change of the feed
 	reports map[reportKey]revReport
 
 	// Persistence (state.go); all nil without a StateStore.
@@ -112,13 +120,16 @@ func (a *agentState) put(st wire.HostStatus) wire.HostStatus {
 	prev, ok := a.last[st.Host]
 	if ok && !newer(st, prev) {
 		if st.Received.After(prev.st.Received) {
+			if st.Received.Sub(prev.st.Received) > wire.StaleAfter {
+				a.bumpLocked(true) // the node shown down as stale comes back
+			}
 			prev.st.Received = st.Received
 			a.last[st.Host] = prev
 		}
 		// An overtaken heartbeat may still carry the host's newest calibration.
 		if newerProfile(prev.st.Interference, st.Interference) {
 			prev.st.Interference = st.Interference
-			a.bumpLocked()
+			a.bumpLocked(true)
 			prev.rev = a.rev
 			a.last[st.Host] = prev
 		}
@@ -133,7 +144,7 @@ func (a *agentState) put(st wire.HostStatus) wire.HostStatus {
 	if ok && prev.st.Instance != st.Instance {
 		next.retired = prev.st.Instance
 	}
-	a.bumpLocked()
+	a.bumpLocked(!ok || feedChange(prev.st, st))
 	next.rev = a.rev
 	a.last[st.Host] = next
 	return st
@@ -167,22 +178,43 @@ func (a *agentState) profile(host string) *wire.InterferenceProfile {
 	return nil
 }
 
-func (a *agentState) bumpLocked() {
+// bumpLocked moves the revision; feed: the change is one the Slurm feed shows, which
+// wakes its long polls.
+func (a *agentState) bumpLocked(feed bool) {
 	a.rev++
+	if !feed {
+		return
+	}
+	a.feedRev = a.rev
 	if a.changed != nil {
 		close(a.changed)
 	}
 	a.changed = make(chan struct{})
 }
 
-// since returns the revision and a channel closed at the next change.
-func (a *agentState) since() (uint64, <-chan struct{}) {
+// feedChange reports whether heartbeat cur changes the host's Slurm node from what old
+// gave (slurmnode.Desired), apart from the receive time its comment quotes: a node shown
+// down for a stale heartbeat comes up, or the mode, owner, guest, size or calibration
+// moved. The running mode's kind follows the mode's name, which the comment carries.
+func feedChange(old, cur wire.HostStatus) bool {
+	if cur.Received.Sub(old.Received) > wire.StaleAfter {
+		return true
+	}
+	o := old
+	o.Received = cur.Received
+	return !reflect.DeepEqual(slurmnode.Desired(cur.Host, &wire.AgentStatus{HostStatus: o}, nil),
+		slurmnode.Desired(cur.Host, &wire.AgentStatus{HostStatus: cur}, nil))
+}
+
+// since returns the revision, the revision of the last change the Slurm feed shows and
+// a channel closed at the next such change.
+func (a *agentState) since() (rev, feedRev uint64, changed <-chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.changed == nil {
 		a.changed = make(chan struct{})
 	}
-	return a.rev, a.changed
+	return a.rev, a.feedRev, a.changed
 }
 
 func (a *agentState) get(host string) (wire.HostStatus, bool) {
@@ -205,7 +237,7 @@ func (a *agentState) all() []wire.HostStatus {
 func (a *agentState) putReport(r wire.JobReport) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.bumpLocked()
+	a.bumpLocked(true)
 	if a.reports == nil {
 		a.reports = map[reportKey]revReport{}
 	}

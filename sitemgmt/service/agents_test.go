@@ -90,7 +90,7 @@ func TestHeartbeatOrder(t *testing.T) {
 			if answer.Restarts != tc.kept {
 				t.Errorf("answer is post %d, want %d", answer.Restarts, tc.kept)
 			}
-			if rev, _ := svc.agents.since(); rev != tc.rev {
+			if rev, _, _ := svc.agents.since(); rev != tc.rev {
 				t.Errorf("revision %d, want %d", rev, tc.rev)
 			}
 			last := tc.posts[len(tc.posts)-1].received
@@ -207,7 +207,7 @@ func TestJobReports(t *testing.T) {
 	if r, ok := s.JobReport("1", "pc3"); ok {
 		t.Fatalf("job 1 of pc3: %+v", r)
 	}
-	rev, _ := s.agents.since()
+	rev, _, _ := s.agents.since()
 	if got := jobs(s.agents.reportsSince(rev - 1)); got != "1@pc2 " {
 		t.Fatalf("since %d: %q", rev-1, got)
 	}
@@ -331,5 +331,68 @@ func TestSlurmFeedCoalesced(t *testing.T) {
 	}
 	if s.feed.built != built {
 		t.Fatal("a poll at an unchanged revision built the feed again")
+	}
+}
+
+// A heartbeat that repeats what the host's Slurm node already shows moves the revision
+// but does not answer a long poll; a change of the node does, and so does the first
+// heartbeat after the host went stale (its node was down).
+func TestSlurmFeedWakesOnChangesOnly(t *testing.T) {
+	s := memService(t)
+	ctx := context.Background()
+	clock := func() time.Time { return t0 }
+	beat := func(seq uint64, state model.OwnerState, at time.Time) {
+		t.Helper()
+		if _, err := s.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: at, Instance: "a", Seq: seq, Mode: "desktop", OwnerState: state,
+			Action: model.ActionRun, GuestState: "running"}, at, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat(1, model.StateNoUser, t0)
+	first, err := s.SlurmFeed(ctx, 0, 0, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beat(2, model.StateNoUser, t0.Add(30*time.Second))
+	if rev, _, _ := s.agents.since(); rev != first.Revision+1 {
+		t.Fatalf("revision %d after a repeated heartbeat, want %d", rev, first.Revision+1)
+	}
+	poll := func(since uint64, wait time.Duration) (*wire.SlurmFeed, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		f, err := s.SlurmFeed(ctx, since, wait, clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, time.Since(start)
+	}
+	if f, d := poll(first.Revision, 300*time.Millisecond); d < 250*time.Millisecond || f.Nodes[0].Features != "overtime,desktop,desk-empty" {
+		t.Fatalf("a repeated heartbeat answered the long poll after %s: %+v", d, f)
+	}
+	got := make(chan *wire.SlurmFeed, 1)
+	go func() {
+		f, err := s.SlurmFeed(ctx, first.Revision+1, time.Hour, clock)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- f
+	}()
+	beat(3, model.StateOwnerActive, t0.Add(40*time.Second))
+	f := <-got
+	if f.Revision != first.Revision+2 || f.Nodes[0].Features != "overtime,desktop,owner-active" {
+		t.Fatalf("after an owner change: %+v", f)
+	}
+	// Back after longer than StaleAfter: the node was down, so this wakes the poll.
+	back := t0.Add(40*time.Second + wire.StaleAfter + time.Minute)
+	go func() {
+		f, err := s.SlurmFeed(ctx, f.Revision, time.Hour, func() time.Time { return back })
+		if err != nil {
+			t.Error(err)
+		}
+		got <- f
+	}()
+	beat(4, model.StateOwnerActive, back)
+	if f = <-got; f.Nodes[0].State != wire.SlurmUp {
+		t.Fatalf("after the host came back: %+v", f)
 	}
 }

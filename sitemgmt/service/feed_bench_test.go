@@ -20,7 +20,8 @@ import (
 )
 
 // BenchmarkSlurmFeedFanout: K long polls following the feed of a 10,000-host site while
-// heartbeats arrive at the site's rate (333/s): CPU cores the replica spends and answers
+// heartbeats arrive at the site's rate (333/s), one in 20 changing its host's owner
+// state (the feed's long polls wake only at those, feedChange): CPU cores the replica spends and answers
 // per client per second, with the shared build (shared) and as every poll built and
 // encoded the feed for itself before (own). -benchtime 1x; each run lasts -feed-secs.
 //
@@ -54,8 +55,12 @@ func feedFanout(b *testing.B, site *model.Site, k int, shared bool, d time.Durat
 	now := time.Now()
 	beat := func(i int, seq uint64) {
 		h := site.Hosts[i%len(site.Hosts)].Name
+		owner := model.StateNoUser
+		if i%20 == 19 {
+			owner = model.StateOwnerActive
+		}
 		if _, err := s.PutHeartbeat(wire.Heartbeat{Host: h, Time: now, Instance: "x", Seq: seq, Mode: "desktop", ConfigFrom: "api",
-			OwnerState: model.StateNoUser, Action: model.ActionRun, GuestState: "running", CPUs: 8, MemoryMB: 12288}, time.Now(), ""); err != nil {
+			OwnerState: owner, Action: model.ActionRun, GuestState: "running", CPUs: 8, MemoryMB: 12288}, time.Now(), ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -108,14 +113,14 @@ func feedFanout(b *testing.B, site *model.Site, k int, shared bool, d time.Durat
 // ownFeed is the feed as every long poll made it before the shared build: wait, build
 // every node, encode with indentation (the API's writeJSON).
 func ownFeed(ctx context.Context, s *Service, since uint64) ([]byte, error) {
-	rev, changed := s.agents.since()
-	if rev <= since {
+	rev, feedRev, changed := s.agents.since()
+	if feedRev <= since {
 		select {
 		case <-changed:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		rev, _ = s.agents.since()
+		rev, _, _ = s.agents.since()
 	}
 	feed := &wire.SlurmFeed{Revision: rev, Nodes: s.buildFeedNodes(s.Snapshot().Site, time.Now()), Reports: []wire.JobReportLine{}}
 	var buf bytes.Buffer

@@ -60,19 +60,19 @@ func (s *Service) SlurmFeedJSON(ctx context.Context, since uint64, wait time.Dur
 }
 
 // FeedCoalesce is how often, at most, a replica builds the Slurm feed for long polls.
-// Every heartbeat changes the feed (a node's comment carries its receive time), so at
-// 10,000 hosts the revision moves 300 times a second and every long poll would return at
-// once, each building and encoding every node (2.8 MB indented) for itself, so that the
-// replica's CPU grew with the number of daemons (docs/benchmarks/agentscale.md,
-// BenchmarkSlurmFeedFanout). Long polls share one build instead, made at
-// most every FeedCoalesce, which delays a change by at most that much; a plain read
-// (wait 0) always gets the current state.
-const FeedCoalesce = 200 * time.Millisecond
+// Long polls wake only at changes the feed shows (feedChange), but a burst of them (a
+// room logging in at 08:00) would otherwise make every long poll build and encode every
+// node (2.8 MB at 10,000 hosts) for itself, so that the replica's CPU grew with the
+// number of daemons (docs/benchmarks/agentscale.md, BenchmarkSlurmFeedFanout). Long
+// polls share one build instead, made at most every FeedCoalesce, which delays a change
+// by at most that much; a plain read (wait 0) always gets the current state. 50 ms keeps
+// the delay a fifth of the 250 ms owner-to-Slurm target (docs/benchmarks/slurmscale.md).
+const FeedCoalesce = 50 * time.Millisecond
 
 // feedCache is the last build of the Slurm feed's nodes.
 type feedCache struct {
 	mu    sync.Mutex
-	rev   uint64    // the agents' revision it was built at
+	rev   uint64    // the agents' feed revision it was built at
 	snap  *Snapshot // ... from this snapshot
 	at    time.Time // ... judging staleness at this instant (the caller's clock)
 	built time.Time // wall clock of the build
@@ -83,8 +83,8 @@ type feedCache struct {
 // slurmFeed waits as SlurmFeed does and returns the revision with the nodes (shared:
 // read only) and, with encode, their JSON.
 func (s *Service) slurmFeed(ctx context.Context, since uint64, wait time.Duration, now func() time.Time, encode bool) (uint64, []wire.SlurmNode, []byte, error) {
-	rev, changed := s.agents.since()
-	if rev <= since && wait > 0 {
+	_, feedRev, changed := s.agents.since()
+	if feedRev <= since && wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-changed:
@@ -96,14 +96,16 @@ func (s *Service) slurmFeed(ctx context.Context, since uint64, wait time.Duratio
 		t.Stop()
 	}
 	c := &s.feed
+	var rev uint64
 	for {
-		rev, _ := s.agents.since()
+		rev, feedRev, _ = s.agents.since()
 		snap := s.Snapshot()
 		c.mu.Lock()
 		at := now()
-		// The last build is the answer while nothing changed since (staleness judged
-		// up to a second earlier).
-		if c.nodes != nil && c.rev == rev && c.snap == snap && at.Sub(c.at).Abs() < time.Second {
+		// The last build is the answer while nothing it shows changed since (staleness
+		// judged up to a second earlier). The revision answered is the current one: the
+		// heartbeats since repeated what the build shows.
+		if c.nodes != nil && c.rev == feedRev && c.snap == snap && at.Sub(c.at).Abs() < time.Second {
 			break
 		}
 		// A long poll waits for the next build slot.
@@ -118,7 +120,7 @@ func (s *Service) slurmFeed(ctx context.Context, since uint64, wait time.Duratio
 			}
 			continue
 		}
-		c.rev, c.snap, c.at, c.built, c.nodes, c.js = rev, snap, at, time.Now(), s.buildFeedNodes(snap.Site, at), nil
+		c.rev, c.snap, c.at, c.built, c.nodes, c.js = feedRev, snap, at, time.Now(), s.buildFeedNodes(snap.Site, at), nil
 		break
 	}
 	defer c.mu.Unlock()
@@ -129,7 +131,7 @@ func (s *Service) slurmFeed(ctx context.Context, since uint64, wait time.Duratio
 		}
 		c.js = js
 	}
-	return c.rev, c.nodes, c.js, nil
+	return rev, c.nodes, c.js, nil
 }
 
 // buildFeedNodes is the desired Slurm node of every host, by name, at instant at.

@@ -189,13 +189,16 @@ func (a *agentState) mergeBeat(sb storedBeat) {
 	prev, ok := a.last[host]
 	if ok && sb.Rev <= prev.rev {
 		if st.Received.After(prev.st.Received) {
+			if st.Received.Sub(prev.st.Received) > wire.StaleAfter {
+				a.bumpLocked(true) // the node shown down as stale comes back
+			}
 			prev.st.Received = st.Received
 			a.last[host] = prev
 		}
 		if newerProfile(prev.st.Interference, st.Interference) {
 			prev.st.Interference = st.Interference
 			a.last[host] = prev
-			a.bumpLocked()
+			a.bumpLocked(true)
 		}
 		return
 	}
@@ -210,8 +213,8 @@ func (a *agentState) mergeBeat(sb storedBeat) {
 	if a.last == nil {
 		a.last = map[string]hostBeat{}
 	}
+	a.bumpLocked(!ok || feedChange(prev.st, in.st))
 	a.last[host] = in
-	a.bumpLocked()
 }
 
 // mergeReport takes a job report document from the store. live: seen by the watch (new
@@ -241,7 +244,7 @@ func (a *agentState) mergeReport(k reportKey, sr storedReport, live bool) {
 		a.rev = rev
 	}
 	if live {
-		a.bumpLocked()
+		a.bumpLocked(true)
 		rev = a.rev
 	}
 	a.reports[k] = revReport{rev: rev, stored: sr.Rev, r: sr.Report}
