@@ -20,8 +20,8 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
 )
 
-// The boot chain end to end: real PXE boots of QEMU VMs (SeaBIOS + iPXE ROM, and OVMF +
-// iPXE) against the real slapd, `overtime serve` and `overtime bootserver` (dnsmasq,
+// The boot chain end to end: real PXE boots of QEMU VMs (SeaBIOS + iPXE ROM, OVMF + iPXE,
+// and SeaBIOS + a plain PXE stack chaining lpxelinux.0) against the real slapd, `overtime serve` and `overtime bootserver` (dnsmasq,
 // nfs-ganesha, rpcbind) in a network namespace, booting the test image (Debian's cloud
 // kernel, this project's initramfs, a busybox root) from a read-only NFS squashfs under a
 // tmpfs overlay.
@@ -90,6 +90,7 @@ hosts:
     pool: lab
     weekly:
       - daily 00:00-24:00 broken
+  - {name: vm5, mac: "52:54:00:0a:00:05", ip: 10.20.0.15, pool: lab}
 exceptions:
   # vm3 sits an exam all day: its boot script has no menu and no way out (issue 15).
   - name: exam-vm3
@@ -221,9 +222,9 @@ func TestPXEBoot(t *testing.T) {
 		}
 	}
 
-	// Four PCs at once: vm1 (BIOS) follows the pool's desktop rule, vm3 (UEFI) sits an
+	// Five PCs at once: vm1 (BIOS) follows the pool's desktop rule, vm3 (UEFI) sits an
 	// exam in desktop mode, vm2 has a host rule for cluster, vm4's mode boots an image
-	// whose files are missing.
+	// whose files are missing, vm5 (BIOS with a plain PXE ROM) takes the PXELINUX path.
 	// The VMs boot in parallel; the checks below read each console in turn.
 	// vm1 and vm3 are PCs without a TPM: their host credential is on a local disk
 	// labelled OVERTIME-ID (ext4 for vm1, vfat for vm3); vm2 has no disk at all.
@@ -233,6 +234,7 @@ func TestPXEBoot(t *testing.T) {
 		"vm2": startPXE(t, l, "vm2", "52:54:00:0a:00:02", "tap2", vmtest.BIOS),
 		"vm3": startPXE(t, l, "vm3", "52:54:00:0a:00:03", "tap3", vmtest.UEFI, idDisk(t, "vfat", tokens["vm3"])),
 		"vm4": startPXE(t, l, "vm4", "52:54:00:0a:00:04", "tap4", vmtest.BIOS),
+		"vm5": startPXE(t, l, "vm5", "52:54:00:0a:00:05", "tap5", vmtest.BIOSPXE),
 	}
 	t.Run("image missing falls back to the local disk", func(t *testing.T) {
 		v := vms["vm4"]
@@ -247,6 +249,13 @@ func TestPXEBoot(t *testing.T) {
 			t.Error("a failed local disk boot was reported as an unreachable boot server")
 		}
 		v.Stop()
+	})
+	t.Run("vm5 boots desktop through PXELINUX", func(t *testing.T) {
+		v := vms["vm5"]
+		v.t = t
+		v.landedPXELinux(l, "52:54:00:0a:00:05", "10.20.0.15", "desktop")
+		v.checkStateless()
+		v.Stop() // PXELINUX proven; free the CPU
 	})
 	for _, c := range []struct{ name, mode string }{{"vm1", "desktop"}, {"vm2", "cluster"}, {"vm3", "desktop"}} {
 		t.Run(c.name+" boots "+c.mode, func(t *testing.T) {
@@ -400,3 +409,109 @@ func (v *pxeVM) checkCredential(token string) {
 		v.t.Errorf("%s: the token appeared on the console", v.name)
 	}
 }
+
+// landedPXELinux follows a BIOS PC with a plain PXE ROM (vmtest.BIOSPXE) down the
+// PXELINUX path to the test image's shell and checks each step on its console and on the
+// boot server: DHCP without iPXE's user class gave it lpxelinux.0 over TFTP; lpxelinux
+// (with DHCP option 210 as its path prefix) fetched its per-MAC configuration and
+// menu.c32 over HTTP (neither is on the TFTP root: a menu drawn with this host's title
+// proves both); the default entry's kernel and initrd came over HTTP; and the booted
+// kernel's command line is the entry's APPEND as rendered.
+func (v *pxeVM) landedPXELinux(l *bootlab.Lab, mac, ip, mode string) {
+	v.t.Helper()
+	cfgURL := bootlab.HTTPURL + "/pxelinux.cfg/01-" + strings.ReplaceAll(mac, ":", "-")
+	code, cfg, err := l.HTTPGet(cfgURL)
+	if err != nil || code != 200 {
+		v.t.Fatalf("GET %s: %d %v", cfgURL, code, err)
+	}
+	entry := regexp.MustCompile(`(?m)^LABEL mode-` + mode + `\n  MENU LABEL .*\n  MENU DEFAULT\n  KERNEL (\S+)\n  INITRD (\S+)\n  APPEND (.*)$`).FindStringSubmatch(cfg)
+	if entry == nil {
+		v.t.Fatalf("%s: no default entry for mode %s in %s:\n%s", v.name, mode, cfgURL, cfg)
+	}
+	kernel, initrd, appendArgs := entry[1], entry[2], entry[3]
+	if !strings.HasPrefix(kernel, bootlab.HTTPURL+"/") || !strings.HasPrefix(initrd, bootlab.HTTPURL+"/") {
+		v.t.Fatalf("%s: kernel %s and initrd %s are not on the boot server's HTTP URL", v.name, kernel, initrd)
+	}
+	v.expect(`overtime-test: up mode=`+mode+` host=`+v.name+`\b`, bootWithin)
+	v.expect(`overtime-test# `, time.Minute)
+	// What the PXE stack, lpxelinux and menu.c32 printed, in this order. Read from the
+	// whole console without escape sequences and carriage returns: SeaBIOS's serial
+	// console puts cursor movements into the middle of words ("P\r\x1b[14;02HXELINUX").
+	plain := strings.ReplaceAll(ansiEscape.ReplaceAllString(v.Console.Output(), ""), "\r", "")
+	rest := plain
+	for _, re := range []string{
+		// The PXE stack's DHCP (as a PXE ROM, not as iPXE) named lpxelinux.0 ...
+		`vmtest: PXE boot file lpxelinux\.0 from ` + regexp.QuoteMeta(bootlab.ServerIP),
+		`tftp://` + regexp.QuoteMeta(bootlab.ServerIP) + `/lpxelinux\.0\.\.\. ok`,
+		// ... which ran, loaded ldlinux.c32, the configuration and menu.c32, whose menu
+		// has this host's title ...
+		`PXELINUX \d+\.\d+ lwIP `,
+		`Overtime: ` + v.name + ` - ` + mode + ` until `,
+		`Automatic boot in`,
+		// ... and booted the default entry's kernel and initrd, over HTTP.
+		`Loading ` + regexp.QuoteMeta(kernel) + `\.\.\. ?ok`,
+		`Loading ` + regexp.QuoteMeta(initrd) + `\.\.\. ?ok`,
+		`Linux version`,
+	} {
+		loc := regexp.MustCompile(re).FindStringIndex(rest)
+		if loc == nil {
+			v.t.Fatalf("%s: %q not on the console (in this order); the console:\n%s", v.name, re, plain)
+		}
+		rest = rest[loc[1]:]
+	}
+	// PXELINUX puts BOOT_IMAGE= first and initrd= last around the APPEND line.
+	want := "BOOT_IMAGE=" + kernel + " " + appendArgs + " initrd=" + initrd
+	if got := strings.TrimSpace(v.run("cat /proc/cmdline")); got != want {
+		v.t.Errorf("%s: kernel command line\n%s\nwant the rendered entry's\n%s", v.name, got, want)
+	}
+	// The boot server's side: DHCP answered without the ipxe tag and with option 210,
+	// and TFTP carried lpxelinux.0 and nothing else to this PC.
+	log, err := os.ReadFile(filepath.Join(l.Dir, "bootserver.log"))
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	var xid string
+	if m := regexp.MustCompile(`dnsmasq-dhcp\[\d+\]: (\d+) DHCPACK\(\S+\) ` + regexp.QuoteMeta(ip+" "+mac)).FindSubmatch(log); m != nil {
+		xid = string(m[1])
+	} else {
+		v.t.Fatalf("%s: no DHCPACK for %s in the boot server's log", v.name, mac)
+	}
+	var dhcp, tftp []string
+	for _, line := range strings.Split(string(log), "\n") {
+		switch {
+		case strings.Contains(line, "]: "+xid+" "):
+			dhcp = append(dhcp, line)
+		case strings.Contains(line, "dnsmasq-tftp") && strings.Contains(line, ip):
+			tftp = append(tftp, line)
+		}
+	}
+	exchange := strings.Join(dhcp, "\n")
+	for _, re := range []string{`user class: PXEClient"`, `tags: known, bios, br0"`, `option: 67 bootfile-name  lpxelinux\.0"`} {
+		if !regexp.MustCompile(re).MatchString(exchange) {
+			v.t.Errorf("%s: the DHCP exchange does not show %s:\n%s", v.name, re, exchange)
+		}
+	}
+	// Option 210, which dnsmasq logs as hex bytes, cut off after 14 of them.
+	prefix := bootlab.HTTPURL + "/"
+	opt210 := regexp.MustCompile(`sent size: *(\d+) option:210 +([0-9a-f:]+)`).FindStringSubmatch(exchange)
+	if opt210 == nil || opt210[1] != strconv.Itoa(len(prefix)) ||
+		!strings.HasPrefix(hexColons(prefix), strings.TrimSuffix(opt210[2], ":")) {
+		v.t.Errorf("%s: the DHCP exchange does not send option 210 %q:\n%s", v.name, prefix, exchange)
+	}
+	if len(tftp) != 1 || !strings.Contains(tftp[0], "/lpxelinux.0 to "+ip+`"`) {
+		v.t.Errorf("%s: TFTP should have carried lpxelinux.0 alone to %s:\n%s", v.name, ip, strings.Join(tftp, "\n"))
+	}
+}
+
+// hexColons is s as dnsmasq logs an option's bytes: 68:74:74:70:...
+func hexColons(s string) string {
+	h := make([]string, len(s))
+	for i := range len(s) {
+		h[i] = fmt.Sprintf("%02x", s[i])
+	}
+	return strings.Join(h, ":")
+}
+
+// ansiEscape matches the terminal control sequences menu.c32 and SeaBIOS's serial
+// console write.
+var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)

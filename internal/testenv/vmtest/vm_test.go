@@ -53,13 +53,14 @@ func TestDirectBoot(t *testing.T) {
 
 // TestNetworkBoot: -boot n starts the iPXE option ROM (BIOS) or OVMF's network stack
 // (UEFI), which asks the Net's dnsmasq for a PXE boot (DHCP vendor class PXEClient with
-// the firmware's architecture: 0 BIOS, 7 x86-64 UEFI).
+// the firmware's architecture: 0 BIOS, 7 x86-64 UEFI). BIOSPXE's iPXE asks as a plain PXE
+// ROM: with the user class PXEClient, never iPXE.
 func TestNetworkBoot(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		fw   Firmware
 		arch string
-	}{{BIOS, "00000"}, {UEFI, "00007"}} {
+	}{{BIOS, "00000"}, {UEFI, "00007"}, {BIOSPXE, "00000"}} {
 		c := c
 		t.Run(c.fw.String(), func(t *testing.T) {
 			t.Parallel()
@@ -82,11 +83,14 @@ func TestNetworkBoot(t *testing.T) {
 			if !ok {
 				t.Fatalf("no PXE request (Arch:%s) from %s within the deadline; dnsmasq log:\n%s", c.arch, cfg.MAC, n.DHCPLog())
 			}
-			if c.fw == BIOS {
+			if c.fw != UEFI {
 				// The firmware's console is on the serial port (etc/sercon-port).
 				if _, err := vm.Console.Expect(regexp.MustCompile(`iPXE`), 60*time.Second); err != nil {
 					t.Error(err)
 				}
+			}
+			if log := n.DHCPLog(); c.fw == BIOSPXE && (!strings.Contains(log, "user class: PXEClient") || strings.Contains(log, "user class: iPXE")) {
+				t.Errorf("BIOSPXE did not ask DHCP with the user class PXEClient alone; dnsmasq log:\n%s", log)
 			}
 		})
 	}

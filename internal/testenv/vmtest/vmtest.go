@@ -1,7 +1,8 @@
 // Package vmtest runs QEMU virtual machines for tests and benchmarks of the boot chain:
 // qemu-system-x86_64 inside a network namespace (internal/netns) with a virtio NIC on a tap
 // device, booted either directly (-kernel/-initrd/-append) or from the network (iPXE option
-// ROM from Debian's ipxe-qemu under SeaBIOS, or Debian's OVMF for UEFI), with its serial
+// ROM from Debian's ipxe-qemu under SeaBIOS, Debian's OVMF for UEFI, or a plain PXE stack
+// under SeaBIOS that chains a PXE loader such as lpxelinux.0: BIOSPXE), with its serial
 // console on a pipe (Console: Expect, Send, Run, and a log file).
 //
 // KVM is used only when it actually runs a guest (Accel probes it once per process): on
@@ -40,6 +41,9 @@ var (
 	// IPXEROM is the option ROM of virtio-net-pci for network boots (iPXE, with the BIOS
 	// and the EFI driver), which QEMU loads by default from ipxe-qemu; checked to exist.
 	IPXEROM = "/usr/lib/ipxe/qemu/efi-virtio.rom"
+	// IPXELKRN is iPXE as a Linux kernel image (Debian package ipxe), the plain PXE
+	// stack of the BIOSPXE firmware.
+	IPXELKRN = "/usr/lib/ipxe/ipxe.lkrn"
 )
 
 // Firmware selects how a VM without a Kernel boots from the network.
@@ -50,11 +54,35 @@ const (
 	BIOS Firmware = iota
 	// UEFI is OVMF (a private copy of its variable store in Dir).
 	UEFI
+	// BIOSPXE is SeaBIOS with a plain PXE stack, as in a PC whose NIC ROM is not iPXE:
+	// the boot file DHCP names is loaded over TFTP and run with the PXE (UNDI) API, and
+	// the loader does everything after that itself. QEMU's NIC ROM is iPXE, which asks
+	// DHCP with the user class "iPXE" and so gets a boot server's iPXE chain, never a
+	// PXE ROM's loader; so iPXE runs as the kernel (IPXELKRN, without the NIC's ROM) and
+	// executes pxeScript, which asks DHCP with the user class a PXE ROM sends and chains
+	// the boot file it is given, providing the PXE API to it as a PXE ROM does.
+	BIOSPXE
 )
 
+// pxeScript makes iPXE a plain PXE ROM: user class "PXEClient" instead of "iPXE" (the
+// boot server must not recognise iPXE), DHCP, then the boot file over TFTP from the
+// server DHCP named, executed as a PXE network boot program (iPXE's PXE image type).
+// Without a boot file it stops, as a PXE ROM without an offer does.
+const pxeScript = `#!ipxe
+set user-class PXEClient
+dhcp || goto failed
+echo vmtest: PXE boot file ${filename} from ${next-server}
+chain tftp://${next-server}/${filename} || goto failed
+:failed
+echo vmtest: PXE boot failed
+`
+
 func (f Firmware) String() string {
-	if f == UEFI {
+	switch f {
+	case UEFI:
 		return "uefi"
+	case BIOSPXE:
+		return "bios-pxe"
 	}
 	return "bios"
 }
@@ -241,13 +269,14 @@ func qemuArgs(cfg Config, accel string) ([]string, error) {
 			return nil, errors.New("vmtest: Config.NS without Tap")
 		}
 		nic := "virtio-net-pci,netdev=net0,mac=" + cfg.MAC
-		if cfg.Kernel == "" {
+		if cfg.Kernel == "" && cfg.Firmware != BIOSPXE {
 			// QEMU's default option ROM of the device, efi-virtio.rom, which it finds in
 			// ipxe-qemu's directory. (Naming the file by its full path in romfile= left
 			// SeaBIOS without the ROM in a test with QEMU 7.2.)
 			nic += ",bootindex=1"
 		} else {
-			// No option ROM: a direct kernel boot does not need iPXE.
+			// No option ROM: a direct kernel boot does not need iPXE, and under BIOSPXE
+			// the iPXE kernel drives the NIC.
 			nic += ",romfile="
 		}
 		args = append(args,
@@ -285,21 +314,42 @@ func qemuArgs(cfg Config, accel string) ([]string, error) {
 		args = append(args,
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+OVMFCode,
 			"-drive", "if=pflash,format=raw,unit=1,file="+vars)
+	case cfg.Firmware == BIOSPXE:
+		if _, err := os.Stat(IPXELKRN); err != nil {
+			return nil, fmt.Errorf("vmtest: %v (Debian package ipxe)", err)
+		}
+		script := filepath.Join(cfg.Dir, "pxe.ipxe")
+		if err := os.WriteFile(script, []byte(pxeScript), 0o644); err != nil {
+			return nil, err
+		}
+		sercon, err := serconPort(cfg.Dir)
+		if err != nil {
+			return nil, err
+		}
+		// iPXE executes a script given as its initrd.
+		args = append(args, "-kernel", IPXELKRN, "-initrd", script, "-fw_cfg", "name=etc/sercon-port,file="+sercon)
 	default:
 		if _, err := os.Stat(IPXEROM); err != nil {
 			return nil, fmt.Errorf("vmtest: %v (Debian package ipxe-qemu)", err)
 		}
-		// SeaBIOS prints (and so do option ROMs like iPXE, through the BIOS console) on a
-		// serial port only when fw_cfg names it: etc/sercon-port, a little-endian I/O
-		// port. Without it a network boot is silent until the kernel's console=ttyS0.
-		// QEMU warns that the name lacks the "opt/" prefix; SeaBIOS wants this one.
-		sercon := filepath.Join(cfg.Dir, "sercon-port")
-		if err := os.WriteFile(sercon, []byte{0xf8, 0x03}, 0o644); err != nil {
+		sercon, err := serconPort(cfg.Dir)
+		if err != nil {
 			return nil, err
 		}
 		args = append(args, "-boot", "n", "-fw_cfg", "name=etc/sercon-port,file="+sercon)
 	}
 	return append(args, cfg.Extra...), nil
+}
+
+// serconPort writes the fw_cfg file that makes SeaBIOS print on the serial port.
+func serconPort(dir string) (string, error) {
+	// SeaBIOS prints (and so do option ROMs like iPXE, and loaders like PXELINUX, through
+	// the BIOS console) on a serial port only when fw_cfg names it: etc/sercon-port, a
+	// little-endian I/O port. Without it a network boot is silent until the kernel's
+	// console=ttyS0. QEMU warns that the name lacks the "opt/" prefix; SeaBIOS wants this
+	// one.
+	sercon := filepath.Join(dir, "sercon-port")
+	return sercon, os.WriteFile(sercon, []byte{0xf8, 0x03}, 0o644)
 }
 
 // Stop kills QEMU and reaps it. It may be called more than once.
