@@ -61,7 +61,7 @@ int feed_parse(const char *buf, size_t len, struct feed *out,
 	       char *err, size_t errlen);
 void feed_free(struct feed *f);
 
-/* Linear lookup; pools are small and this runs once per reconcile. */
+/* Binary search: feed_parse sorts the nodes by name. */
 const struct feed_node *feed_find_node(const struct feed *f, const char *name);
 
 struct feed_client;

@@ -381,6 +381,18 @@ static void test_feed_valid(void)
 
 	CHECK(parse("{\"revision\":0,\"nodes\":[]}", &f, err, sizeof(err)) == 0
 	      && f.nnodes == 0 && f.nreports == 0, "empty feed: %s", err);
+	CHECK(!feed_find_node(&f, "pc1"), "find in an empty feed");
+	feed_free(&f);
+
+	/* Found by name whatever order the server sent. */
+	CHECK(parse("{\"revision\":1,\"nodes\":[{\"name\":\"pc9\",\"state\":\"up\"},"
+		    "{\"name\":\"pc10\",\"state\":\"down\"},"
+		    "{\"name\":\"lab-a1\",\"state\":\"frozen\"}]}",
+		    &f, err, sizeof(err)) == 0, "unsorted feed: %s", err);
+	CHECK(feed_find_node(&f, "pc9") && feed_find_node(&f, "pc9")->state == OT_UP &&
+	      feed_find_node(&f, "pc10")->state == OT_DOWN &&
+	      feed_find_node(&f, "lab-a1")->state == OT_FROZEN &&
+	      !feed_find_node(&f, "pc1"), "find in an unsorted feed");
 	feed_free(&f);
 
 	/* Optional fields absent: leave Slurm's value alone. A reason not
@@ -455,6 +467,10 @@ static void test_feed_invalid(void)
 		{ "duplicate node", "{\"revision\":1,\"nodes\":["
 		  "{\"name\":\"pc1\",\"state\":\"up\"},"
 		  "{\"name\":\"pc1\",\"state\":\"down\"}]}" },
+		{ "duplicate node, apart", "{\"revision\":1,\"nodes\":["
+		  "{\"name\":\"pc2\",\"state\":\"up\"},"
+		  "{\"name\":\"pc1\",\"state\":\"up\"},"
+		  "{\"name\":\"pc2\",\"state\":\"down\"}]}" },
 		{ "reports object",
 		  "{\"revision\":1,\"nodes\":[],\"reports\":{}}" },
 	};
