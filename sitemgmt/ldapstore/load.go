@@ -113,116 +113,22 @@ func decodeErr(dn string, format string, args ...any) error {
 	return fmt.Errorf("ldapstore: entry %s: %s", dn, fmt.Sprintf(format, args...))
 }
 
+// version is an image version as decoded, with the image it belongs to (its parent entry).
+type version struct {
+	image string
+	v     model.ImageVersion
+}
+
 func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 	site := &model.Site{}
 	haveSite := false
-	type version struct {
-		image string
-		v     model.ImageVersion
-	}
 	var versions []version
 	for _, e := range entries {
-		a := attrsOf(e)
-		switch {
-		case a.is(ocSite):
-			site.Name = a.one(aSiteName)
-			site.Timezone = a.one(aTimezone)
-			site.DefaultMode = a.one(aDefaultMode)
-			site.UnknownMode = a.one(aUnknownMode)
-			haveSite = true
-		case a.is(ocHost):
-			h := model.Host{
-				Name: a.one(aCN), MAC: a.one(aMAC), IP: a.one(aIP), Pool: a.one(aPoolName),
-				BootServer: a.one(aBootServer),
-			}
-			h.Weekly, h.RuleOwners = decodeRules(a.all(aWeekly), a.all(aBookedRule))
-			site.Hosts = append(site.Hosts, h)
-		case a.is(ocPool):
-			p := model.Pool{
-				Name: a.one(aCN), Description: a.one(aDescription), Room: a.one(aRoom),
-				BootServer: a.one(aBootServer),
-			}
-			p.Weekly, p.RuleOwners = decodeRules(a.all(aWeekly), a.all(aBookedRule))
-			if v := a.one(aPolicy); v != "" {
-				pol, err := unmarshalPolicy(v)
-				if err != nil {
-					return nil, decodeErr(e.DN, "%s: %v", aPolicy, err)
-				}
-				p.Policy = &pol
-			}
-			site.Pools = append(site.Pools, p)
-		case a.is(ocBootServer):
-			site.BootServers = append(site.BootServers, model.BootServer{
-				Name: a.one(aCN), IP: a.one(aIP), HTTPURL: a.one(aHTTPURL), NFSServer: a.one(aNFSServer),
-				NFSRoot: a.one(aNFSRoot), DHCP: model.DHCPMode(a.one(aDHCP)), Interface: a.one(aInterface),
-				Subnet: a.one(aSubnet), RangeFrom: a.one(aRangeFrom), RangeTo: a.one(aRangeTo), Router: a.one(aRouter),
-			})
-		case a.is(ocMode):
-			m := model.Mode{
-				Name: a.one(aCN), Kind: model.ModeKind(a.one(aModeKind)), Description: a.one(aDescription),
-				Image: a.one(aImageName), ImageVersion: a.one(aPinned), VM: a.one(aVMImage),
-				Kernel: a.one(aKernel), Initrd: a.one(aInitrd), KernelArgs: a.one(aKernelArgs),
-			}
-			if v := a.one(aGuest); v != "" {
-				g, err := unmarshalGuest(v)
-				if err != nil {
-					return nil, decodeErr(e.DN, "%s: %v", aGuest, err)
-				}
-				m.Guest = &g
-			}
-			site.Modes = append(site.Modes, m)
-		case a.is(ocImage):
-			site.Images = append(site.Images, model.Image{
-				Name: a.one(aCN), Kind: model.ImageKind(a.one(aImageKind)), Description: a.one(aDescription),
-				Pool: a.one(aPoolName), Current: a.one(aPinned),
-			})
-		case a.is(ocImageVersion):
-			// The image is the parent entry: otVersion=V,cn=IMAGE,ou=images,...
-			dn, err := ldap.ParseDN(e.DN)
-			if err != nil || len(dn.RDNs) < 2 || len(dn.RDNs[1].Attributes) != 1 {
-				return nil, decodeErr(e.DN, "image version outside an image")
-			}
-			v := model.ImageVersion{Version: a.one(aVersion), SHA256: a.one(aSHA256), Path: a.one(aPath)}
-			if sz := a.one(aSize); sz != "" {
-				if v.Size, err = strconv.ParseInt(sz, 10, 64); err != nil {
-					return nil, decodeErr(e.DN, "size %q: %v", sz, err)
-				}
-			}
-			if v.Created, err = parseGenTime(a.one(aCreated)); err != nil {
-				return nil, decodeErr(e.DN, "created %q: %v", a.one(aCreated), err)
-			}
-			versions = append(versions, version{dn.RDNs[1].Attributes[0].Value, v})
-		case a.is(ocException):
-			x := model.Exception{Name: a.one(aCN), Kind: model.ExceptionKind(a.one(aExceptionKind)),
-				Description: a.one(aDescription), Mode: a.one(aModeName), Owner: a.one(aOwner)}
-			var err error
-			if x.Start, err = parseGenTime(a.one(aStart)); err != nil {
-				return nil, decodeErr(e.DN, "start %q: %v", a.one(aStart), err)
-			}
-			if x.End, err = parseGenTime(a.one(aEnd)); err != nil {
-				return nil, decodeErr(e.DN, "end %q: %v", a.one(aEnd), err)
-			}
-			for _, p := range a.all(aTargetPool) {
-				x.Targets = append(x.Targets, model.Target{Pool: p})
-			}
-			for _, h := range a.all(aTargetHost) {
-				x.Targets = append(x.Targets, model.Target{Host: h})
-			}
-			site.Exceptions = append(site.Exceptions, x)
-		case a.is(ocRole):
-			r := model.RoleGrant{Name: a.one(aCN), Role: model.RoleKind(a.one(aRoleKind)), Pool: a.one(aPoolName), BootServer: a.one(aBootServer)}
-			for _, m := range a.all(aMember) {
-				if m == "" {
-					continue // placeholder of a grant without members
-				}
-				uid, ok := s.dn.uidOf(m)
-				if !ok {
-					return nil, decodeErr(e.DN, "member %q is not a user under %s", m, s.dn.people)
-				}
-				r.Members = append(r.Members, uid)
-			}
-			site.Roles = append(site.Roles, r)
+		isSite, err := s.decodeEntry(site, &versions, e)
+		if err != nil {
+			return nil, err
 		}
+		haveSite = haveSite || isSite
 	}
 	if !haveSite {
 		return nil, ErrNotInitialised
@@ -239,4 +145,112 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 	}
 	site.Sort()
 	return site, nil
+}
+
+// decodeEntry decodes one entry of the site into site: the site settings (isSite) or
+// one entity appended to its list; an image version is appended to versions instead (its
+// image may come later). Entries of other classes are ignored.
+func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry) (isSite bool, err error) {
+	a := attrsOf(e)
+	switch {
+	case a.is(ocSite):
+		site.Name = a.one(aSiteName)
+		site.Timezone = a.one(aTimezone)
+		site.DefaultMode = a.one(aDefaultMode)
+		site.UnknownMode = a.one(aUnknownMode)
+		isSite = true
+	case a.is(ocHost):
+		h := model.Host{
+			Name: a.one(aCN), MAC: a.one(aMAC), IP: a.one(aIP), Pool: a.one(aPoolName),
+			BootServer: a.one(aBootServer),
+		}
+		h.Weekly, h.RuleOwners = decodeRules(a.all(aWeekly), a.all(aBookedRule))
+		site.Hosts = append(site.Hosts, h)
+	case a.is(ocPool):
+		p := model.Pool{
+			Name: a.one(aCN), Description: a.one(aDescription), Room: a.one(aRoom),
+			BootServer: a.one(aBootServer),
+		}
+		p.Weekly, p.RuleOwners = decodeRules(a.all(aWeekly), a.all(aBookedRule))
+		if v := a.one(aPolicy); v != "" {
+			pol, err := unmarshalPolicy(v)
+			if err != nil {
+				return false, decodeErr(e.DN, "%s: %v", aPolicy, err)
+			}
+			p.Policy = &pol
+		}
+		site.Pools = append(site.Pools, p)
+	case a.is(ocBootServer):
+		site.BootServers = append(site.BootServers, model.BootServer{
+			Name: a.one(aCN), IP: a.one(aIP), HTTPURL: a.one(aHTTPURL), NFSServer: a.one(aNFSServer),
+			NFSRoot: a.one(aNFSRoot), DHCP: model.DHCPMode(a.one(aDHCP)), Interface: a.one(aInterface),
+			Subnet: a.one(aSubnet), RangeFrom: a.one(aRangeFrom), RangeTo: a.one(aRangeTo), Router: a.one(aRouter),
+		})
+	case a.is(ocMode):
+		m := model.Mode{
+			Name: a.one(aCN), Kind: model.ModeKind(a.one(aModeKind)), Description: a.one(aDescription),
+			Image: a.one(aImageName), ImageVersion: a.one(aPinned), VM: a.one(aVMImage),
+			Kernel: a.one(aKernel), Initrd: a.one(aInitrd), KernelArgs: a.one(aKernelArgs),
+		}
+		if v := a.one(aGuest); v != "" {
+			g, err := unmarshalGuest(v)
+			if err != nil {
+				return false, decodeErr(e.DN, "%s: %v", aGuest, err)
+			}
+			m.Guest = &g
+		}
+		site.Modes = append(site.Modes, m)
+	case a.is(ocImage):
+		site.Images = append(site.Images, model.Image{
+			Name: a.one(aCN), Kind: model.ImageKind(a.one(aImageKind)), Description: a.one(aDescription),
+			Pool: a.one(aPoolName), Current: a.one(aPinned),
+		})
+	case a.is(ocImageVersion):
+		// The image is the parent entry: otVersion=V,cn=IMAGE,ou=images,...
+		dn, err := ldap.ParseDN(e.DN)
+		if err != nil || len(dn.RDNs) < 2 || len(dn.RDNs[1].Attributes) != 1 {
+			return false, decodeErr(e.DN, "image version outside an image")
+		}
+		v := model.ImageVersion{Version: a.one(aVersion), SHA256: a.one(aSHA256), Path: a.one(aPath)}
+		if sz := a.one(aSize); sz != "" {
+			if v.Size, err = strconv.ParseInt(sz, 10, 64); err != nil {
+				return false, decodeErr(e.DN, "size %q: %v", sz, err)
+			}
+		}
+		if v.Created, err = parseGenTime(a.one(aCreated)); err != nil {
+			return false, decodeErr(e.DN, "created %q: %v", a.one(aCreated), err)
+		}
+		*versions = append(*versions, version{dn.RDNs[1].Attributes[0].Value, v})
+	case a.is(ocException):
+		x := model.Exception{Name: a.one(aCN), Kind: model.ExceptionKind(a.one(aExceptionKind)),
+			Description: a.one(aDescription), Mode: a.one(aModeName), Owner: a.one(aOwner)}
+		var err error
+		if x.Start, err = parseGenTime(a.one(aStart)); err != nil {
+			return false, decodeErr(e.DN, "start %q: %v", a.one(aStart), err)
+		}
+		if x.End, err = parseGenTime(a.one(aEnd)); err != nil {
+			return false, decodeErr(e.DN, "end %q: %v", a.one(aEnd), err)
+		}
+		for _, p := range a.all(aTargetPool) {
+			x.Targets = append(x.Targets, model.Target{Pool: p})
+		}
+		for _, h := range a.all(aTargetHost) {
+			x.Targets = append(x.Targets, model.Target{Host: h})
+		}
+		site.Exceptions = append(site.Exceptions, x)
+	case a.is(ocRole):
+		r := model.RoleGrant{Name: a.one(aCN), Role: model.RoleKind(a.one(aRoleKind)), Pool: a.one(aPoolName), BootServer: a.one(aBootServer)}
+		for _, m := range a.all(aMember) {
+			if m == "" {
+				continue // placeholder of a grant without members
+			}
+			uid, ok := s.dn.uidOf(m)
+			if !ok {
+				return false, decodeErr(e.DN, "member %q is not a user under %s", m, s.dn.people)
+			}
+			r.Members = append(r.Members, uid)
+		}
+		site.Roles = append(site.Roles, r)
+	}
+	return isSite, nil
 }

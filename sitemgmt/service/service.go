@@ -78,6 +78,8 @@ type Service struct {
 	state   StateStore // where they are kept beyond this process (state.go); nil: memory only
 	// directory is the outcome of the last contact with the directory (directory.go).
 	directory directoryState
+	// feed is the directory's change feed (feed.go).
+	feed feedState
 	// ext is the external directory, if any, and extState the outcome of the last
 	// contact with it (directory.go).
 	ext      atomic.Pointer[ExternalDirectory]
@@ -120,15 +122,7 @@ func (s *Service) reloadLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := site.Validate(); err != nil {
-		return fmt.Errorf("directory content is invalid, keeping previous snapshot: %w", err)
-	}
-	snap, err := newSnapshot(site)
-	if err != nil {
-		return fmt.Errorf("directory schedule is invalid, keeping previous snapshot: %w", err)
-	}
-	s.snap.Store(snap)
-	return nil
+	return s.installLocked(site)
 }
 
 // ReloadEvery reloads periodically until ctx ends; failures are logged and the last good
