@@ -177,7 +177,7 @@ func (s *Store) plan(cur, next *index, c model.Change) (op, error) {
 				if c.Kind == model.EntityHost && f == "ip" {
 					// ipHost requires ipHostNumber: add or drop the class together with
 					// the address, in the same (atomic) modify.
-					old := cur.hosts[c.Name]
+					old := cur.hosts(c.Name)
 					switch {
 					case old != nil && old.IP == "" && len(a.vals) > 0:
 						req.Add(aObjectClass, []string{ocIPHost})

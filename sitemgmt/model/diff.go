@@ -260,8 +260,8 @@ func diffHosts(cur, next *Site) (addMod, del []Change) {
 	if len(addMod) == 0 && len(del) == 0 {
 		return nil, nil
 	}
-	curBy := hostFinder(cur.Hosts)
-	nextBy := hostFinder(next.Hosts)
+	curBy := HostFinder(cur.Hosts)
+	nextBy := HostFinder(next.Hosts)
 
 	// Addresses claimed in next, and who holds them now: only needed when a host goes
 	// away or an address moves (at 100,000 hosts these maps cost more than the rest).
@@ -365,9 +365,9 @@ func diffHosts(cur, next *Site) (addMod, del []Change) {
 	return append(release, ordered...), rest
 }
 
-// hostFinder looks hosts up by name: by binary search in a list sorted by Site.Sort, else
-// through a map.
-func hostFinder(hosts []Host) func(name string) *Host {
+// HostFinder looks hosts up by name: by binary search in a list sorted by Site.Sort
+// (no index to build), else through a map.
+func HostFinder(hosts []Host) func(name string) *Host {
 	if strictlySorted(hosts, func(h *Host) string { return h.Name }) {
 		return func(name string) *Host {
 			i, ok := sort.Find(len(hosts), func(i int) int { return strings.Compare(name, hosts[i].Name) })
@@ -527,7 +527,7 @@ func CheckAddressOrder(cur, next *Site, changes []Change) error {
 	}
 	// A change that moves no address (the usual field or rule edit) cannot conflict:
 	// answered without indexing every host's addresses.
-	curFind, nextFind := hostFinder(cur.Hosts), hostFinder(next.Hosts)
+	curFind, nextFind := HostFinder(cur.Hosts), HostFinder(next.Hosts)
 	moves := false
 	for _, c := range changes {
 		if c.Kind != EntityHost {
