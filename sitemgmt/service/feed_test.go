@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -9,8 +11,12 @@ import (
 
 	"github.com/go-ldap/ldap/v3"
 
+	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/poll"
+	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
+	"github.com/overtime-hpc/overtime/internal/testenv/synth"
+	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 )
@@ -183,5 +189,56 @@ func TestFeedReconnectReloads(t *testing.T) {
 	}
 	poll.Until(t, "replica b serves an edit after the reconnect", 10*time.Second, func() bool {
 		return b.Snapshot().Site.Pool("lab-b").Room == "Room 5.05"
+	})
+}
+
+// Across the providers of a multi-provider pair: a write through the replica on one
+// provider, and a deletion, are served by the replica on the other.
+func TestFeedAcrossProviders(t *testing.T) {
+	pair := slapdtest.StartReplicatedT(t, 2, slapdenv.Options{})
+	ctx := context.Background()
+	d, err := synth.Fill(ctx, pair[0], "pair", "admin-secret", synth.Site(40, 2, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Store.Close() })
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := service.New(ctx, d.Store, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeB, err := ldapstore.Open(ldapstore.Config{URL: pair[1].URL, BaseDN: pair[1].BaseDN, BindDN: pair[1].RootDN, BindPassword: pair[1].RootPW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { storeB.Close() })
+	poll.Until(t, "the second provider holds the site", 30*time.Second, func() bool {
+		s, err := storeB.Load(ctx)
+		return err == nil && len(s.Hosts) == 40
+	})
+	b, err := service.New(ctx, storeB, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow(t, b)
+	host := a.Snapshot().Site.Hosts[3]
+	if _, err := a.Update(ctx, nil, false, func(s *model.Site) error {
+		s.Host(host.Name).Weekly = []string{"daily 00:00-24:00 cluster"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the replica on the other provider serves the rule", 10*time.Second, func() bool {
+		h := b.Snapshot().Site.Host(host.Name)
+		return h != nil && len(h.Weekly) == 1
+	})
+	if _, err := a.Update(ctx, nil, false, func(s *model.Site) error {
+		s.Hosts = slices.DeleteFunc(s.Hosts, func(h model.Host) bool { return h.Name == host.Name })
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the replica on the other provider drops the deleted host", 10*time.Second, func() bool {
+		return b.Snapshot().Site.Host(host.Name) == nil && b.Snapshot().HostByMAC(host.MAC) == nil
 	})
 }
