@@ -96,7 +96,8 @@ func (s *Service) FollowSite(ctx context.Context, coalesce time.Duration) bool {
 		if ctx.Err() != nil {
 			break
 		}
-		s.directory.note(err, time.Now())
+		// Not recorded as the directory's health: reads, writes and logins tell that; a
+		// watch that cannot run (no syncprov) must not take a replica out of service.
 		if time.Since(start) > time.Minute {
 			backoff = 250 * time.Millisecond
 		}
@@ -121,8 +122,9 @@ func (s *Service) installFull(site *model.Site, err error) {
 	s.feed.mu.Lock()
 	s.feed.pending = nil
 	s.feed.mu.Unlock()
-	s.directory.note(err, time.Now())
 	if err == nil {
+		// The whole site was read: the directory answered.
+		s.directory.note(nil, time.Now())
 		err = s.installLocked(site)
 	}
 	s.noteFeed(err, true)
