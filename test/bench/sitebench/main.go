@@ -104,13 +104,14 @@ func main() {
 		feedSamples = flag.Int("feed-samples", 30, "writes timed from one replica to the others")
 		bin         = flag.String("bin", "bin/overtime", "overtime binary")
 		out         = flag.String("out", "docs/benchmarks", "output directory")
+		serveLogs   = flag.String("serve-logs", "", "write each replica's log to DIR/serve-NAME.log (default: discard)")
 	)
 	flag.Parse()
 	log.SetFlags(0)
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "sitebench-")
 	check(err)
-	defer os.RemoveAll(dir)
+	atExit(func() { os.RemoveAll(dir) })
 
 	rep := report{Date: time.Now().UTC().Format("2006-01-02"), Hosts: *hosts, Pools: *pools, BootServers: *servers,
 		Machine: fmt.Sprintf("%s/%s, %d CPUs (GOMAXPROCS %d)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))}
@@ -121,16 +122,16 @@ func main() {
 	log.Printf("starting a multi-provider slapd pair, writing %d hosts in %d pools (%d boot servers) to LDAP", *hosts, *pools, len(site.BootServers))
 	pair, err := slapdenv.StartReplicated([]string{filepath.Join(dir, "slapd1"), filepath.Join(dir, "slapd2")}, slapdenv.Options{RootPW: "bench-secret"})
 	check(err)
-	defer pair[1].Stop()
+	atExit(func() { pair[1].Stop() })
 	dirsrv, err := synth.Fill(ctx, pair[0], "synthetic", "admin-secret", site)
 	check(err)
-	defer dirsrv.Close()
+	atExit(dirsrv.Close)
 	sl, store := dirsrv.Slapd, dirsrv.Store
 	applyTime := dirsrv.Written
 	rep.Notes = append(rep.Notes, fmt.Sprintf("initial write of the whole site (%d entries, one LDAP add each, into a multi-provider pair): %.1f s", len(site.Hosts)+len(site.Pools), applyTime.Seconds()))
 	store2, err := ldapstore.Open(ldapstore.Config{URL: pair[1].URL, BaseDN: pair[1].BaseDN, BindDN: pair[1].RootDN, BindPassword: pair[1].RootPW})
 	check(err)
-	defer store2.Close()
+	atExit(func() { store2.Close() })
 	start := time.Now()
 	for {
 		s2, err := store2.Load(ctx)
@@ -138,7 +139,7 @@ func main() {
 			break
 		}
 		if time.Since(start) > 10*time.Minute {
-			log.Fatalf("the second provider did not catch up: %v", err)
+			fatalf("the second provider did not catch up: %v", err)
 		}
 		time.Sleep(time.Second)
 	}
@@ -149,7 +150,7 @@ func main() {
 	xs, err := timeN(*runs, func() error { loaded, err = store.Load(ctx); return err })
 	check(err)
 	if len(loaded.Hosts) != *hosts {
-		log.Fatalf("loaded %d hosts, want %d", len(loaded.Hosts), *hosts)
+		fatalf("loaded %d hosts, want %d", len(loaded.Hosts), *hosts)
 	}
 	f := stats("load site from LDAP (paged search, parse)", "ms", xs)
 	rep.Figures = append(rep.Figures, withTarget(f, "≤ 5000 ms", f.Median <= 5000,
@@ -238,6 +239,11 @@ func main() {
 		cmd := exec.Command(*bin, "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--ldap-url", srv.URL,
 			"--base-dn", srv.BaseDN, "--bind-dn", srv.RootDN, "--bind-password-file", pwFile, "--reload", "0", "--now", at.Format(time.RFC3339))
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		if *serveLogs != "" {
+			f, err := os.Create(filepath.Join(*serveLogs, "serve-"+name+".log"))
+			check(err)
+			cmd.Stdout, cmd.Stderr = f, f
+		}
 		start := time.Now()
 		check(cmd.Start())
 		base := fmt.Sprintf("http://127.0.0.1:%d", port)
@@ -246,7 +252,7 @@ func main() {
 		return base, cmd
 	}
 	base, srvA := serve("A", sl)
-	defer func() { _ = srvA.Process.Kill(); _ = srvA.Wait() }()
+	atExit(func() { _ = srvA.Process.Kill(); _ = srvA.Wait() })
 	// What the feed's first refresh costs has settled once it has installed its site.
 	time.Sleep(2 * time.Second)
 	rss0, hwm0 := memOf(srvA.Process.Pid)
@@ -279,11 +285,11 @@ end
 			log.Printf("wrk %s: run %d/%d", load.name, i+1, *wrkRuns)
 			o, err := exec.Command("wrk", "-t2", "-c"+load.conns, "-d"+wrkDur.String(), "--latency", "-s", load.script, base).CombinedOutput()
 			if err != nil {
-				log.Fatalf("wrk: %v\n%s", err, o)
+				fatalf("wrk: %v\n%s", err, o)
 			}
 			a, b, r, err := parseWrk(string(o))
 			if err != nil {
-				log.Fatalf("%v\n%s", err, o)
+				fatalf("%v\n%s", err, o)
 			}
 			p50, p99, rps = append(p50, a), append(p99, b), append(rps, r)
 		}
@@ -311,13 +317,15 @@ end
 	// The change feed: a schedule change written through replica A's API until replica B
 	// (another `overtime serve` on the other provider) and replica C (on A's slapd) serve it.
 	urlB, srvB := serve("B", pair[1])
-	defer func() { _ = srvB.Process.Kill(); _ = srvB.Wait() }()
+	atExit(func() { _ = srvB.Process.Kill(); _ = srvB.Wait() })
 	urlC, srvC := serve("C", sl)
-	defer func() { _ = srvC.Process.Kill(); _ = srvC.Wait() }()
+	atExit(func() { _ = srvC.Process.Kill(); _ = srvC.Wait() })
 	time.Sleep(2 * time.Second)
 	var candidates []model.Host
 	for _, h := range loaded.Hosts {
-		if len(h.Weekly) == 0 && modes[eng.AtHost(&h, at).Mode] > 0 && eng.AtHost(&h, at).Mode == "desktop" {
+		// Desktop by its pool's weekly rule: an exception (an exam) would override the
+		// host rule written below, and the change would never show.
+		if d := eng.AtHost(&h, at); len(h.Weekly) == 0 && d.Mode == "desktop" && d.ExceptionKind == "" {
 			candidates = append(candidates, h)
 		}
 	}
@@ -344,7 +352,7 @@ end
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
-			log.Fatalf("PUT host %s: %s", h.Name, resp.Status)
+			fatalf("PUT host %s: %s", h.Name, resp.Status)
 		}
 		put = append(put, ms(time.Since(t0)))
 		for range 2 {
@@ -371,6 +379,26 @@ end
 	check(os.WriteFile(filepath.Join(*out, "sitemgmt.json"), append(js, '\n'), 0o644))
 	check(os.WriteFile(filepath.Join(*out, "sitemgmt.md"), []byte(markdown(rep)), 0o644))
 	fmt.Print(markdown(rep))
+	runExit()
+}
+
+// exits are what must be undone however the run ends (slapd, the replicas, the temp
+// directory): a failure exits without running defers.
+var exits []func()
+
+func atExit(f func()) { exits = append(exits, f) }
+
+func runExit() {
+	for i := len(exits) - 1; i >= 0; i-- {
+		exits[i]()
+	}
+	exits = nil
+}
+
+func fatalf(format string, args ...any) {
+	log.Printf(format, args...)
+	runExit()
+	os.Exit(1)
 }
 
 // waitBody polls url every millisecond until its body contains want and returns the time
@@ -386,7 +414,7 @@ func waitBody(url, want string, t0 time.Time) time.Duration {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	log.Fatalf("%s never served %q", url, want)
+	fatalf("%s never served %q", url, want)
 	return 0
 }
 
@@ -530,11 +558,11 @@ func waitHTTP(url string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	log.Fatalf("%s did not come up", url)
+	fatalf("%s did not come up", url)
 }
 
 func check(err error) {
 	if err != nil {
-		log.Fatal(err)
+		fatalf("%v", err)
 	}
 }
