@@ -44,8 +44,10 @@ func (s *Store) WatchSite(ctx context.Context, full func(*model.Site, error), ch
 	req := ldap.NewSearchRequest(s.dn.site, ldap.ScopeWholeSubtree, ldap.NeverDerefAliases, 0, 0, false,
 		loadFilter, loadAttrs, nil)
 	r := c.Syncrepl(wctx, req, 256, ldap.SyncRequestModeRefreshAndPersist, nil, false)
+	// The refresh phase is decoded as it arrives (not collected first as Load does), so
+	// that a replica does not hold every entry's LDAP form beside two sites.
 	refreshing := true
-	var entries []*ldap.Entry
+	site, haveSite, versions, refreshErr := &model.Site{}, false, []version(nil), error(nil)
 	for r.Next() {
 		e := r.Entry()
 		if e == nil {
@@ -58,9 +60,12 @@ func (s *Store) WatchSite(ctx context.Context, full func(*model.Site, error), ch
 				}
 			}
 			if !refreshing {
-				site, err := s.decode(entries)
-				entries = nil
-				full(site, err)
+				if refreshErr != nil {
+					full(nil, refreshErr)
+				} else {
+					full(finish(site, haveSite, versions))
+				}
+				site, versions = nil, nil
 			}
 			continue
 		}
@@ -71,8 +76,10 @@ func (s *Store) WatchSite(ctx context.Context, full func(*model.Site, error), ch
 			}
 		}
 		if refreshing {
-			if !deleted {
-				entries = append(entries, e)
+			if !deleted && refreshErr == nil {
+				isSite, err := s.decodeEntry(site, &versions, e)
+				haveSite = haveSite || isSite
+				refreshErr = err
 			}
 			continue
 		}

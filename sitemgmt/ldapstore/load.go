@@ -130,6 +130,12 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 		}
 		haveSite = haveSite || isSite
 	}
+	return finish(site, haveSite, versions)
+}
+
+// finish completes a site decoded entry by entry: image versions under their images, the
+// lists sorted.
+func finish(site *model.Site, haveSite bool, versions []version) (*model.Site, error) {
 	if !haveSite {
 		return nil, ErrNotInitialised
 	}
