@@ -58,7 +58,8 @@ func (s *Service) FeedStats() FeedStats {
 // FollowSite keeps the snapshot current from the directory's change feed until ctx ends.
 // Changes are coalesced for up to coalesce after the first of a batch, applied to a copy
 // of the current site, validated and compiled, and swapped in: a write on another replica
-// or an ldapmodify is served here within milliseconds without reading the whole site. A
+// or an ldapmodify is served here without reading the whole site (the cost is one
+// validation and compile of the site per batch, see docs/benchmarks/sitemgmt.md). A
 // change that cannot be applied incrementally makes it read the whole site; a content
 // that does not validate is refused and the last good snapshot keeps serving. Each
 // (re)connection of the watch starts with the whole site (a full reload). If the backend
