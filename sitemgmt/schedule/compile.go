@@ -56,6 +56,12 @@ func Compile(site *model.Site) (*Engine, error) {
 			return nil, err
 		}
 	}
+	// The site's hosts in their order, for AtEach (exceptions may have given a host its
+	// own schedule, so this comes last).
+	c.e.order = make([]*hostSched, len(site.Hosts))
+	for i := range site.Hosts {
+		c.e.order[i] = c.e.hosts[site.Hosts[i].Name]
+	}
 	return c.e, nil
 }
 
