@@ -40,12 +40,26 @@ var loadAttrs = []string{
 // sorted (model.Site.Sort). It does not validate: the caller decides what to do with a
 // directory edited into an invalid state behind its back.
 func (s *Store) Load(ctx context.Context) (*model.Site, error) {
-	var entries []*ldap.Entry
+	var (
+		site      *model.Site
+		haveSite  bool
+		versions  []version
+		decodeErr error
+	)
 	err := s.do(ctx, func(c *ldap.Conn) error {
-		entries = entries[:0]
-		var err error
-		entries, err = s.search(ctx, c, entries)
-		return err
+		// Each page is decoded as it arrives, so that a 100,000-host site is never held
+		// as LDAP entries all at once (issue 18: the replica's peak memory at start).
+		site, haveSite, versions, decodeErr = &model.Site{}, false, nil, nil
+		return s.search(ctx, c, func(page []*ldap.Entry) {
+			for _, e := range page {
+				if decodeErr != nil {
+					return
+				}
+				isSite, err := s.decodeEntry(site, &versions, e)
+				haveSite = haveSite || isSite
+				decodeErr = err
+			}
+		})
 	})
 	if ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject) {
 		return nil, ErrNotInitialised
@@ -53,26 +67,29 @@ func (s *Store) Load(ctx context.Context) (*model.Site, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ldapstore: load: %w", err)
 	}
-	return s.decode(entries)
+	if decodeErr != nil {
+		return nil, decodeErr
+	}
+	return finish(site, haveSite, versions)
 }
 
-// search runs the paged search, checking ctx between pages.
-func (s *Store) search(ctx context.Context, c *ldap.Conn, entries []*ldap.Entry) ([]*ldap.Entry, error) {
+// search runs the paged search, checking ctx between pages, and hands each page to fn.
+func (s *Store) search(ctx context.Context, c *ldap.Conn, fn func(page []*ldap.Entry)) error {
 	paging := ldap.NewControlPaging(PageSize)
 	req := ldap.NewSearchRequest(s.dn.site, ldap.ScopeWholeSubtree, ldap.NeverDerefAliases, 0, 0, false,
 		loadFilter, loadAttrs, []ldap.Control{paging})
 	for {
 		if err := ctx.Err(); err != nil {
-			return entries, err
+			return err
 		}
 		res, err := c.Search(req)
 		if err != nil {
-			return entries, err
+			return err
 		}
-		entries = append(entries, res.Entries...)
+		fn(res.Entries)
 		ctl, _ := ldap.FindControl(res.Controls, ldap.ControlTypePaging).(*ldap.ControlPaging)
 		if ctl == nil || len(ctl.Cookie) == 0 {
-			return entries, nil
+			return nil
 		}
 		paging.SetCookie(ctl.Cookie)
 	}
@@ -117,20 +134,6 @@ func decodeErr(dn string, format string, args ...any) error {
 type version struct {
 	image string
 	v     model.ImageVersion
-}
-
-func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
-	site := &model.Site{}
-	haveSite := false
-	var versions []version
-	for _, e := range entries {
-		isSite, err := s.decodeEntry(site, &versions, e)
-		if err != nil {
-			return nil, err
-		}
-		haveSite = haveSite || isSite
-	}
-	return finish(site, haveSite, versions)
 }
 
 // finish completes a site decoded entry by entry: image versions under their images, the
