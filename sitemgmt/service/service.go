@@ -45,6 +45,12 @@ type Backend interface {
 	SetHostCredential(ctx context.Context, host, hash string) error
 }
 
+// validatedApplier is a Backend that can write a site without validating it again
+// (ldapstore.Store).
+type validatedApplier interface {
+	ApplyValidated(ctx context.Context, cur, next *model.Site) ([]model.Change, error)
+}
+
 // Snapshot is an immutable view of the site. Never modify it; Update builds a new one.
 type Snapshot struct {
 	Site   *model.Site
@@ -209,7 +215,11 @@ func (s *Service) update(ctx context.Context, authz Authorizer, dryRun bool, fn 
 	if dryRun || len(changes) == 0 {
 		return changes, nil
 	}
-	done, err := s.backend.Apply(ctx, cur, next)
+	apply := s.backend.Apply
+	if v, ok := s.backend.(validatedApplier); ok {
+		apply = v.ApplyValidated // next was validated above
+	}
+	done, err := apply(ctx, cur, next)
 	if err != nil {
 		// Part of the change may have been written. Re-read what is there so that the
 		// snapshot matches the directory, and report what did land.
