@@ -50,6 +50,7 @@ func newServeCmd() *cobra.Command {
 		l                   ldapFlags
 		listen, bootServer  string
 		reload, menu        time.Duration
+		watch               bool
 		now                 string
 		tlsCert, tlsKey     string
 		imagesDir, filesDir string
@@ -64,8 +65,9 @@ func newServeCmd() *cobra.Command {
 		Short: "Run the REST API and the per-request boot script server",
 		Long: `Serves the JSON API under /api/v1 (OpenAPI: docs/api/openapi.yaml), iPXE scripts at
 /boot/ipxe/{mac}, PXELINUX configs at /pxelinux.cfg/01-{mac}, and rendered configs at
-/api/v1/render/{dnsmasq,dnsmasq-hosts,slurm,ganesha,exports}. The site is held in memory
-and re-read from LDAP every --reload; writes go through the API.
+/api/v1/render/{dnsmasq,dnsmasq-hosts,slurm,ganesha,exports}. The site is held in memory,
+kept current by following the directory's changes as they happen (an RFC 4533 persistent
+search; --watch) and re-read whole every --reload as a safety net; writes go through the API.
 
 On a boot server it also serves the boot files over HTTP: kernels and initrds of published
 images from --images-dir (/images/...), kernels of modes that bring their own from
@@ -133,6 +135,12 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 				offset := time.Until(t)
 				opt.Now = func() time.Time { return time.Now().Add(offset) }
 			}
+			if watch {
+				// Every replica learns of a write (its own, another's, an ldapmodify)
+				// from the directory's change feed; batches of changes up to 50 ms apart
+				// become one new snapshot.
+				go svc.FollowSite(ctx, 50*time.Millisecond)
+			}
 			go svc.ReloadEvery(ctx, reload)
 			srv := &http.Server{Handler: api.New(svc, opt), ReadHeaderTimeout: 10 * time.Second}
 			ln, err := net.Listen("tcp", listen)
@@ -165,7 +173,8 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&bootServer, "boot-server", "", "boot server this instance answers for (unknown MACs)")
-	f.DurationVar(&reload, "reload", 30*time.Second, "re-read the directory this often (0: never)")
+	f.DurationVar(&reload, "reload", 15*time.Minute, "re-read the whole site from the directory this often, a safety net behind --watch (0: never)")
+	f.BoolVar(&watch, "watch", true, "follow the directory's changes as they happen (RFC 4533 persistent search; needs the syncprov overlay)")
 	f.DurationVar(&menu, "menu-timeout", 5*time.Second, "boot menu timeout before the scheduled mode boots")
 	f.StringVar(&now, "now", "", "pretend the current time is this RFC 3339 instant (demos, tests)")
 	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (API passwords travel in Basic auth)")

@@ -42,6 +42,15 @@ func (s *Store) Apply(ctx context.Context, cur, next *model.Site) ([]model.Chang
 	if err := next.Validate(); err != nil {
 		return nil, err
 	}
+	return s.ApplyValidated(ctx, cur, next)
+}
+
+// ApplyValidated is Apply for a next that the caller has just validated (the service's
+// write path): at 100,000 hosts a second validation was a fifth of a write's time.
+func (s *Store) ApplyValidated(ctx context.Context, cur, next *model.Site) ([]model.Change, error) {
+	if next == nil {
+		return nil, model.Invalid("no site to apply")
+	}
 	if cur == nil {
 		var err error
 		if cur, err = s.Load(ctx); err != nil {
@@ -195,7 +204,7 @@ func (s *Store) plan(cur, next *index, c model.Change) (op, error) {
 				if c.Kind == model.EntityHost && f == "ip" {
 					// ipHost requires ipHostNumber: add or drop the class together with
 					// the address, in the same (atomic) modify.
-					old := cur.hosts[c.Name]
+					old := cur.hosts(c.Name)
 					switch {
 					case old != nil && old.IP == "" && len(a.vals) > 0:
 						req.Add(aObjectClass, []string{ocIPHost})

@@ -349,7 +349,7 @@ func (l layout) roleEntry(r *model.RoleGrant) entry {
 type index struct {
 	site        *model.Site
 	pools       map[string]*model.Pool
-	hosts       map[string]*model.Host
+	hosts       func(name string) *model.Host // model.HostFinder: no index of 100,000 hosts per write
 	bootServers map[string]*model.BootServer
 	modes       map[string]*model.Mode
 	images      map[string]*model.Image
@@ -369,7 +369,7 @@ func newIndex(s *model.Site) *index {
 	return &index{
 		site:        s,
 		pools:       byName(s.Pools, func(p *model.Pool) string { return p.Name }),
-		hosts:       byName(s.Hosts, func(h *model.Host) string { return h.Name }),
+		hosts:       model.HostFinder(s.Hosts),
 		bootServers: byName(s.BootServers, func(b *model.BootServer) string { return b.Name }),
 		modes:       byName(s.Modes, func(m *model.Mode) string { return m.Name }),
 		images:      byName(s.Images, func(im *model.Image) string { return im.Name }),
@@ -388,7 +388,7 @@ func (l layout) entityEntry(x *index, kind, name string) (entry, bool) {
 			return poolEntry(p), true
 		}
 	case model.EntityHost:
-		if h := x.hosts[name]; h != nil {
+		if h := x.hosts(name); h != nil {
 			return hostEntry(h), true
 		}
 	case model.EntityBootServer:

@@ -40,12 +40,26 @@ var loadAttrs = []string{
 // sorted (model.Site.Sort). It does not validate: the caller decides what to do with a
 // directory edited into an invalid state behind its back.
 func (s *Store) Load(ctx context.Context) (*model.Site, error) {
-	var entries []*ldap.Entry
+	var (
+		site      *model.Site
+		haveSite  bool
+		versions  []version
+		decodeErr error
+	)
 	err := s.do(ctx, func(c *ldap.Conn) error {
-		entries = entries[:0]
-		var err error
-		entries, err = s.search(ctx, c, entries)
-		return err
+		// Each page is decoded as it arrives, so that a 100,000-host site is never held
+		// as LDAP entries all at once (issue 18: the replica's peak memory at start).
+		site, haveSite, versions, decodeErr = &model.Site{}, false, nil, nil
+		return s.search(ctx, c, func(page []*ldap.Entry) {
+			for _, e := range page {
+				if decodeErr != nil {
+					return
+				}
+				isSite, err := s.decodeEntry(site, &versions, e)
+				haveSite = haveSite || isSite
+				decodeErr = err
+			}
+		})
 	})
 	if ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject) {
 		return nil, ErrNotInitialised
@@ -53,26 +67,29 @@ func (s *Store) Load(ctx context.Context) (*model.Site, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ldapstore: load: %w", err)
 	}
-	return s.decode(entries)
+	if decodeErr != nil {
+		return nil, decodeErr
+	}
+	return finish(site, haveSite, versions)
 }
 
-// search runs the paged search, checking ctx between pages.
-func (s *Store) search(ctx context.Context, c *ldap.Conn, entries []*ldap.Entry) ([]*ldap.Entry, error) {
+// search runs the paged search, checking ctx between pages, and hands each page to fn.
+func (s *Store) search(ctx context.Context, c *ldap.Conn, fn func(page []*ldap.Entry)) error {
 	paging := ldap.NewControlPaging(PageSize)
 	req := ldap.NewSearchRequest(s.dn.site, ldap.ScopeWholeSubtree, ldap.NeverDerefAliases, 0, 0, false,
 		loadFilter, loadAttrs, []ldap.Control{paging})
 	for {
 		if err := ctx.Err(); err != nil {
-			return entries, err
+			return err
 		}
 		res, err := c.Search(req)
 		if err != nil {
-			return entries, err
+			return err
 		}
-		entries = append(entries, res.Entries...)
+		fn(res.Entries)
 		ctl, _ := ldap.FindControl(res.Controls, ldap.ControlTypePaging).(*ldap.ControlPaging)
 		if ctl == nil || len(ctl.Cookie) == 0 {
-			return entries, nil
+			return nil
 		}
 		paging.SetCookie(ctl.Cookie)
 	}
@@ -113,118 +130,15 @@ func decodeErr(dn string, format string, args ...any) error {
 	return fmt.Errorf("ldapstore: entry %s: %s", dn, fmt.Sprintf(format, args...))
 }
 
-func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
-	site := &model.Site{}
-	haveSite := false
-	type version struct {
-		image string
-		v     model.ImageVersion
-	}
-	var versions []version
-	for _, e := range entries {
-		a := attrsOf(e)
-		switch {
-		case a.is(ocSite):
-			site.Name = a.one(aSiteName)
-			site.Timezone = a.one(aTimezone)
-			site.DefaultMode = a.one(aDefaultMode)
-			site.UnknownMode = a.one(aUnknownMode)
-			haveSite = true
-		case a.is(ocHost):
-			h := model.Host{
-				Name: a.one(aCN), MAC: a.one(aMAC), IP: a.one(aIP), Pool: a.one(aPoolName),
-				BootServer: a.one(aBootServer),
-			}
-			h.Weekly, h.RuleOwners = decodeRules(a.all(aWeekly), a.all(aBookedRule))
-			site.Hosts = append(site.Hosts, h)
-		case a.is(ocPool):
-			p := model.Pool{
-				Name: a.one(aCN), Description: a.one(aDescription), Room: a.one(aRoom),
-				BootServer: a.one(aBootServer),
-			}
-			p.Weekly, p.RuleOwners = decodeRules(a.all(aWeekly), a.all(aBookedRule))
-			if v := a.one(aPolicy); v != "" {
-				pol, err := unmarshalPolicy(v)
-				if err != nil {
-					return nil, decodeErr(e.DN, "%s: %v", aPolicy, err)
-				}
-				p.Policy = &pol
-			}
-			site.Pools = append(site.Pools, p)
-		case a.is(ocBootServer):
-			site.BootServers = append(site.BootServers, model.BootServer{
-				Name: a.one(aCN), IP: a.one(aIP), HTTPURL: a.one(aHTTPURL), NFSServer: a.one(aNFSServer),
-				NFSRoot: a.one(aNFSRoot), DHCP: model.DHCPMode(a.one(aDHCP)), Interface: a.one(aInterface),
-				Subnet: a.one(aSubnet), RangeFrom: a.one(aRangeFrom), RangeTo: a.one(aRangeTo), Router: a.one(aRouter),
-				DNSServers: a.all(aDNSServer), Domain: a.one(aDNSDomain),
-			})
-		case a.is(ocMode):
-			m := model.Mode{
-				Name: a.one(aCN), Kind: model.ModeKind(a.one(aModeKind)), Description: a.one(aDescription),
-				Image: a.one(aImageName), ImageVersion: a.one(aPinned), VM: a.one(aVMImage),
-				Kernel: a.one(aKernel), Initrd: a.one(aInitrd), KernelArgs: a.one(aKernelArgs),
-			}
-			if v := a.one(aGuest); v != "" {
-				g, err := unmarshalGuest(v)
-				if err != nil {
-					return nil, decodeErr(e.DN, "%s: %v", aGuest, err)
-				}
-				m.Guest = &g
-			}
-			site.Modes = append(site.Modes, m)
-		case a.is(ocImage):
-			site.Images = append(site.Images, model.Image{
-				Name: a.one(aCN), Kind: model.ImageKind(a.one(aImageKind)), Description: a.one(aDescription),
-				Pool: a.one(aPoolName), Current: a.one(aPinned),
-			})
-		case a.is(ocImageVersion):
-			// The image is the parent entry: otVersion=V,cn=IMAGE,ou=images,...
-			dn, err := ldap.ParseDN(e.DN)
-			if err != nil || len(dn.RDNs) < 2 || len(dn.RDNs[1].Attributes) != 1 {
-				return nil, decodeErr(e.DN, "image version outside an image")
-			}
-			v := model.ImageVersion{Version: a.one(aVersion), SHA256: a.one(aSHA256), Path: a.one(aPath)}
-			if sz := a.one(aSize); sz != "" {
-				if v.Size, err = strconv.ParseInt(sz, 10, 64); err != nil {
-					return nil, decodeErr(e.DN, "size %q: %v", sz, err)
-				}
-			}
-			if v.Created, err = parseGenTime(a.one(aCreated)); err != nil {
-				return nil, decodeErr(e.DN, "created %q: %v", a.one(aCreated), err)
-			}
-			versions = append(versions, version{dn.RDNs[1].Attributes[0].Value, v})
-		case a.is(ocException):
-			x := model.Exception{Name: a.one(aCN), Kind: model.ExceptionKind(a.one(aExceptionKind)),
-				Description: a.one(aDescription), Mode: a.one(aModeName), Owner: a.one(aOwner)}
-			var err error
-			if x.Start, err = parseGenTime(a.one(aStart)); err != nil {
-				return nil, decodeErr(e.DN, "start %q: %v", a.one(aStart), err)
-			}
-			if x.End, err = parseGenTime(a.one(aEnd)); err != nil {
-				return nil, decodeErr(e.DN, "end %q: %v", a.one(aEnd), err)
-			}
-			for _, p := range a.all(aTargetPool) {
-				x.Targets = append(x.Targets, model.Target{Pool: p})
-			}
-			for _, h := range a.all(aTargetHost) {
-				x.Targets = append(x.Targets, model.Target{Host: h})
-			}
-			site.Exceptions = append(site.Exceptions, x)
-		case a.is(ocRole):
-			r := model.RoleGrant{Name: a.one(aCN), Role: model.RoleKind(a.one(aRoleKind)), Pool: a.one(aPoolName), BootServer: a.one(aBootServer)}
-			for _, m := range a.all(aMember) {
-				if m == "" {
-					continue // placeholder of a grant without members
-				}
-				uid, ok := s.dn.uidOf(m)
-				if !ok {
-					return nil, decodeErr(e.DN, "member %q is not a user under %s", m, s.dn.people)
-				}
-				r.Members = append(r.Members, uid)
-			}
-			site.Roles = append(site.Roles, r)
-		}
-	}
+// version is an image version as decoded, with the image it belongs to (its parent entry).
+type version struct {
+	image string
+	v     model.ImageVersion
+}
+
+// finish completes a site decoded entry by entry: image versions under their images, the
+// lists sorted.
+func finish(site *model.Site, haveSite bool, versions []version) (*model.Site, error) {
 	if !haveSite {
 		return nil, ErrNotInitialised
 	}
@@ -240,4 +154,113 @@ func (s *Store) decode(entries []*ldap.Entry) (*model.Site, error) {
 	}
 	site.Sort()
 	return site, nil
+}
+
+// decodeEntry decodes one entry of the site into site: the site settings (isSite) or
+// one entity appended to its list; an image version is appended to versions instead (its
+// image may come later). Entries of other classes are ignored.
+func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry) (isSite bool, err error) {
+	a := attrsOf(e)
+	switch {
+	case a.is(ocSite):
+		site.Name = a.one(aSiteName)
+		site.Timezone = a.one(aTimezone)
+		site.DefaultMode = a.one(aDefaultMode)
+		site.UnknownMode = a.one(aUnknownMode)
+		isSite = true
+	case a.is(ocHost):
+		h := model.Host{
+			Name: a.one(aCN), MAC: a.one(aMAC), IP: a.one(aIP), Pool: a.one(aPoolName),
+			BootServer: a.one(aBootServer),
+		}
+		h.Weekly, h.RuleOwners = decodeRules(a.all(aWeekly), a.all(aBookedRule))
+		site.Hosts = append(site.Hosts, h)
+	case a.is(ocPool):
+		p := model.Pool{
+			Name: a.one(aCN), Description: a.one(aDescription), Room: a.one(aRoom),
+			BootServer: a.one(aBootServer),
+		}
+		p.Weekly, p.RuleOwners = decodeRules(a.all(aWeekly), a.all(aBookedRule))
+		if v := a.one(aPolicy); v != "" {
+			pol, err := unmarshalPolicy(v)
+			if err != nil {
+				return false, decodeErr(e.DN, "%s: %v", aPolicy, err)
+			}
+			p.Policy = &pol
+		}
+		site.Pools = append(site.Pools, p)
+	case a.is(ocBootServer):
+		site.BootServers = append(site.BootServers, model.BootServer{
+			Name: a.one(aCN), IP: a.one(aIP), HTTPURL: a.one(aHTTPURL), NFSServer: a.one(aNFSServer),
+			NFSRoot: a.one(aNFSRoot), DHCP: model.DHCPMode(a.one(aDHCP)), Interface: a.one(aInterface),
+			Subnet: a.one(aSubnet), RangeFrom: a.one(aRangeFrom), RangeTo: a.one(aRangeTo), Router: a.one(aRouter),
+			DNSServers: a.all(aDNSServer), Domain: a.one(aDNSDomain),
+		})
+	case a.is(ocMode):
+		m := model.Mode{
+			Name: a.one(aCN), Kind: model.ModeKind(a.one(aModeKind)), Description: a.one(aDescription),
+			Image: a.one(aImageName), ImageVersion: a.one(aPinned), VM: a.one(aVMImage),
+			Kernel: a.one(aKernel), Initrd: a.one(aInitrd), KernelArgs: a.one(aKernelArgs),
+		}
+		if v := a.one(aGuest); v != "" {
+			g, err := unmarshalGuest(v)
+			if err != nil {
+				return false, decodeErr(e.DN, "%s: %v", aGuest, err)
+			}
+			m.Guest = &g
+		}
+		site.Modes = append(site.Modes, m)
+	case a.is(ocImage):
+		site.Images = append(site.Images, model.Image{
+			Name: a.one(aCN), Kind: model.ImageKind(a.one(aImageKind)), Description: a.one(aDescription),
+			Pool: a.one(aPoolName), Current: a.one(aPinned),
+		})
+	case a.is(ocImageVersion):
+		// The image is the parent entry: otVersion=V,cn=IMAGE,ou=images,...
+		dn, err := ldap.ParseDN(e.DN)
+		if err != nil || len(dn.RDNs) < 2 || len(dn.RDNs[1].Attributes) != 1 {
+			return false, decodeErr(e.DN, "image version outside an image")
+		}
+		v := model.ImageVersion{Version: a.one(aVersion), SHA256: a.one(aSHA256), Path: a.one(aPath)}
+		if sz := a.one(aSize); sz != "" {
+			if v.Size, err = strconv.ParseInt(sz, 10, 64); err != nil {
+				return false, decodeErr(e.DN, "size %q: %v", sz, err)
+			}
+		}
+		if v.Created, err = parseGenTime(a.one(aCreated)); err != nil {
+			return false, decodeErr(e.DN, "created %q: %v", a.one(aCreated), err)
+		}
+		*versions = append(*versions, version{dn.RDNs[1].Attributes[0].Value, v})
+	case a.is(ocException):
+		x := model.Exception{Name: a.one(aCN), Kind: model.ExceptionKind(a.one(aExceptionKind)),
+			Description: a.one(aDescription), Mode: a.one(aModeName), Owner: a.one(aOwner)}
+		var err error
+		if x.Start, err = parseGenTime(a.one(aStart)); err != nil {
+			return false, decodeErr(e.DN, "start %q: %v", a.one(aStart), err)
+		}
+		if x.End, err = parseGenTime(a.one(aEnd)); err != nil {
+			return false, decodeErr(e.DN, "end %q: %v", a.one(aEnd), err)
+		}
+		for _, p := range a.all(aTargetPool) {
+			x.Targets = append(x.Targets, model.Target{Pool: p})
+		}
+		for _, h := range a.all(aTargetHost) {
+			x.Targets = append(x.Targets, model.Target{Host: h})
+		}
+		site.Exceptions = append(site.Exceptions, x)
+	case a.is(ocRole):
+		r := model.RoleGrant{Name: a.one(aCN), Role: model.RoleKind(a.one(aRoleKind)), Pool: a.one(aPoolName), BootServer: a.one(aBootServer)}
+		for _, m := range a.all(aMember) {
+			if m == "" {
+				continue // placeholder of a grant without members
+			}
+			uid, ok := s.dn.uidOf(m)
+			if !ok {
+				return false, decodeErr(e.DN, "member %q is not a user under %s", m, s.dn.people)
+			}
+			r.Members = append(r.Members, uid)
+		}
+		site.Roles = append(site.Roles, r)
+	}
+	return isSite, nil
 }

@@ -52,15 +52,25 @@ func CheckDeletedReferences(cur, next *Site) error {
 			}
 		}
 	}
+	// Hosts and pools by name: a linear look-up per entity was quadratic (72 s for a
+	// 100,000-host site, issue 18).
+	nextPools := make(map[string]bool, len(next.Pools))
+	for i := range next.Pools {
+		nextPools[next.Pools[i].Name] = true
+	}
 	for _, p := range cur.Pools {
-		if next.Pool(p.Name) == nil {
+		if !nextPools[p.Name] {
 			if err := refused("pool", p.Name, next.poolUsers(p.Name, loc)); err != nil {
 				return err
 			}
 		}
 	}
+	nextHosts := make(map[string]bool, len(next.Hosts))
+	for i := range next.Hosts {
+		nextHosts[next.Hosts[i].Name] = true
+	}
 	for _, h := range cur.Hosts {
-		if next.Host(h.Name) == nil {
+		if !nextHosts[h.Name] {
 			if err := refused("host", h.Name, next.hostUsers(h.Name, loc)); err != nil {
 				return err
 			}

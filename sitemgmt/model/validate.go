@@ -293,7 +293,7 @@ func (s *Site) Validate() error {
 			return err
 		}
 	}
-	pools := map[string]bool{}
+	pools := make(map[string]bool, len(s.Pools))
 	for _, p := range s.Pools {
 		if err := ValidName("pool", p.Name); err != nil {
 			return err
@@ -317,9 +317,9 @@ func (s *Site) Validate() error {
 			}
 		}
 	}
-	hosts := map[string]bool{}
-	macs := map[string]string{}
-	ips := map[string]string{}
+	hosts := make(map[string]bool, len(s.Hosts))
+	macs := make(map[string]string, len(s.Hosts))
+	ips := make(map[string]string, len(s.Hosts)) // sized: growing them was a third of validating 100,000 hosts
 	for i := range s.Hosts {
 		h := &s.Hosts[i]
 		if err := ValidHostname(h.Name); err != nil {

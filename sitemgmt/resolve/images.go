@@ -112,7 +112,7 @@ func (r *Resolver) Wanted(name string) []wire.BootImage {
 		hosts[h.Name] = true
 		if !pools[h.Pool] {
 			pools[h.Pool] = true
-			if p := site.Pool(h.Pool); p != nil {
+			if p := r.pool(h.Pool); p != nil {
 				for _, rule := range p.Weekly {
 					use(lastWord(rule), "pool "+p.Name+" rule")
 				}

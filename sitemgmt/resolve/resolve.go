@@ -28,18 +28,28 @@ type Resolver struct {
 	// 10,000 names per request was a fifth of a replica's CPU samples (perf) under a
 	// site's heartbeats (test/bench/agentscale).
 	byName map[string]*model.Host
+	// pools by name: Site.Pool is a linear scan, 2,000 compares per boot script at the
+	// issue-18 scale.
+	pools map[string]*model.Pool
 }
 
 // New indexes site (which must have passed Validate) and eng (compiled from it). Build it
 // once per snapshot: indexing is linear in the number of hosts, answering is not.
 func New(site *model.Site, eng *schedule.Engine) *Resolver {
-	r := &Resolver{site: site, eng: eng, byMAC: make(map[string]*model.Host, len(site.Hosts)), byName: make(map[string]*model.Host, len(site.Hosts))}
+	r := &Resolver{site: site, eng: eng, byMAC: make(map[string]*model.Host, len(site.Hosts)),
+		byName: make(map[string]*model.Host, len(site.Hosts)), pools: make(map[string]*model.Pool, len(site.Pools))}
 	for i := range site.Hosts {
 		r.byMAC[site.Hosts[i].MAC] = &site.Hosts[i]
 		r.byName[site.Hosts[i].Name] = &site.Hosts[i]
 	}
+	for i := range site.Pools {
+		r.pools[site.Pools[i].Name] = &site.Pools[i]
+	}
 	return r
 }
+
+// pool is site.Pool by the index.
+func (r *Resolver) pool(name string) *model.Pool { return r.pools[name] }
 
 // Site is the site the resolver answers for. Read it, never modify it.
 func (r *Resolver) Site() *model.Site { return r.site }
@@ -194,8 +204,11 @@ func (r *Resolver) BootServer(h *model.Host, q Query) (*model.BootServer, Server
 			if b := site.BootServer(h.BootServer); b != nil {
 				return b, ServerHost
 			}
-		} else if b := site.BootServer(site.HostBootServer(h)); b != nil {
-			return b, ServerPool
+		} else if p := r.pool(h.Pool); p != nil {
+			// Site.HostBootServer without its linear pool look-up.
+			if b := site.BootServer(p.BootServer); b != nil {
+				return b, ServerPool
+			}
 		}
 	}
 	if q.BootServer != "" {
@@ -253,7 +266,7 @@ func (r *Resolver) resolve(h *model.Host, mac string, q Query) *Assignment {
 	if h == nil {
 		return a
 	}
-	a.Pool = r.site.Pool(h.Pool)
+	a.Pool = r.pool(h.Pool)
 	if a.Pool != nil && a.Pool.Policy != nil {
 		a.Policy = a.Pool.Policy.Effective()
 	}

@@ -56,6 +56,12 @@ func Compile(site *model.Site) (*Engine, error) {
 			return nil, err
 		}
 	}
+	// The site's hosts in their order, for AtEach (exceptions may have given a host its
+	// own schedule, so this comes last).
+	c.e.order = make([]*hostSched, len(site.Hosts))
+	for i := range site.Hosts {
+		c.e.order[i] = c.e.hosts[site.Hosts[i].Name]
+	}
 	return c.e, nil
 }
 
@@ -203,28 +209,42 @@ func (c *compiler) build(pi *poolInfo, hostRules []parsedRule, hostCover *[slots
 	t := &weekTable{}
 	const defKey = -1 << 30
 	idx := map[int32]uint16{} // key: host rule i >= 0, pool rule i as -1-i, default defKey
+	// A source (and its mode's index, a map look-up by name) is made once per key, and
+	// runs of slots with one key skip the index: this loop runs for every table of a
+	// 100,000-host site (issue 18).
+	lastKey, lastJ := int32(defKey-1), uint16(0)
 	for s := 0; s < slotsPerWeek; s++ {
 		var key int32
-		var src source
 		switch {
 		case hostCover != nil && hostCover[s] >= 0:
 			key = int32(hostCover[s])
-			src = source{mode: c.modeIdx[hostRules[key].Mode], level: LevelHostWeekly, hostRule: key}
 		case pi.cover[s] >= 0:
-			r := pi.cover[s]
-			key = -1 - int32(r)
-			src = source{mode: c.modeIdx[pi.rules[r].Mode], level: LevelPoolWeekly, text: pi.texts[r]}
+			key = -1 - int32(pi.cover[s])
 		default:
 			key = defKey
-			src = c.def
+		}
+		if key == lastKey {
+			t.src[s] = lastJ
+			continue
 		}
 		j, ok := idx[key]
 		if !ok {
+			var src source
+			switch {
+			case key == defKey:
+				src = c.def
+			case key >= 0:
+				src = source{mode: c.modeIdx[hostRules[key].Mode], level: LevelHostWeekly, hostRule: key}
+			default:
+				r := -1 - key
+				src = source{mode: c.modeIdx[pi.rules[r].Mode], level: LevelPoolWeekly, text: pi.texts[r]}
+			}
 			j = uint16(len(t.sources)) // at most one new source per slot: fits
 			idx[key] = j
 			t.sources = append(t.sources, src)
 		}
 		t.src[s] = j
+		lastKey, lastJ = key, j
 	}
 	t.fillRuns()
 	return t

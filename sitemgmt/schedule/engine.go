@@ -106,6 +106,7 @@ type Engine struct {
 	modes       []string
 	yields      []bool // by mode: a local-disk mode, which power-save exceptions may fill
 	hosts       map[string]*hostSched
+	order       []*hostSched // by index in the compiled site's Hosts
 	unknownMode string
 	unknownRule string
 }

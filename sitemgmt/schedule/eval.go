@@ -34,6 +34,16 @@ func (e *Engine) AtHost(h *model.Host, t time.Time) Decision {
 	return e.eval(hs, t)
 }
 
+// AtEach evaluates every host of the compiled site at t, calling fn with the host's
+// index in the site's Hosts and its decision: what a whole-site view (slurm.conf, the
+// overview, power saving) needs, without a look-up by name per host (at 100,000 hosts
+// the name look-ups were half the time, issue 18).
+func (e *Engine) AtEach(t time.Time, fn func(i int, d Decision)) {
+	for i, hs := range e.order {
+		fn(i, e.eval(hs, t))
+	}
+}
+
 // AtUnknown is the answer for a MAC address that is not in the directory: the site's
 // unknown-host mode if set, else its default mode. It never changes with time.
 func (e *Engine) AtUnknown(t time.Time) Decision {

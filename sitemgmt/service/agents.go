@@ -16,7 +16,7 @@ import (
 // directory, so that a restart loses nothing and every replica of the site manager gives
 // the same answers. Memory is the cache, the store the shared copy.
 //
-// Every change bumps a revision; a change the Slurm feed shows (feedChange: not a
+// Every change bumps a revision; a change the Slurm feed shows (slurmNodeChanged: not a
 // heartbeat that repeats the last one) also wakes its long polls (SlurmFeed), so that an
 // owner's key press reaches Slurm in one round trip, not at the next poll.
 
@@ -28,7 +28,7 @@ type agentState struct {
 	mu   sync.Mutex
 	last map[string]hostBeat
 	rev  uint64
-	// feedRev is the revision of the last change the Slurm feed shows (feedChange):
+	// feedRev is the revision of the last change the Slurm feed shows (slurmNodeChanged):
 	// most heartbeats repeat what the agent said before, and a long poll woken by
 	// each of them would make every sync daemon re-read the whole site 300 times a
 	// second at 10,000 hosts (docs/benchmarks/slurmscale.md).
@@ -144,7 +144,7 @@ func (a *agentState) put(st wire.HostStatus) wire.HostStatus {
 	if ok && prev.st.Instance != st.Instance {
 		next.retired = prev.st.Instance
 	}
-	a.bumpLocked(!ok || feedChange(prev.st, st))
+	a.bumpLocked(!ok || slurmNodeChanged(prev.st, st))
 	next.rev = a.rev
 	a.last[st.Host] = next
 	return st
@@ -192,11 +192,11 @@ func (a *agentState) bumpLocked(feed bool) {
 	a.changed = make(chan struct{})
 }
 
-// feedChange reports whether heartbeat cur changes the host's Slurm node from what old
+// slurmNodeChanged reports whether heartbeat cur changes the host's Slurm node from what old
 // gave (slurmnode.Desired), apart from the receive time its comment quotes: a node shown
 // down for a stale heartbeat comes up, or the mode, owner, guest, size or calibration
 // moved. The running mode's kind follows the mode's name, which the comment carries.
-func feedChange(old, cur wire.HostStatus) bool {
+func slurmNodeChanged(old, cur wire.HostStatus) bool {
 	if cur.Received.Sub(old.Received) > wire.StaleAfter {
 		return true
 	}

@@ -323,13 +323,13 @@ func TestSlurmFeedCoalesced(t *testing.T) {
 	if err := json.Unmarshal(js, &dec); err != nil || dec.Revision != f.Revision || len(dec.Nodes) != len(f.Nodes) || dec.Nodes[0] != f.Nodes[0] || dec.Reports == nil {
 		t.Fatalf("JSON answer %s: %+v %v", js, dec, err)
 	}
-	built := s.feed.built
+	built := s.slurmCache.built
 	for range 5 {
 		if _, err := s.SlurmFeedJSON(ctx, 0, time.Hour, clock); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if s.feed.built != built {
+	if s.slurmCache.built != built {
 		t.Fatal("a poll at an unchanged revision built the feed again")
 	}
 }

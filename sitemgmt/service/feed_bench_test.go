@@ -21,7 +21,7 @@ import (
 
 // BenchmarkSlurmFeedFanout: K long polls following the feed of a 10,000-host site while
 // heartbeats arrive at the site's rate (333/s), one in 20 changing its host's owner
-// state (the feed's long polls wake only at those, feedChange): CPU cores the replica spends and answers
+// state (the feed's long polls wake only at those, slurmNodeChanged): CPU cores the replica spends and answers
 // per client per second, with the shared build (shared) and as every poll built and
 // encoded the feed for itself before (own). -benchtime 1x; each run lasts -feed-secs.
 //

@@ -45,6 +45,12 @@ type Backend interface {
 	SetHostCredential(ctx context.Context, host, hash string) error
 }
 
+// validatedApplier is a Backend that can write a site without validating it again
+// (ldapstore.Store).
+type validatedApplier interface {
+	ApplyValidated(ctx context.Context, cur, next *model.Site) ([]model.Change, error)
+}
+
 // Snapshot is an immutable view of the site. Never modify it; Update builds a new one.
 type Snapshot struct {
 	Site   *model.Site
@@ -71,17 +77,19 @@ func newSnapshot(site *model.Site) (*Snapshot, error) {
 
 // Service owns the snapshot and serialises writes.
 type Service struct {
-	backend Backend
-	log     *slog.Logger
-	writeMu sync.Mutex
-	snap    atomic.Pointer[Snapshot]
-	agents  agentState // heartbeats and job reports (agents.go)
-	images  imageState // boot servers' verified image versions, versions hosts were given (images.go)
-	power   powerState // power commands and the audit trail (power.go)
-	state   StateStore // where they are kept beyond this process (state.go); nil: memory only
-	feed    feedCache  // the Slurm feed's last build (slurm.go)
+	backend    Backend
+	log        *slog.Logger
+	writeMu    sync.Mutex
+	snap       atomic.Pointer[Snapshot]
+	agents     agentState     // heartbeats and job reports (agents.go)
+	images     imageState     // boot servers' verified image versions, versions hosts were given (images.go)
+	power      powerState     // power commands and the audit trail (power.go)
+	state      StateStore     // where they are kept beyond this process (state.go); nil: memory only
+	slurmCache slurmFeedCache // the Slurm feed's last build (slurm.go)
 	// directory is the outcome of the last contact with the directory (directory.go).
 	directory directoryState
+	// feed is the directory's change feed (feed.go).
+	feed feedState
 	// ext is the external directory, if any, and extState the outcome of the last
 	// contact with it (directory.go).
 	ext      atomic.Pointer[ExternalDirectory]
@@ -124,15 +132,7 @@ func (s *Service) reloadLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := site.Validate(); err != nil {
-		return fmt.Errorf("directory content is invalid, keeping previous snapshot: %w", err)
-	}
-	snap, err := newSnapshot(site)
-	if err != nil {
-		return fmt.Errorf("directory schedule is invalid, keeping previous snapshot: %w", err)
-	}
-	s.snap.Store(snap)
-	return nil
+	return s.installLocked(site)
 }
 
 // ReloadEvery reloads periodically until ctx ends; failures are logged and the last good
@@ -219,7 +219,11 @@ func (s *Service) update(ctx context.Context, authz Authorizer, dryRun bool, fn 
 	if dryRun || len(changes) == 0 {
 		return changes, nil
 	}
-	done, err := s.backend.Apply(ctx, cur, next)
+	apply := s.backend.Apply
+	if v, ok := s.backend.(validatedApplier); ok {
+		apply = v.ApplyValidated // next was validated above
+	}
+	done, err := apply(ctx, cur, next)
 	if err != nil {
 		// Part of the change may have been written. Re-read what is there so that the
 		// snapshot matches the directory, and report what did land.

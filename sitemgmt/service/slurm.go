@@ -60,7 +60,7 @@ func (s *Service) SlurmFeedJSON(ctx context.Context, since uint64, wait time.Dur
 }
 
 // FeedCoalesce is how often, at most, a replica builds the Slurm feed for long polls.
-// Long polls wake only at changes the feed shows (feedChange), but a burst of them (a
+// Long polls wake only at changes the feed shows (slurmNodeChanged), but a burst of them (a
 // room logging in at 08:00) would otherwise make every long poll build and encode every
 // node (2.8 MB at 10,000 hosts) for itself, so that the replica's CPU grew with the
 // number of daemons (docs/benchmarks/agentscale.md, BenchmarkSlurmFeedFanout). Long
@@ -69,8 +69,8 @@ func (s *Service) SlurmFeedJSON(ctx context.Context, since uint64, wait time.Dur
 // the delay a fifth of the 250 ms owner-to-Slurm target (docs/benchmarks/slurmscale.md).
 const FeedCoalesce = 50 * time.Millisecond
 
-// feedCache is the last build of the Slurm feed's nodes.
-type feedCache struct {
+// slurmFeedCache is the last build of the Slurm feed's nodes.
+type slurmFeedCache struct {
 	mu    sync.Mutex
 	rev   uint64    // the agents' feed revision it was built at
 	snap  *Snapshot // ... from this snapshot
@@ -95,7 +95,7 @@ func (s *Service) slurmFeed(ctx context.Context, since uint64, wait time.Duratio
 		}
 		t.Stop()
 	}
-	c := &s.feed
+	c := &s.slurmCache
 	var rev uint64
 	for {
 		rev, feedRev, _ = s.agents.since()

@@ -213,7 +213,7 @@ func (a *agentState) mergeBeat(sb storedBeat) {
 	if a.last == nil {
 		a.last = map[string]hostBeat{}
 	}
-	a.bumpLocked(!ok || feedChange(prev.st, in.st))
+	a.bumpLocked(!ok || slurmNodeChanged(prev.st, in.st))
 	a.last[host] = in
 }
 

@@ -26,7 +26,14 @@ func StartDirectory(ctx context.Context, dir, siteName, adminPassword string, si
 	if err != nil {
 		return nil, err
 	}
+	return Fill(ctx, sl, siteName, adminPassword, site)
+}
+
+// Fill initialises the directory of a running slapd (the first of a replicated set, say)
+// as StartDirectory does and writes site (nil: none) into it. Close stops sl.
+func Fill(ctx context.Context, sl *slapdenv.Server, siteName, adminPassword string, site *model.Site) (*Directory, error) {
 	d := &Directory{Slapd: sl}
+	var err error
 	if d.Store, err = ldapstore.Open(ldapstore.Config{URL: sl.URL, BaseDN: sl.BaseDN, BindDN: sl.RootDN, BindPassword: sl.RootPW}); err != nil {
 		d.Close()
 		return nil, err

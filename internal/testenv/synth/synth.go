@@ -12,8 +12,16 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
-// Site builds a site with n hosts spread over pools pools (pools <= 4096, n <= 16M).
+// Site builds a site with n hosts spread over pools pools (pools <= 4096, n <= 16M), one
+// boot server for every 20 pools.
 func Site(n, pools int, seed int64) *model.Site {
+	return SiteOn(n, pools, (pools+19)/20, seed)
+}
+
+// SiteOn is Site with the number of boot servers given (1 <= servers <= 200, each
+// serving a contiguous block of pools, at most 62,500 hosts each).
+func SiteOn(n, pools, servers int, seed int64) *model.Site {
+	servers = max(1, min(servers, pools, 200))
 	rng := rand.New(rand.NewSource(seed))
 	loc, _ := time.LoadLocation("Europe/Berlin")
 	s := &model.Site{Name: "synthetic", Timezone: "Europe/Berlin", DefaultMode: "cluster", UnknownMode: "local-disk"}
@@ -34,7 +42,6 @@ func Site(n, pools int, seed int64) *model.Site {
 		{Name: "local-disk", Kind: model.KindLocalDisk},
 		{Name: "maintenance", Kind: model.KindMaintenance, Image: "debian-desktop", KernelArgs: "systemd.unit=rescue.target"},
 	}
-	servers := (pools + 19) / 20
 	for i := 0; i < servers; i++ {
 		s.BootServers = append(s.BootServers, model.BootServer{
 			Name: fmt.Sprintf("bs%02d", i), IP: fmt.Sprintf("10.%d.0.1", 16+i), HTTPURL: fmt.Sprintf("http://10.%d.0.1:8080", 16+i),
@@ -63,7 +70,7 @@ func Site(n, pools int, seed int64) *model.Site {
 			weekly = append(weekly, "sat 09:00-14:00 desktop")
 		}
 		s.Pools = append(s.Pools, model.Pool{Name: name, Room: fmt.Sprintf("Building %d room %d", p/10, p%10),
-			BootServer: fmt.Sprintf("bs%02d", p/20), Weekly: weekly})
+			BootServer: fmt.Sprintf("bs%02d", p*servers/pools), Weekly: weekly})
 		// An exam in week 49 for every fifth pool.
 		if p%5 == 0 {
 			start := time.Date(2026, 12, 1+rng.Intn(5), 8+rng.Intn(4), 0, 0, 0, loc)
@@ -81,13 +88,16 @@ func Site(n, pools int, seed int64) *model.Site {
 	if len(holidays.Targets) > 0 {
 		s.Exceptions = append(s.Exceptions, holidays)
 	}
+	onServer := make([]int, servers) // hosts numbered so far on each boot server's subnet
 	for i := 0; i < n; i++ {
 		p := i % pools
-		srv := p / 20
+		srv := p * servers / pools
+		k := onServer[srv]
+		onServer[srv]++
 		h := model.Host{
 			Name: fmt.Sprintf("pc%05d", i),
 			MAC:  fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", (i>>24)&0xff, (i>>16)&0xff, (i>>8)&0xff, i&0xff),
-			IP:   fmt.Sprintf("10.%d.%d.%d", 16+srv, 1+(i/250)%250, 1+i%250),
+			IP:   fmt.Sprintf("10.%d.%d.%d", 16+srv, 1+(k/250)%250, 1+k%250),
 			Pool: fmt.Sprintf("pool-%03d", p),
 		}
 		if rng.Intn(20) == 0 { // a lecturer console or a special machine

@@ -20,3 +20,21 @@ func TestSiteIsValid(t *testing.T) {
 		t.Fatalf("got %d hosts %d pools %d servers", len(s.Hosts), len(s.Pools), len(s.BootServers))
 	}
 }
+
+// The target shape (100,000 hosts, 2,000 pools, 50 boot servers) is valid too:
+// every host address is unique on its boot server's subnet.
+func TestTargetShapeIsValid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,000 hosts: not under -short")
+	}
+	s := SiteOn(100000, 2000, 50, 1)
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := schedule.Compile(s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Hosts) != 100000 || len(s.Pools) != 2000 || len(s.BootServers) != 50 {
+		t.Fatalf("got %d hosts %d pools %d servers", len(s.Hosts), len(s.Pools), len(s.BootServers))
+	}
+}
