@@ -318,7 +318,7 @@ int feed_parse(const char *buf, size_t len, struct feed *out,
 		set_err(err, errlen, "out of memory");
 		return -1;
 	}
-	/* The int cast is safe: len is capped at 4 MiB above. */
+	/* The int cast is safe: len is capped at 64 MiB above. */
 	root = json_tokener_parse_ex(tok, buf, (int)len);
 	jerr = json_tokener_get_error(tok);
 	end = json_tokener_get_parse_end(tok);
@@ -487,7 +487,7 @@ static int http_get(struct feed_client *c, const char *url, long timeout_s,
 			log_debug("request aborted by signal", NULL);
 		else if (b->too_big)
 			log_error("answer unusable", "url", url, "error",
-				  "body exceeds the 4 MiB cap", NULL);
+				  "body exceeds the 64 MiB cap", NULL);
 		else
 			log_error("site manager unreachable", "url", url,
 				  "error", c->errbuf[0] ? c->errbuf :

@@ -493,7 +493,7 @@ static void test_feed_invalid(void)
 	CHECK(parse(deep, &f, err, sizeof(err)) == -1, "deep nesting");
 }
 
-/* The cap is 4 MiB inclusive: a body of exactly that size (valid JSON padded
+/* The cap is 64 MiB inclusive: a body of exactly that size (valid JSON padded
  * with whitespace) parses, one byte more does not. */
 static void test_feed_size_cap(void)
 {
