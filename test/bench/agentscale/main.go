@@ -880,11 +880,11 @@ func reading(r result) string {
 	}
 	p("\n## Reading\n\n")
 	p("Without feed clients the two replicas together accept %.0f heartbeats/s (%d hosts / 30 s) with %.2f cores, %.1f ms of CPU per heartbeat\n", beats, r.Hosts, cpu, 1000*cpu/beats)
-	p("(token check from the cache, decode, order, answer, the queued write and its echo from the watch, plus the site reload every 30 s);\n")
+	p("(token check from the cache, decode, order, answer, the queued write and its echo from the watch; the site itself comes from its change feed, no periodic reload);\n")
 	p("at that rate one core takes about %.0f heartbeats/s, %.0f hosts (linear projection).\n", beats/cpu, 30*beats/cpu)
 	p("They write %.0f state documents/s into the directory (%.0f per 1,000 hosts: every host about once a minute, PersistRefresh,\n", writes, 1000*writes/float64(r.Hosts))
 	p("plus owner-state changes). The slapd pair spends %.2f cores on them, their replication, the watch that sends every\n", slapd)
-	p("write to both replicas, token checks after the cache's TTL and each replica's reload of the whole site every 30 s\n")
+	p("write to both replicas, token checks after the cache's TTL and the replicas' persistent searches\n")
 	p("(slapd logs every operation, -d stats, as the tests' slapd does).\n")
 	var rss, gor float64
 	for _, x := range base.Replicas {
@@ -914,11 +914,11 @@ func reading(r result) string {
 		p("\nFeed fan-out: with %d clients per replica the replicas use %.2f cores (%.2f without); each client gets %.1f answers/s of %.1f MB,\n", top.K, topCPU, cpu, top.FeedAnswersPerS, top.FeedBytes/1e6)
 		p("and a state change reaches it in %s ms (p50; p99 %s) on the replica the agent posted to and %s ms (p99 %s) on the other.\n",
 			opt(top.ChangeSameMs.N, top.ChangeSameMs.Median), opt(top.ChangeSameMs.N, top.ChangeSameMs.P99), opt(top.ChangeOtherMs.N, top.ChangeOtherMs.Median), opt(top.ChangeOtherMs.N, top.ChangeOtherMs.P99))
-		p("Every heartbeat moves the feed's revision (a node's comment carries its receive time), so a long poll never waits for\n")
-		p("long: the answers are bounded by the shared build, one every 200 ms (service.FeedCoalesce) per replica, whatever the\n")
-		p("heartbeat rate and K, each encoded once. What grows is the answer: every node, %.1f MB at %d hosts, up to 5 times a\n", top.FeedBytes/1e6, r.Hosts)
-		p("second per daemon (%.0f Mbit/s at that rate, and the daemon parses each): the next limit is the feed's size, for a\n", 8*5*top.FeedBytes/1e6)
-		p("delta feed (nodes changed since the caller's revision) or a compressed answer. Where clients get fewer answers than\n")
+		p("A long poll is answered by a change of what the feed shows (here the owner changes; a heartbeat that repeats the\n")
+		p("last one does not wake it), from one shared build at most every 50 ms (service.FeedCoalesce) per replica, encoded\n")
+		p("once. What grows with the site is the answer: every node, %.1f MB at %d hosts, at each of these answers (%.0f Mbit/s\n", top.FeedBytes/1e6, r.Hosts, 8*top.FeedAnswersPerS*top.FeedBytes/1e6)
+		p("per daemon at the rate measured, and the daemon parses each): the next limit is the feed's size, for a delta feed\n")
+		p("(nodes changed since the caller's revision) or a compressed answer. Where clients get fewer answers than\n")
 		p("that and changes arrive late while the replicas are far from a core each, the clients' own process (and the machine's\n")
 		p("other load) is what is short of CPU.\n")
 	}
