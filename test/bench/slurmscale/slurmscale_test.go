@@ -925,23 +925,20 @@ write lock, and the initial convergence of all nodes takes %.1f s instead of %.1
 Pairs of adjacent segments (one of each mode, back to back) compare best on this shared
 machine; see the table.
 
-What keeps even batching far from the target is the reconcile loop. Every heartbeat bumps
-the feed's revision and wakes the long poll, even the periodic ones that change nothing
-(%.0f per second here, against %.1f changes per second), so the daemon reconciles back to
-back: each reconcile takes the whole %d-node feed over HTTP and the whole node table from
-slurmctld (REQUEST_NODE_INFO). With batching that made %.0f reconciles per minute, a
+The reconcile loop: a long poll of the feed is answered only when a host's desired Slurm
+node changes, not by the periodic heartbeats that repeat the last state (%.0f per second
+here, against %.1f changes per second), so the daemon reconciles once per batch of
+changes; each reconcile takes the whole %d-node feed over HTTP and the whole node table
+from slurmctld (REQUEST_NODE_INFO). With batching that made %.0f reconciles per minute, a
 median of %.0f ms apart; without, %.0f, a median of %.0f ms apart, and a reconcile that
 meets many changes also waits for one RPC per changed node, so changes queue behind it
 (the no-batch tail). The heartbeat POST itself, part of every sample, took up to the p99
 in the table. A change waits for the reconcile in progress and then its own, and shares
 the two cores with 5,000 simulated agents, overtime serve, slapd, slurmctld and the
-observer (and, on this machine, other work). What would move it: wake the long poll only
-when a host's desired Slurm node changes (sitemgmt/service: compare slurmnode.Desired
-before and after the heartbeat), which leaves the daemon idle between changes and starts
-a reconcile within milliseconds of one; then ask slurmctld for nodes changed since the
-last load (slurm_load_node with an update time) and the site manager for the nodes
-changed since a revision, so a reconcile costs O(changes), not O(nodes). Batching keeps
-slurmctld's share small either way.
+observer. What would move it further: ask slurmctld for the nodes changed since the last
+load (slurm_load_node with an update time) and the site manager for the nodes changed
+since a revision (a delta feed), so that a reconcile costs O(changes), not O(nodes).
+Batching keeps slurmctld's share small either way.
 
 slurmctld with the observer polling, no heartbeats and no sync daemon (20 s, 10 s
 after its start): %.2f CPU s per minute. Initial
