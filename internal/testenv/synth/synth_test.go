@@ -24,9 +24,6 @@ func TestSiteIsValid(t *testing.T) {
 // The target shape (100,000 hosts, 2,000 pools, 50 boot servers) is valid too:
 // every host address is unique on its boot server's subnet.
 func TestTargetShapeIsValid(t *testing.T) {
-	if testing.Short() {
-		t.Skip("100,000 hosts: not under -short")
-	}
 	s := SiteOn(100000, 2000, 50, 1)
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
