@@ -304,6 +304,10 @@ func (l *Lab) powerSaveConf(suspendTime time.Duration) string {
 		fmt.Fprintf(&conf, "%sProgram=%s\n", strings.ToUpper(verb[:1])+verb[1:], wrapper)
 	}
 	fmt.Fprintf(&conf, "SuspendTime=%d\nSuspendTimeout=10\nResumeTimeout=120\n", int(suspendTime.Seconds()))
+	// Without PrivateData=cloud a powered-down CLOUD node vanishes from scontrol and sinfo,
+	// even for root: a test reading pc3 after SuspendTimeout would find no node at all
+	// (slurm.conf(5); docs/slurm.md recommends it to administrators for the same reason).
+	conf.WriteString("PrivateData=cloud\n")
 	return conf.String()
 }
 
