@@ -32,86 +32,48 @@ var ErrFeedUnknown = errors.New("ldapstore: change feed: change cannot be applie
 // change twice gives the same site, so a replica's own write coming back is harmless.
 // WatchSite returns when ctx ends (nil) or the connection fails (the error).
 func (s *Store) WatchSite(ctx context.Context, full func(*model.Site, error), changed func(what string, apply func(*model.Site) error)) error {
-	c, err := s.dialBound()
-	if err != nil {
-		return &UnavailableError{Err: err}
-	}
-	defer c.Close()
-	// No timeout on this connection: a persistent search waits as long as nothing changes.
-	c.SetTimeout(0)
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	req := ldap.NewSearchRequest(s.dn.site, ldap.ScopeWholeSubtree, ldap.NeverDerefAliases, 0, 0, false,
 		loadFilter, loadAttrs, nil)
-	r := c.Syncrepl(wctx, req, 256, ldap.SyncRequestModeRefreshAndPersist, nil, false)
 	// The refresh phase is decoded as it arrives (not collected first as Load does), so
 	// that a replica does not hold every entry's LDAP form beside two sites.
 	refreshing := true
 	site, haveSite, versions, refreshErr := &model.Site{}, false, []version(nil), error(nil)
-	for r.Next() {
-		e := r.Entry()
-		if e == nil {
-			if !refreshing {
-				continue
+	return s.persist(ctx, req, 256, "site watch", func(e *ldap.Entry, deleted bool) {
+		switch {
+		case e == nil:
+			refreshing = false
+			if refreshErr != nil {
+				full(nil, refreshErr)
+			} else {
+				full(finish(site, haveSite, versions))
 			}
-			for _, ctl := range r.Controls() {
-				if info, ok := ctl.(*ldap.ControlSyncInfo); ok && refreshDone(info) {
-					refreshing = false
-				}
-			}
-			if !refreshing {
-				if refreshErr != nil {
-					full(nil, refreshErr)
-				} else {
-					full(finish(site, haveSite, versions))
-				}
-				site, versions = nil, nil
-			}
-			continue
-		}
-		deleted := false
-		for _, ctl := range r.Controls() {
-			if st, ok := ctl.(*ldap.ControlSyncState); ok && st.State == ldap.SyncStateDelete {
-				deleted = true
-			}
-		}
-		if refreshing {
+			site, versions = nil, nil
+		case refreshing:
 			if !deleted && refreshErr == nil {
 				isSite, err := s.decodeEntry(site, &versions, e)
 				haveSite = haveSite || isSite
 				refreshErr = err
 			}
-			continue
-		}
-		if deleted {
+		case deleted:
 			kind, name, ok := s.dn.entityOf(e.DN)
 			if !ok {
-				continue // a container or something the site model does not read
+				return // a container or something the site model does not read
 			}
 			changed("delete "+kind+" "+name, func(site *model.Site) error { return deleteEntity(site, kind, name) })
-			continue
+		default:
+			frag, versions := &model.Site{}, []version(nil)
+			isSite, err := s.decodeEntry(frag, &versions, e)
+			if err != nil {
+				// Applying it fails, so the caller falls back to reading everything (which
+				// reports the entry in the same words).
+				changed("undecodable "+e.DN, func(*model.Site) error { return err })
+				return
+			}
+			if what, apply := patchOf(frag, isSite, versions); apply != nil {
+				changed(what, apply)
+			}
 		}
-		frag, versions := &model.Site{}, []version(nil)
-		isSite, err := s.decodeEntry(frag, &versions, e)
-		if err != nil {
-			// Applying it fails, so the caller falls back to reading everything (which
-			// reports the entry in the same words).
-			changed("undecodable "+e.DN, func(*model.Site) error { return err })
-			continue
-		}
-		what, apply := patchOf(frag, isSite, versions)
-		if apply == nil {
-			continue
-		}
-		changed(what, apply)
-	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	if err := r.Err(); err != nil {
-		return &UnavailableError{Err: err}
-	}
-	return &UnavailableError{Err: errors.New("site watch ended")}
+	})
 }
 
 // patchOf turns one decoded entry (frag holds it) into a description and the function

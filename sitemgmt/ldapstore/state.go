@@ -207,6 +207,32 @@ func (s *Store) WatchState(ctx context.Context, ready func(), fn func(kind, key 
 			return wrapState(err, "watch", c)
 		}
 	}
+	return s.persist(ctx, s.stateSearch(nil), 64, "state watch", func(e *ldap.Entry, deleted bool) {
+		if e == nil {
+			if ready != nil {
+				ready()
+			}
+			return
+		}
+		kind, key, ok := s.stateOf(e.DN)
+		if !ok {
+			return
+		}
+		if deleted {
+			fn(kind, key, nil, true)
+		} else if doc := e.GetRawAttributeValue(aStateDoc); len(doc) > 0 {
+			fn(kind, key, doc, false)
+		}
+	})
+}
+
+// persist runs a Content Synchronization search in refreshAndPersist mode (RFC 4533) on
+// a connection of its own, the one way both the site's change feed and the state watch
+// follow the directory. fn gets every entry with whether its Sync State says deleted,
+// and fn(nil, false) once, when the refresh phase ends. persist returns when ctx ends
+// (nil) or the connection fails (an UnavailableError: the caller reconnects, and the
+// refresh repeats).
+func (s *Store) persist(ctx context.Context, req *ldap.SearchRequest, pageSize int, what string, fn func(e *ldap.Entry, deleted bool)) error {
 	c, err := s.dialBound()
 	if err != nil {
 		return &UnavailableError{Err: err}
@@ -216,20 +242,22 @@ func (s *Store) WatchState(ctx context.Context, ready func(), fn func(kind, key 
 	c.SetTimeout(0)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := c.Syncrepl(wctx, s.stateSearch(nil), 64, ldap.SyncRequestModeRefreshAndPersist, nil, false)
+	r := c.Syncrepl(wctx, req, pageSize, ldap.SyncRequestModeRefreshAndPersist, nil, false)
+	refreshing := true
 	for r.Next() {
 		e := r.Entry()
 		if e == nil {
+			if !refreshing {
+				continue
+			}
 			for _, ctl := range r.Controls() {
-				if info, ok := ctl.(*ldap.ControlSyncInfo); ok && ready != nil && refreshDone(info) {
-					ready()
-					ready = nil
+				if info, ok := ctl.(*ldap.ControlSyncInfo); ok && refreshDone(info) {
+					refreshing = false
 				}
 			}
-			continue
-		}
-		kind, key, ok := s.stateOf(e.DN)
-		if !ok {
+			if !refreshing {
+				fn(nil, false)
+			}
 			continue
 		}
 		deleted := false
@@ -238,11 +266,7 @@ func (s *Store) WatchState(ctx context.Context, ready func(), fn func(kind, key 
 				deleted = true
 			}
 		}
-		if deleted {
-			fn(kind, key, nil, true)
-		} else if doc := e.GetRawAttributeValue(aStateDoc); len(doc) > 0 {
-			fn(kind, key, doc, false)
-		}
+		fn(e, deleted)
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -250,7 +274,7 @@ func (s *Store) WatchState(ctx context.Context, ready func(), fn func(kind, key 
 	if err := r.Err(); err != nil {
 		return &UnavailableError{Err: err}
 	}
-	return &UnavailableError{Err: errors.New("state watch ended")}
+	return &UnavailableError{Err: errors.New(what + " ended")}
 }
 
 // refreshDone: the Sync Info message that ends the refresh phase of refreshAndPersist

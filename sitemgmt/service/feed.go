@@ -82,10 +82,10 @@ func (s *Service) FollowSite(ctx context.Context, coalesce time.Duration) bool {
 		defer wg.Done()
 		s.applyFeed(ctx, kick, coalesce)
 	}()
-	backoff := 250 * time.Millisecond
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := feed.WatchSite(ctx, s.installFull, func(what string, apply func(*model.Site) error) {
+	// Failures are not recorded as the directory's health: reads, writes and logins tell
+	// that; a watch that cannot run (no syncprov) must not take a replica out of service.
+	s.keepFollowing(ctx, "following the directory's site changes failed; reconnecting (then reading the whole site)", func(ctx context.Context) error {
+		return feed.WatchSite(ctx, s.installFull, func(what string, apply func(*model.Site) error) {
 			s.feed.mu.Lock()
 			s.feed.pending = append(s.feed.pending, feedChange{what, apply})
 			s.feed.mu.Unlock()
@@ -94,25 +94,36 @@ func (s *Service) FollowSite(ctx context.Context, coalesce time.Duration) bool {
 			default:
 			}
 		})
+	})
+	wg.Wait()
+	return true
+}
+
+// keepFollowing runs watch (a persistent search) until ctx ends, reconnecting after each
+// failure with a backoff that doubles from 250 ms to 10 s and starts over after a watch
+// that lasted a minute: a directory restart must not turn every replica's watches into a
+// reconnect storm, and a short outage should cost well under a second.
+func (s *Service) keepFollowing(ctx context.Context, failed string, watch func(context.Context) error) {
+	backoff := 250 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := watch(ctx)
 		if ctx.Err() != nil {
-			break
+			return
 		}
-		// Not recorded as the directory's health: reads, writes and logins tell that; a
-		// watch that cannot run (no syncprov) must not take a replica out of service.
 		if time.Since(start) > time.Minute {
 			backoff = 250 * time.Millisecond
 		}
-		s.log.Warn("following the directory's site changes failed; reconnecting (then reading the whole site)", "err", err, "in", backoff)
+		s.log.Warn(failed, "err", err, "in", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			return
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 10*time.Second)
 	}
-	wg.Wait()
-	return true
 }
 
 // installFull installs a whole site delivered by the watch (its refresh phase). Changes

@@ -377,28 +377,11 @@ func (s *Service) SyncState(ctx context.Context, finalFlush time.Duration) {
 }
 
 func (s *Service) watchState(ctx context.Context) {
-	backoff := 250 * time.Millisecond
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := s.state.WatchState(ctx, nil, func(kind, key string, doc []byte, deleted bool) {
+	s.keepFollowing(ctx, "state: following the directory's state failed; reconnecting", func(ctx context.Context) error {
+		return s.state.WatchState(ctx, nil, func(kind, key string, doc []byte, deleted bool) {
 			s.mergeDoc(kind, key, doc, deleted, true)
 		})
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(start) > time.Minute {
-			backoff = 250 * time.Millisecond
-		}
-		s.log.Warn("state: following the directory's state failed; reconnecting", "err", err, "in", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 10*time.Second)
-	}
+	})
 }
 
 // stateWrite is one queued write: a document to put, or (doc nil) a key to delete.
