@@ -11,9 +11,12 @@ import (
 
 // The Slurm side of the API (docs/slurm.md):
 //
-//	GET  /api/v1/slurm/nodes?since=REV&wait=S  desired Slurm node states + new job reports
+//	GET  /api/v1/slurm/nodes?since=REV&wait=S[&base=BUILD]
+//	                                           desired Slurm node states + new job reports
 //	                                           (long poll: answers at once when the
-//	                                           revision is past REV, else after S seconds)
+//	                                           revision is past REV, else after S seconds;
+//	                                           with base, only the nodes changed since that
+//	                                           build where the replica can tell)
 //	GET  /api/v1/slurm/reservations?horizon=D  every host's coming windows without a compute
 //	                                           guest (default 168h, at most 744h)
 //	POST /api/v1/agent/jobs                    a node agent's job interference report
@@ -66,7 +69,16 @@ func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(time.Duration(n*float64(time.Second)), maxSlurmWait)
 	}
-	feed, err := s.svc.SlurmFeedJSON(r.Context(), since, wait, s.opt.Now)
+	var base uint64
+	if v := q.Get("base"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.httpError(w, model.Invalid("base: %q is not a build number", v))
+			return
+		}
+		base = n
+	}
+	feed, err := s.svc.SlurmFeedJSON(r.Context(), since, base, wait, s.opt.Now)
 	if err != nil {
 		return // the client went away during the long poll
 	}

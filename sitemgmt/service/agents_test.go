@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,7 +230,7 @@ func TestSlurmFeed(t *testing.T) {
 	s := memService(t)
 	ctx := context.Background()
 	clock := func() time.Time { return t0 }
-	feed, err := s.SlurmFeed(ctx, 0, 0, clock)
+	feed, err := s.SlurmFeed(ctx, 0, 0, 0, clock)
 	if err != nil || feed.Revision != 0 || len(feed.Nodes) != 2 || feed.Nodes[0].Name != "pc1" || feed.Nodes[0].State != wire.SlurmDown || len(feed.Reports) != 0 {
 		t.Fatalf("empty feed %+v %v", feed, err)
 	}
@@ -238,7 +239,7 @@ func TestSlurmFeed(t *testing.T) {
 	// the poll starts waiting), with that heartbeat's node.
 	got := make(chan *wire.SlurmFeed, 1)
 	go func() {
-		f, err := s.SlurmFeed(ctx, 0, time.Hour, clock)
+		f, err := s.SlurmFeed(ctx, 0, 0, time.Hour, clock)
 		if err != nil {
 			t.Error(err)
 		}
@@ -262,21 +263,21 @@ func TestSlurmFeed(t *testing.T) {
 		}
 	}
 	mustPutReport("7")
-	feed, err = s.SlurmFeed(ctx, 1, time.Hour, clock)
+	feed, err = s.SlurmFeed(ctx, 1, 0, time.Hour, clock)
 	if err != nil || feed.Revision != 3 || feed.Nodes[1].State != wire.SlurmDown || len(feed.Reports) != 1 || feed.Reports[0].Job != "7" {
 		t.Fatalf("since 1: %+v %v", feed, err)
 	}
 
 	// Staleness is judged at the clock read when answering.
 	late := func() time.Time { return t0.Add(wire.StaleAfter + time.Second) }
-	if feed, _ = s.SlurmFeed(ctx, 0, 0, late); feed.Nodes[0].State != wire.SlurmDown {
+	if feed, _ = s.SlurmFeed(ctx, 0, 0, 0, late); feed.Nodes[0].State != wire.SlurmDown {
 		t.Fatalf("stale: %+v", feed.Nodes[0])
 	}
 
 	// A poll whose client goes away ends with the context's error.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := s.SlurmFeed(cctx, 3, time.Hour, clock); !errors.Is(err, context.Canceled) {
+	if _, err := s.SlurmFeed(cctx, 3, 0, time.Hour, clock); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled poll: %v", err)
 	}
 }
@@ -295,19 +296,19 @@ func TestSlurmFeedCoalesced(t *testing.T) {
 		}
 	}
 	beat(1, model.StateNoUser)
-	first, err := s.SlurmFeed(ctx, 0, time.Hour, clock)
+	first, err := s.SlurmFeed(ctx, 0, 0, time.Hour, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A change right after the build: a plain read has it at once, a long poll waits for
 	// the next build slot.
 	beat(2, model.StateOwnerActive)
-	if f, _ := s.SlurmFeed(ctx, first.Revision, 0, clock); f.Revision != first.Revision+1 || f.Nodes[0].Features != "overtime,desktop,owner-active" {
+	if f, _ := s.SlurmFeed(ctx, first.Revision, 0, 0, clock); f.Revision != first.Revision+1 || f.Nodes[0].Features != "overtime,desktop,owner-active" {
 		t.Fatalf("plain read after a change: %+v", f)
 	}
 	beat(3, model.StateNoUser)
 	start := time.Now()
-	f, err := s.SlurmFeed(ctx, first.Revision+1, time.Hour, clock)
+	f, err := s.SlurmFeed(ctx, first.Revision+1, 0, time.Hour, clock)
 	if err != nil || f.Revision != first.Revision+2 || f.Nodes[0].Features != "overtime,desktop,desk-empty" {
 		t.Fatalf("long poll: %+v %v", f, err)
 	}
@@ -315,7 +316,7 @@ func TestSlurmFeedCoalesced(t *testing.T) {
 		t.Fatalf("long poll answered after %s, within the coalescing interval of the last build", d)
 	}
 	// Many polls at one revision: one build, the same answer.
-	js, err := s.SlurmFeedJSON(ctx, 0, time.Hour, clock)
+	js, err := s.SlurmFeedJSON(ctx, 0, 0, time.Hour, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func TestSlurmFeedCoalesced(t *testing.T) {
 	}
 	built := s.slurmCache.built
 	for range 5 {
-		if _, err := s.SlurmFeedJSON(ctx, 0, time.Hour, clock); err != nil {
+		if _, err := s.SlurmFeedJSON(ctx, 0, 0, time.Hour, clock); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -349,7 +350,7 @@ func TestSlurmFeedWakesOnChangesOnly(t *testing.T) {
 		}
 	}
 	beat(1, model.StateNoUser, t0)
-	first, err := s.SlurmFeed(ctx, 0, 0, clock)
+	first, err := s.SlurmFeed(ctx, 0, 0, 0, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestSlurmFeedWakesOnChangesOnly(t *testing.T) {
 	poll := func(since uint64, wait time.Duration) (*wire.SlurmFeed, time.Duration) {
 		t.Helper()
 		start := time.Now()
-		f, err := s.SlurmFeed(ctx, since, wait, clock)
+		f, err := s.SlurmFeed(ctx, since, 0, wait, clock)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,7 +372,7 @@ func TestSlurmFeedWakesOnChangesOnly(t *testing.T) {
 	}
 	got := make(chan *wire.SlurmFeed, 1)
 	go func() {
-		f, err := s.SlurmFeed(ctx, first.Revision+1, time.Hour, clock)
+		f, err := s.SlurmFeed(ctx, first.Revision+1, 0, time.Hour, clock)
 		if err != nil {
 			t.Error(err)
 		}
@@ -385,7 +386,7 @@ func TestSlurmFeedWakesOnChangesOnly(t *testing.T) {
 	// Back after longer than StaleAfter: the node was down, so this wakes the poll.
 	back := t0.Add(40*time.Second + wire.StaleAfter + time.Minute)
 	go func() {
-		f, err := s.SlurmFeed(ctx, f.Revision, time.Hour, func() time.Time { return back })
+		f, err := s.SlurmFeed(ctx, f.Revision, 0, time.Hour, func() time.Time { return back })
 		if err != nil {
 			t.Error(err)
 		}
@@ -394,5 +395,111 @@ func TestSlurmFeedWakesOnChangesOnly(t *testing.T) {
 	beat(4, model.StateOwnerActive, back)
 	if f = <-got; f.Nodes[0].State != wire.SlurmUp {
 		t.Fatalf("after the host came back: %+v", f)
+	}
+}
+
+// A reader that holds a build gets only what changed since (a delta); one whose build
+// this replica cannot account for gets the whole list.
+func TestSlurmFeedDelta(t *testing.T) {
+	s := memService(t)
+	ctx := context.Background()
+	clock := func() time.Time { return t0 }
+	beat := func(host string, seq uint64, state model.OwnerState) {
+		t.Helper()
+		if _, err := s.PutHeartbeat(wire.Heartbeat{Host: host, Time: t0, Instance: "a", Seq: seq, Mode: "desktop", OwnerState: state,
+			Action: model.ActionRun, GuestState: "running"}, t0, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(f *wire.SlurmFeed) string {
+		var n []string
+		for _, x := range f.Nodes {
+			n = append(n, x.Name+"="+x.Features)
+		}
+		return strings.Join(n, " ")
+	}
+	beat("pc1", 1, model.StateNoUser)
+	beat("pc2", 1, model.StateNoUser)
+	full, err := s.SlurmFeed(ctx, 0, 0, 0, clock)
+	if err != nil || full.Delta || full.Build == 0 || len(full.Nodes) != 2 {
+		t.Fatalf("whole feed: %+v %v", full, err)
+	}
+	if full.Build >= 1<<53 {
+		t.Fatalf("build id %d is not exact in a JSON reader's float64", full.Build)
+	}
+	// Nothing changed: an empty delta of the same build.
+	f, err := s.SlurmFeed(ctx, full.Revision, full.Build, 0, clock)
+	if err != nil || !f.Delta || f.Build != full.Build || len(f.Nodes) != 0 {
+		t.Fatalf("unchanged: %+v %v", f, err)
+	}
+	// pc1's owner comes: the long poll from the held build answers pc1 alone.
+	got := make(chan *wire.SlurmFeed, 1)
+	go func() {
+		f, err := s.SlurmFeed(ctx, full.Revision, full.Build, time.Hour, clock)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- f
+	}()
+	beat("pc1", 2, model.StateOwnerActive)
+	f = <-got
+	if !f.Delta || f.Build <= full.Build || names(f) != "pc1=overtime,desktop,owner-active" {
+		t.Fatalf("after pc1's change: delta %v build %d nodes %q", f.Delta, f.Build, names(f))
+	}
+	// Changes over several builds add up, each node once with its latest state.
+	beat("pc2", 2, model.StateOwnerActive)
+	s.SlurmFeed(ctx, 0, 0, 0, clock) // a build in between
+	beat("pc1", 3, model.StateNoUser)
+	if f, _ = s.SlurmFeed(ctx, 0, full.Build, 0, clock); !f.Delta || names(f) != "pc1=overtime,desktop,desk-empty pc2=overtime,desktop,owner-active" {
+		t.Fatalf("since the first build: delta %v nodes %q", f.Delta, names(f))
+	}
+	// A build of another replica (another epoch), a future one, none: the whole list.
+	for _, base := range []uint64{full.Build ^ 1<<40, f.Build + 1, 0} {
+		if g, _ := s.SlurmFeed(ctx, 0, base, 0, clock); g.Delta || len(g.Nodes) != 2 {
+			t.Fatalf("base %d: delta %v, %d nodes", base, g.Delta, len(g.Nodes))
+		}
+	}
+	// The JSON answer says the same.
+	js, err := s.SlurmFeedJSON(ctx, 0, full.Build, 0, clock)
+	var dec wire.SlurmFeed
+	if err != nil || json.Unmarshal(js, &dec) != nil || !dec.Delta || dec.Build != f.Build || names(&dec) != names(f) {
+		t.Fatalf("JSON delta %s: %v", js, err)
+	}
+}
+
+func TestDiffFeedNodes(t *testing.T) {
+	n := func(spec string) []wire.SlurmNode {
+		var out []wire.SlurmNode
+		for _, f := range strings.Fields(spec) {
+			name, feat, _ := strings.Cut(f, "=")
+			out = append(out, wire.SlurmNode{Name: name, Features: feat})
+		}
+		return out
+	}
+	many := func(k int, feat string) []wire.SlurmNode {
+		var out []wire.SlurmNode
+		for i := range k {
+			out = append(out, wire.SlurmNode{Name: fmt.Sprintf("pc%03d", i), Features: feat})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		old, cur []wire.SlurmNode
+		want     string
+		all      bool
+	}{
+		{"same", n("a=x b=x"), n("a=x b=x"), "", false},
+		{"changed", n("a=x b=x c=x"), n("a=x b=y c=x"), "b", false},
+		{"added", n("a=x c=x"), n("a=x b=x c=x d=x"), "b d", false},
+		{"removed in the middle", n("a=x b=x c=x"), n("a=x c=x"), "", true},
+		{"removed at the end", n("a=x b=x"), n("a=x"), "", true},
+		{"at the bound", many(maxDeltaNodes, "x"), many(maxDeltaNodes, "y"), "", false},
+		{"past the bound", many(maxDeltaNodes+1, "x"), many(maxDeltaNodes+1, "y"), "", true},
+	} {
+		names, all := diffFeedNodes(tc.old, tc.cur)
+		if all != tc.all || (!tc.all && tc.name != "at the bound" && strings.Join(names, " ") != tc.want) || (tc.name == "at the bound" && len(names) != maxDeltaNodes) {
+			t.Errorf("%s: %q all=%v, want %q all=%v", tc.name, names, all, tc.want, tc.all)
+		}
 	}
 }

@@ -92,7 +92,7 @@ func feedFanout(b *testing.B, site *model.Site, k int, shared bool, d time.Durat
 				var js []byte
 				var err error
 				if shared {
-					js, err = s.SlurmFeedJSON(ctx, since, 30*time.Second, time.Now)
+					js, err = s.SlurmFeedJSON(ctx, since, 0, 30*time.Second, time.Now)
 				} else {
 					js, err = ownFeed(ctx, s, since)
 				}

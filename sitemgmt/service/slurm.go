@@ -3,9 +3,11 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,12 +23,14 @@ import (
 // wait for the next heartbeat or report (long poll); it returns ctx's error when ctx ends
 // first. now is the clock, read after the wait: staleness is judged when answering.
 // A long poll's answer is the shared build of feedNodes (at most one per FeedCoalesce).
-func (s *Service) SlurmFeed(ctx context.Context, since uint64, wait time.Duration, now func() time.Time) (*wire.SlurmFeed, error) {
-	rev, nodes, _, err := s.slurmFeed(ctx, since, wait, now, false)
+// With base, the build id of an earlier answer, the answer may be a delta: only the
+// nodes that changed since that build (wire.SlurmFeed).
+func (s *Service) SlurmFeed(ctx context.Context, since, base uint64, wait time.Duration, now func() time.Time) (*wire.SlurmFeed, error) {
+	a, err := s.slurmFeed(ctx, since, base, wait, now, false)
 	if err != nil {
 		return nil, err
 	}
-	feed := &wire.SlurmFeed{Revision: rev, Nodes: slices.Clone(nodes), Reports: []wire.JobReportLine{}}
+	feed := &wire.SlurmFeed{Revision: a.rev, Build: a.build, Delta: a.delta, Nodes: slices.Clone(a.nodes), Reports: []wire.JobReportLine{}}
 	for _, jr := range s.agents.reportsSince(since) {
 		feed.Reports = append(feed.Reports, wire.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
 	}
@@ -34,10 +38,10 @@ func (s *Service) SlurmFeed(ctx context.Context, since uint64, wait time.Duratio
 }
 
 // SlurmFeedJSON is SlurmFeed encoded (compact JSON, a wire.SlurmFeed): the nodes' encoding
-// is shared by every long poll answered from the same build, so that K sync daemons cost
-// one encoding of the whole site, not K.
-func (s *Service) SlurmFeedJSON(ctx context.Context, since uint64, wait time.Duration, now func() time.Time) ([]byte, error) {
-	rev, _, nodesJSON, err := s.slurmFeed(ctx, since, wait, now, true)
+// of a whole list is shared by every long poll answered from the same build, so that K
+// sync daemons cost one encoding of the whole site, not K.
+func (s *Service) SlurmFeedJSON(ctx context.Context, since, base uint64, wait time.Duration, now func() time.Time) ([]byte, error) {
+	a, err := s.slurmFeed(ctx, since, base, wait, now, true)
 	if err != nil {
 		return nil, err
 	}
@@ -49,11 +53,16 @@ func (s *Service) SlurmFeedJSON(ctx context.Context, since uint64, wait time.Dur
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, len(nodesJSON)+len(rj)+64)
+	b := make([]byte, 0, len(a.js)+len(rj)+96)
 	b = append(b, `{"revision":`...)
-	b = strconv.AppendUint(b, rev, 10)
+	b = strconv.AppendUint(b, a.rev, 10)
+	b = append(b, `,"build":`...)
+	b = strconv.AppendUint(b, a.build, 10)
+	if a.delta {
+		b = append(b, `,"delta":true`...)
+	}
 	b = append(b, `,"nodes":`...)
-	b = append(b, nodesJSON...)
+	b = append(b, a.js...)
 	b = append(b, `,"reports":`...)
 	b = append(b, rj...)
 	return append(b, "}\n"...), nil
@@ -69,6 +78,17 @@ func (s *Service) SlurmFeedJSON(ctx context.Context, since uint64, wait time.Dur
 // the delay a fifth of the 250 ms owner-to-Slurm target (docs/benchmarks/slurmscale.md).
 const FeedCoalesce = 50 * time.Millisecond
 
+// Deltas of the Slurm feed: a sync daemon that holds an earlier build asks what changed
+// since, so that its reconcile costs O(changes), not O(hosts) (docs/slurm.md). Each build
+// records which nodes differ from the build before it; a delta is the union over the
+// builds since the caller's. Past maxDeltaNodes changed nodes a whole list is answered
+// instead: the daemon then does one whole reconcile (two RPCs for the node and job tables)
+// rather than one node RPC per change.
+const (
+	feedHistory   = 256 // builds remembered
+	maxDeltaNodes = 64
+)
+
 // slurmFeedCache is the last build of the Slurm feed's nodes.
 type slurmFeedCache struct {
 	mu    sync.Mutex
@@ -78,11 +98,32 @@ type slurmFeedCache struct {
 	built time.Time // wall clock of the build
 	nodes []wire.SlurmNode
 	js    []byte // nodes as JSON, made when first asked for
+	// id is the build's id: a random epoch per process in the bits above 32 (so that a
+	// base from another replica, or from before a restart, is not mistaken for one of
+	// this replica's builds) and a sequence below; at most 2^52, exact in any JSON reader.
+	id   uint64
+	hist []feedDiff // the last builds' changes, oldest first
 }
 
-// slurmFeed waits as SlurmFeed does and returns the revision with the nodes (shared:
-// read only) and, with encode, their JSON.
-func (s *Service) slurmFeed(ctx context.Context, since uint64, wait time.Duration, now func() time.Time, encode bool) (uint64, []wire.SlurmNode, []byte, error) {
+// feedDiff is what one build changed from the build before it: the names of the nodes
+// that differ or are new (sorted), or all (a node removed, or more than maxDeltaNodes).
+type feedDiff struct {
+	id    uint64
+	names []string
+	all   bool
+}
+
+// feedAnswer is one answer of the feed: the nodes (shared: read only), their JSON when
+// asked for, the agents' revision and the build, and whether the nodes are a delta.
+type feedAnswer struct {
+	rev, build uint64
+	delta      bool
+	nodes      []wire.SlurmNode
+	js         []byte
+}
+
+// slurmFeed waits as SlurmFeed does and answers from the current build.
+func (s *Service) slurmFeed(ctx context.Context, since, base uint64, wait time.Duration, now func() time.Time, encode bool) (feedAnswer, error) {
 	_, feedRev, changed := s.agents.since()
 	if feedRev <= since && wait > 0 {
 		t := time.NewTimer(wait)
@@ -91,7 +132,7 @@ func (s *Service) slurmFeed(ctx context.Context, since uint64, wait time.Duratio
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return 0, nil, nil, ctx.Err()
+			return feedAnswer{}, ctx.Err()
 		}
 		t.Stop()
 	}
@@ -116,22 +157,112 @@ func (s *Service) slurmFeed(ctx context.Context, since uint64, wait time.Duratio
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
-				return 0, nil, nil, ctx.Err()
+				return feedAnswer{}, ctx.Err()
 			}
 			continue
 		}
-		c.rev, c.snap, c.at, c.built, c.nodes, c.js = feedRev, snap, at, time.Now(), s.buildFeedNodes(snap.Site, at), nil
+		c.install(feedRev, snap, at, s.buildFeedNodes(snap.Site, at))
 		break
 	}
 	defer c.mu.Unlock()
+	a := feedAnswer{rev: rev, build: c.id}
+	if names, ok := c.changedSince(base); ok {
+		a.delta, a.nodes = true, make([]wire.SlurmNode, 0, len(names))
+		for _, name := range names {
+			if i, found := sort.Find(len(c.nodes), func(i int) int { return strings.Compare(name, c.nodes[i].Name) }); found {
+				a.nodes = append(a.nodes, c.nodes[i])
+			}
+		}
+		if encode {
+			js, err := json.Marshal(a.nodes)
+			if err != nil {
+				return feedAnswer{}, err
+			}
+			a.js = js
+		}
+		return a, nil
+	}
+	a.nodes = c.nodes
 	if encode && c.js == nil {
 		js, err := json.Marshal(c.nodes)
 		if err != nil {
-			return 0, nil, nil, err
+			return feedAnswer{}, err
 		}
 		c.js = js
 	}
-	return rev, c.nodes, c.js, nil
+	a.js = c.js
+	return a, nil
+}
+
+// install makes nodes (sorted by name) the current build and records what it changed.
+// The caller holds c.mu.
+func (c *slurmFeedCache) install(feedRev uint64, snap *Snapshot, at time.Time, nodes []wire.SlurmNode) {
+	if c.id == 0 {
+		c.id = (uint64(rand.Uint32()>>12) | 1) << 32
+	}
+	c.id++
+	d := feedDiff{id: c.id}
+	if c.nodes == nil {
+		d.all = true
+	} else {
+		d.names, d.all = diffFeedNodes(c.nodes, nodes)
+	}
+	if len(c.hist) == feedHistory {
+		c.hist = slices.Delete(c.hist, 0, 1)
+	}
+	c.hist = append(c.hist, d)
+	c.rev, c.snap, c.at, c.built, c.nodes, c.js = feedRev, snap, at, time.Now(), nodes, nil
+}
+
+// diffFeedNodes compares two builds (each sorted by name): the names that differ or are
+// new in cur, or all when a node is gone or more than maxDeltaNodes changed.
+func diffFeedNodes(old, cur []wire.SlurmNode) (names []string, all bool) {
+	i := 0
+	for j := range cur {
+		if i < len(old) && old[i].Name < cur[j].Name {
+			return nil, true // old[i] is gone
+		}
+		if i < len(old) && old[i].Name == cur[j].Name {
+			if old[i] != cur[j] {
+				names = append(names, cur[j].Name)
+			}
+			i++
+		} else {
+			names = append(names, cur[j].Name)
+		}
+		if len(names) > maxDeltaNodes {
+			return nil, true
+		}
+	}
+	if i < len(old) {
+		return nil, true
+	}
+	return names, false
+}
+
+// changedSince is the names of the nodes that changed after build base, sorted, and
+// whether the builds remembered can tell (base is one of them, or the current one).
+func (c *slurmFeedCache) changedSince(base uint64) ([]string, bool) {
+	// The oldest build remembered says what changed since the one before it.
+	if base == 0 || base > c.id || len(c.hist) == 0 || base+1 < c.hist[0].id {
+		return nil, false
+	}
+	var names []string
+	for _, d := range c.hist {
+		if d.id <= base {
+			continue
+		}
+		if d.all {
+			return nil, false
+		}
+		names = append(names, d.names...)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if len(names) > maxDeltaNodes {
+		return nil, false
+	}
+	return names, true
 }
 
 // buildFeedNodes is the desired Slurm node of every host, by name, at instant at.

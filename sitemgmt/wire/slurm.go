@@ -106,9 +106,16 @@ type SlurmNode struct {
 }
 
 // SlurmFeed is the answer of GET /api/v1/slurm/nodes: every host's desired node state
-// and the job reports received since the caller's revision.
+// and the job reports received since the caller's revision. Build names the replica's
+// build of the node list the answer comes from; a caller that holds the nodes of build B
+// may ask for base=B and then gets, with Delta, only the nodes that differ since B (the
+// rest are as B had them). Without Delta, Nodes is every host: the server answers a
+// whole list when it cannot say what changed since the base (another replica's build,
+// one it no longer remembers, a host removed since, or too many changes).
 type SlurmFeed struct {
 	Revision uint64          `json:"revision"`
+	Build    uint64          `json:"build,omitempty"`
+	Delta    bool            `json:"delta,omitempty"`
 	Nodes    []SlurmNode     `json:"nodes"`
 	Reports  []JobReportLine `json:"reports"`
 }
