@@ -82,6 +82,11 @@ func TestSlurm(t *testing.T) {
 		if d > 2*time.Second {
 			t.Errorf("owner activity reached Slurm after %s, want within 2 s", d)
 		}
+		// Owner changes arrive as deltas of the feed: the sync daemon reconciles the
+		// nodes they touch, each loaded on its own, not every node (docs/slurm.md).
+		if out := l.Sync.Out.String(); !regexp.MustCompile(`msg=feed revision=\d+ nodes=\d+ reports=\d+ delta=true\n[^\n]*msg="node updated" node=pc1 features=overtime,desktop,owner-active`).MatchString(out) {
+			t.Errorf("pc1's owner activity did not reach Slurm through a delta of the feed; sync daemon output:\n%s", out)
+		}
 	})
 
 	t.Run("job runs niced with an interference report", func(t *testing.T) {

@@ -238,6 +238,26 @@ static int parse_root(struct json_object *root, struct feed *out,
 		return -1;
 	}
 	out->revision = json_object_get_int64(v);
+	/* build and delta are absent from older servers: whole lists. */
+	if (json_object_object_get_ex(root, "build", &v)) {
+		if (!json_object_is_type(v, json_type_int) ||
+		    json_object_get_int64(v) < 0) {
+			set_err(err, errlen, "invalid build");
+			return -1;
+		}
+		out->build = json_object_get_int64(v);
+	}
+	if (json_object_object_get_ex(root, "delta", &v)) {
+		if (!json_object_is_type(v, json_type_boolean)) {
+			set_err(err, errlen, "invalid delta");
+			return -1;
+		}
+		out->delta = json_object_get_boolean(v);
+	}
+	if (out->delta && !out->build) {
+		set_err(err, errlen, "delta without a build");
+		return -1;
+	}
 
 	if (!json_object_object_get_ex(root, "nodes", &nodes) ||
 	    !json_object_is_type(nodes, json_type_array)) {
@@ -509,17 +529,24 @@ static int http_get(struct feed_client *c, const char *url, long timeout_s,
 	return 0;
 }
 
-int feed_fetch(struct feed_client *c, int64_t since, int wait_s,
+int feed_fetch(struct feed_client *c, int64_t since, int64_t base, int wait_s,
 	       struct feed *out)
 {
 	struct body b = { 0 };
 	char *url = NULL;
 	char err[256];
 	int rc = -1;
+	int n;
 
 	memset(out, 0, sizeof(*out));
-	if (asprintf(&url, "%s/api/v1/slurm/nodes?since=%" PRId64 "&wait=%d",
-		     c->base, since, wait_s) < 0)
+	if (base > 0)
+		n = asprintf(&url, "%s/api/v1/slurm/nodes?since=%" PRId64
+			     "&wait=%d&base=%" PRId64, c->base, since, wait_s,
+			     base);
+	else
+		n = asprintf(&url, "%s/api/v1/slurm/nodes?since=%" PRId64
+			     "&wait=%d", c->base, since, wait_s);
+	if (n < 0)
 		return -1;
 	/* The server holds the request up to wait_s; the margin covers a slow
 	 * network, and the timeout catches a server that never answers. */

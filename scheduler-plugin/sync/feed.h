@@ -49,6 +49,11 @@ struct feed_report {
 
 struct feed {
 	int64_t revision;
+	/* The server's build of the node list (0: a server that has none). A
+	 * delta lists only the nodes changed since the build asked for as base;
+	 * the others are as that build had them. */
+	int64_t build;
+	bool delta;
 	struct feed_node *nodes;
 	size_t nnodes;
 	struct feed_report *reports;
@@ -74,9 +79,11 @@ struct feed_client *feed_client_new(const char *server, const char *user,
 				    volatile sig_atomic_t *stop);
 void feed_client_free(struct feed_client *c);
 
-/* One long-poll request. Returns 0 with *out filled, or -1 after logging
- * why (unreachable, non-200, bad JSON). */
-int feed_fetch(struct feed_client *c, int64_t since, int wait_s,
+/* One long-poll request; base > 0 asks for the nodes changed since that
+ * build only (the server may still answer every node: out->delta says).
+ * Returns 0 with *out filled, or -1 after logging why (unreachable, non-200,
+ * bad JSON). */
+int feed_fetch(struct feed_client *c, int64_t since, int64_t base, int wait_s,
 	       struct feed *out);
 
 struct windows;

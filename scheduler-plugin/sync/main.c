@@ -63,8 +63,9 @@ static void usage(FILE *f)
 "  --password-file PATH  first line is the password; must not be readable by\n"
 "                        group or other (required)\n"
 "  --wait SECONDS        long-poll wait asked of the server (default 25)\n"
-"  --resync SECONDS      reconcile at least this often without changes\n"
-"                        (default 30)\n"
+"  --resync SECONDS      reconcile every node at least this often (default\n"
+"                        30); in between, a change reconciles only the nodes\n"
+"                        it touched (the feed's deltas)\n"
 "  --horizon HOURS       keep a maintenance reservation (overtime-NODE-START,\n"
 "                        flags MAINT,IGNORE_JOBS) for every window within\n"
 "                        this many hours in which the schedule stops a\n"
@@ -379,11 +380,16 @@ static int run(const struct opts *o, struct feed_client *fc)
 	int wait_s = o->wait_s < o->resync_s ? o->wait_s : o->resync_s;
 	int backoff = 1;
 	int64_t since = 0;
+	/* The feed build the last reconcile applied, and when the last whole
+	 * reconcile ran: between whole ones, the daemon asks for deltas. */
+	int64_t build = 0;
+	time_t last_whole = 0;
 	char a[21], b[21], c[21];
 
 	while (!stop) {
 		struct feed feed;
 		int rc, w = wait_s;
+		int64_t base = 0;
 
 		/* A warning or requeue due before the long poll would end:
 		 * ask for a shorter wait so it happens on time. */
@@ -395,7 +401,23 @@ static int run(const struct opts *o, struct feed_client *fc)
 			if (d && left < w)
 				w = left < 1 ? 1 : (int)left;
 		}
-		if (feed_fetch(fc, since, w, &feed)) {
+		/* Deltas (only the nodes changed since the build held, one
+		 * node RPC each) while the last whole reconcile is younger
+		 * than --resync; then a whole one at once, which catches what
+		 * deltas leave out: nodes the site dropped, changes made in
+		 * Slurm behind the daemon's back, the reservations. */
+		if (build) {
+			time_t left = o->resync_s - (time(NULL) - last_whole);
+
+			if (left > 0) {
+				base = build;
+				if (left < w)
+					w = (int)left;
+			} else {
+				w = 0;
+			}
+		}
+		if (feed_fetch(fc, since, base, w, &feed)) {
 			if (stop)
 				break;
 			if (o->once)
@@ -413,11 +435,17 @@ static int run(const struct opts *o, struct feed_client *fc)
 		backoff = 1;
 		log_info("feed", "revision", log_i64(a, feed.revision),
 			 "nodes", log_u64(b, feed.nnodes),
-			 "reports", log_u64(c, feed.nreports), NULL);
+			 "reports", log_u64(c, feed.nreports),
+			 "delta", feed.delta ? "true" : NULL, NULL);
 		since = feed.revision;
 		refresh_windows(o, fc, &win);
 		ao.windows = win.have ? &win.ws : NULL;
 		rc = apply_cycle(&feed, &ao);
+		if (!feed.delta)
+			last_whole = time(NULL);
+		/* A failed call may have left a change unapplied that no later
+		 * delta repeats: the next reconcile is a whole one. */
+		build = rc ? 0 : feed.build;
 		feed_free(&feed);
 		if (o->once) {
 			if (win.have)

@@ -581,69 +581,118 @@ static void node_cycle(struct cycle *c, const struct feed *feed,
 				  o);
 }
 
-int apply_cycle(const struct feed *feed, const struct apply_opts *o)
+/* What every cycle reads besides the nodes: the jobs, the active ones' node
+ * lists parsed once, and the scratch arrays node_cycle fills. */
+struct cycle_jobs {
+	job_info_msg_t *jobs;
+	struct active_job *act;
+	size_t nact;
+	struct cur_job *cj;
+	const slurm_job_info_t **cinfo;
+	struct action *acts;
+	bool *seen; /* per feed node: Slurm has it */
+};
+
+static void jobs_free(struct cycle_jobs *j)
+{
+	for (size_t i = 0; i < j->nact; i++)
+		slurm_hostlist_destroy(j->act[i].hl);
+	free(j->act);
+	free(j->cj);
+	free(j->cinfo);
+	free(j->acts);
+	free(j->seen);
+	slurm_free_job_info_msg(j->jobs);
+	memset(j, 0, sizeof(*j));
+}
+
+static int jobs_load(struct cycle *c, const struct feed *feed,
+		     struct cycle_jobs *j)
+{
+	char a[21];
+
+	memset(j, 0, sizeof(*j));
+	if (slurm_load_jobs(0, &j->jobs, SHOW_ALL) != SLURM_SUCCESS) {
+		failed(c, "slurm_load_jobs", errno, NULL, NULL, NULL, NULL);
+		j->jobs = NULL;
+		return -1;
+	}
+	j->act = calloc(j->jobs->record_count + 1, sizeof(*j->act));
+	j->cj = calloc(j->jobs->record_count + 1, sizeof(*j->cj));
+	j->cinfo = calloc(j->jobs->record_count + 1, sizeof(*j->cinfo));
+	j->acts = calloc(RECONCILE_MAX_ACTIONS(j->jobs->record_count + 1),
+			 sizeof(*j->acts));
+	j->seen = calloc(feed->nnodes + 1, sizeof(*j->seen));
+	if (!j->act || !j->cj || !j->cinfo || !j->acts || !j->seen) {
+		log_error("out of memory in reconcile", NULL);
+		jobs_free(j);
+		return -1;
+	}
+	for (uint32_t i = 0; i < j->jobs->record_count; i++) {
+		const slurm_job_info_t *job = &j->jobs->job_array[i];
+
+		if (job_state(job) == CJ_OTHER || !job->nodes || !*job->nodes)
+			continue;
+		j->act[j->nact].hl = slurm_hostlist_create(job->nodes);
+		if (!j->act[j->nact].hl) {
+			log_warn("cannot parse a job's node list", "job",
+				 log_u64(a, job->job_id), "nodes", job->nodes,
+				 NULL);
+			continue;
+		}
+		j->act[j->nact++].info = job;
+	}
+	return 0;
+}
+
+/* Feed nodes Slurm does not have: declared (--declare-nodes) or noted. */
+static void unseen_nodes(struct cycle *c, const struct feed *feed,
+			 const bool *seen, const struct apply_opts *o)
+{
+	for (size_t i = 0; i < feed->nnodes; i++) {
+		if (seen[i])
+			continue;
+		if (o->declare_nodes)
+			declare_node(c, &feed->nodes[i]);
+		else
+			log_debug("node not registered in Slurm yet", "node",
+				  feed->nodes[i].name, NULL);
+	}
+}
+
+static int cycle_done(const struct cycle *c, const char *kind)
+{
+	char a[21], b[21], r[21];
+
+	log_debug("reconcile done", "kind", kind,
+		  "changes", log_u64(a, (uint64_t)c->changes),
+		  "failures", log_u64(b, (uint64_t)c->failures),
+		  "update_node_calls", log_u64(r, (uint64_t)c->rpcs), NULL);
+	return c->failures;
+}
+
+/* The whole reconcile: every node Slurm has against the whole feed, then the
+ * reservations. */
+static int whole_cycle(const struct feed *feed, const struct apply_opts *o)
 {
 	node_info_msg_t *nodes = NULL;
-	job_info_msg_t *jobs = NULL;
-	struct active_job *act = NULL;
-	struct cur_job *cj = NULL;
-	const slurm_job_info_t **cinfo = NULL;
-	struct action *acts = NULL;
-	bool *seen = NULL;
+	struct cycle_jobs j;
 	struct cycle c = { 0 };
-	size_t nact = 0;
-	char a[21], b[21], r[21];
 
 	if (slurm_load_node(0, &nodes, SHOW_ALL) != SLURM_SUCCESS) {
 		failed(&c, "slurm_load_node", errno, NULL, NULL, NULL, NULL);
 		return -1;
 	}
-	if (slurm_load_jobs(0, &jobs, SHOW_ALL) != SLURM_SUCCESS) {
-		failed(&c, "slurm_load_jobs", errno, NULL, NULL, NULL, NULL);
+	if (jobs_load(&c, feed, &j)) {
 		slurm_free_node_info_msg(nodes);
 		return -1;
 	}
-
-	act = calloc(jobs->record_count + 1, sizeof(*act));
-	cj = calloc(jobs->record_count + 1, sizeof(*cj));
-	cinfo = calloc(jobs->record_count + 1, sizeof(*cinfo));
-	acts = calloc(RECONCILE_MAX_ACTIONS(jobs->record_count + 1),
-		      sizeof(*acts));
-	seen = calloc(feed->nnodes + 1, sizeof(*seen));
-	if (!act || !cj || !cinfo || !acts || !seen) {
-		log_error("out of memory in reconcile", NULL);
-		c.failures = -1;
-		goto out;
-	}
-	for (uint32_t i = 0; i < jobs->record_count; i++) {
-		const slurm_job_info_t *j = &jobs->job_array[i];
-
-		if (job_state(j) == CJ_OTHER || !j->nodes || !*j->nodes)
-			continue;
-		act[nact].hl = slurm_hostlist_create(j->nodes);
-		if (!act[nact].hl) {
-			log_warn("cannot parse a job's node list", "job",
-				 log_u64(a, j->job_id), "nodes", j->nodes,
-				 NULL);
-			continue;
-		}
-		act[nact++].info = j;
-	}
-
 	for (uint32_t i = 0; i < nodes->record_count; i++)
 		if (nodes->node_array[i].name)
-			node_cycle(&c, feed, &nodes->node_array[i], act, nact,
-				   cj, cinfo, acts, seen, o);
+			node_cycle(&c, feed, &nodes->node_array[i], j.act,
+				   j.nact, j.cj, j.cinfo, j.acts, j.seen, o);
 	apply_batches(&c);
-	for (size_t i = 0; i < feed->nnodes; i++) {
-		if (seen[i])
-			continue;
-		if (o->declare_nodes)
-			declare_node(&c, &feed->nodes[i]);
-		else
-			log_debug("node not registered in Slurm yet", "node",
-				  feed->nodes[i].name, NULL);
-	}
+	unseen_nodes(&c, feed, j.seen, o);
 	if (o->windows)
 		reservation_cycle(&c, nodes, o->windows);
 
@@ -651,22 +700,71 @@ int apply_cycle(const struct feed *feed, const struct apply_opts *o)
 	 * job's epilog, and Slurm takes no update of a finished job. The SPANK
 	 * plugin puts a batch job's report into its AdminComment while the job
 	 * still runs (docs/slurm.md). */
-
-	log_debug("reconcile done", "changes", log_u64(a, (uint64_t)c.changes),
-		  "failures", log_u64(b, (uint64_t)c.failures),
-		  "update_node_calls", log_u64(r, (uint64_t)c.rpcs), NULL);
-out:
-	for (size_t i = 0; i < nact; i++)
-		slurm_hostlist_destroy(act[i].hl);
-	free(act);
-	free(cj);
-	free(cinfo);
-	free(acts);
-	free(seen);
 	free(c.pend);
-	slurm_free_job_info_msg(jobs);
+	jobs_free(&j);
 	slurm_free_node_info_msg(nodes);
-	return c.failures;
+	return cycle_done(&c, "whole");
+}
+
+/* A delta reconcile: only the feed's nodes, each loaded on its own
+ * (slurm_load_node_single), so that a change costs O(changes) and not a load
+ * of every node (docs/benchmarks/slurmscale.md). Nodes Slurm has that the
+ * site dropped, and the reservations, wait for the next whole cycle. */
+static int delta_cycle(const struct feed *feed, const struct apply_opts *o)
+{
+	node_info_msg_t **one;
+	struct cycle_jobs j;
+	struct cycle c = { 0 };
+
+	if (!feed->nnodes)
+		return cycle_done(&c, "delta");
+	/* Kept until the batches are sent: deferred updates name the node by
+	 * the loaded record's string. */
+	one = calloc(feed->nnodes, sizeof(*one));
+	if (!one) {
+		log_error("out of memory in reconcile", NULL);
+		return -1;
+	}
+	if (jobs_load(&c, feed, &j)) {
+		free(one);
+		return -1;
+	}
+	for (size_t i = 0; i < feed->nnodes; i++) {
+		const char *name = feed->nodes[i].name;
+
+		if (slurm_load_node_single(&one[i], (char *)name, SHOW_ALL) !=
+		    SLURM_SUCCESS) {
+			int err = slurm_get_errno();
+
+			one[i] = NULL;
+			if (err == ESLURM_INVALID_NODE_NAME)
+				continue; /* unknown to Slurm: unseen */
+			/* A failed load is not "unknown to Slurm": never
+			 * declare a node because slurmctld did not answer. */
+			failed(&c, "slurm_load_node_single", err, "node", name,
+			       NULL, NULL);
+			j.seen[i] = true;
+			continue;
+		}
+		for (uint32_t k = 0; k < one[i]->record_count; k++)
+			if (one[i]->node_array[k].name)
+				node_cycle(&c, feed, &one[i]->node_array[k],
+					   j.act, j.nact, j.cj, j.cinfo, j.acts,
+					   j.seen, o);
+	}
+	apply_batches(&c);
+	unseen_nodes(&c, feed, j.seen, o);
+	free(c.pend);
+	jobs_free(&j);
+	for (size_t i = 0; i < feed->nnodes; i++)
+		slurm_free_node_info_msg(one[i]);
+	free(one);
+	return cycle_done(&c, "delta");
+}
+
+int apply_cycle(const struct feed *feed, const struct apply_opts *o)
+{
+	return feed->delta ? delta_cycle(feed, o) : whole_cycle(feed, o);
 }
 
 bool slurm_power_saving(void)

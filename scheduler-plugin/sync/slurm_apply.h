@@ -23,9 +23,11 @@ struct apply_opts {
 	bool batch;
 };
 
-/* One reconcile cycle against slurmctld. Returns the number of libslurm calls
- * that failed (0: everything applied), or -1 if nodes or jobs could not be
- * loaded at all. Failures are logged and never stop the cycle. */
+/* One reconcile cycle against slurmctld: with a whole feed every node Slurm
+ * has and the reservations; with a delta (feed->delta) only the feed's nodes,
+ * each loaded on its own. Returns the number of libslurm calls that failed
+ * (0: everything applied), or -1 if nodes or jobs could not be loaded at all.
+ * Failures are logged and never stop the cycle. */
 int apply_cycle(const struct feed *feed, const struct apply_opts *o);
 
 /* slurm_power_saving: slurmctld has a SuspendProgram (power saving is on). */

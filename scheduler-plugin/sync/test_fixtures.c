@@ -111,6 +111,8 @@ static void test_feed_fixture(const char *dir)
 	      "slurm_feed.json: %s", err);
 	free(buf);
 	CHECK(f.revision == 42, "revision %lld", (long long)f.revision);
+	CHECK(f.build == (7LL << 32 | 42) && !f.delta, "build %lld delta %d",
+	      (long long)f.build, f.delta);
 	CHECK(f.nnodes == nwant, "%zu nodes, want %zu", f.nnodes, nwant);
 	for (size_t i = 0; i < nwant && i < f.nnodes; i++) {
 		const struct feed_node *n = &f.nodes[i];
@@ -158,6 +160,32 @@ static void test_feed_fixture(const char *dir)
 			  "slowdown 0.4% (0.1-0.9%, run-queue wait + memory "
 			  "canary)");
 	}
+	feed_free(&f);
+}
+
+/* A delta answer (base=build of slurm_feed.json): pc-a02 alone. */
+static void test_feed_delta_fixture(const char *dir)
+{
+	struct feed f;
+	char err[256] = "";
+	size_t len;
+	char *buf = read_fixture(dir, "slurm_feed_delta.json", &len);
+
+	if (!buf)
+		return;
+	CHECK(feed_parse(buf, len, &f, err, sizeof(err)) == 0,
+	      "slurm_feed_delta.json: %s", err);
+	free(buf);
+	CHECK(f.revision == 43 && f.build == (7LL << 32 | 43) && f.delta,
+	      "delta: revision %lld build %lld delta %d",
+	      (long long)f.revision, (long long)f.build, f.delta);
+	CHECK(f.nnodes == 1, "%zu nodes, want 1", f.nnodes);
+	if (f.nnodes == 1) {
+		CHECK_STR(f.nodes[0].name, "pc-a02");
+		CHECK_STR(f.nodes[0].features, "overtime,desktop,owner-active");
+		CHECK(f.nodes[0].state == OT_UP, "state %d", f.nodes[0].state);
+	}
+	CHECK(f.nreports == 0, "%zu reports", f.nreports);
 	feed_free(&f);
 }
 
@@ -216,6 +244,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	test_feed_fixture(argv[1]);
+	test_feed_delta_fixture(argv[1]);
 	test_reservations_fixture(argv[1]);
 	printf("test_fixtures: %d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;

@@ -379,6 +379,7 @@ static void test_feed_valid(void)
 	      !feed_find_node(&f, "pc5"), "find");
 	feed_free(&f);
 
+	CHECK(f.build == 0 && !f.delta, "no build: a whole list");
 	CHECK(parse("{\"revision\":0,\"nodes\":[]}", &f, err, sizeof(err)) == 0
 	      && f.nnodes == 0 && f.nreports == 0, "empty feed: %s", err);
 	CHECK(!feed_find_node(&f, "pc1"), "find in an empty feed");
@@ -413,6 +414,19 @@ static void test_feed_valid(void)
 		    "\"hibernating\"}]}", &f, err, sizeof(err)) == 0 &&
 	      f.nodes[0].state == OT_UNKNOWN &&
 	      !strcmp(f.nodes[0].state_str, "hibernating"), "unknown state");
+	feed_free(&f);
+
+	/* A delta names its build; build ids go up to 2^52. */
+	CHECK(parse("{\"revision\":5,\"build\":4503599627370497,"
+		    "\"delta\":true,\"nodes\":[{\"name\":\"pc2\","
+		    "\"state\":\"up\"}],\"reports\":[]}", &f, err,
+		    sizeof(err)) == 0 && f.delta &&
+	      f.build == 4503599627370497LL && f.nnodes == 1,
+	      "delta: %s", err);
+	feed_free(&f);
+	CHECK(parse("{\"revision\":5,\"build\":9,\"delta\":false,"
+		    "\"nodes\":[]}", &f, err, sizeof(err)) == 0 && !f.delta &&
+	      f.build == 9, "whole list with a build: %s", err);
 	feed_free(&f);
 
 	/* Bad reports are dropped, the node states still count. */
@@ -471,6 +485,14 @@ static void test_feed_invalid(void)
 		  "{\"name\":\"pc2\",\"state\":\"up\"},"
 		  "{\"name\":\"pc1\",\"state\":\"up\"},"
 		  "{\"name\":\"pc2\",\"state\":\"down\"}]}" },
+		{ "delta without a build",
+		  "{\"revision\":1,\"delta\":true,\"nodes\":[]}" },
+		{ "string delta",
+		  "{\"revision\":1,\"build\":2,\"delta\":\"yes\",\"nodes\":[]}" },
+		{ "negative build",
+		  "{\"revision\":1,\"build\":-2,\"nodes\":[]}" },
+		{ "string build",
+		  "{\"revision\":1,\"build\":\"2\",\"nodes\":[]}" },
 		{ "reports object",
 		  "{\"revision\":1,\"nodes\":[],\"reports\":{}}" },
 	};

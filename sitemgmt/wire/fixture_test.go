@@ -79,10 +79,29 @@ func minimalJobReport() JobReport {
 // slurmFeedFixture has a node in every state and feature combination the site manager
 // produces (sitemgmt/slurmnode), optional fields absent where Go omits them, and two job
 // reports, one of an array job (which the sync daemon cannot update and skips).
+// fixtureBuild is a build id as a replica makes them: epoch 7 above bit 32, build 42.
+const fixtureBuild = 7<<32 | 42
+
+// slurmFeedDeltaFixture is the answer to a long poll with base=fixtureBuild: pc-a02's
+// owner came.
+func slurmFeedDeltaFixture() SlurmFeed {
+	return SlurmFeed{
+		Revision: 43,
+		Build:    fixtureBuild + 1,
+		Delta:    true,
+		Nodes: []SlurmNode{
+			{Name: "pc-a02", State: SlurmUp, Features: strings.Join([]string{FeatureOvertime, FeatureDesktop, FeatureOwnerActive}, ","), Weight: WeightOwnerActive,
+				Comment: "overtime: mode desktop, owner owner-active, guest throttle, running (heartbeat 2026-11-22T10:00:05Z)"},
+		},
+		Reports: []JobReportLine{},
+	}
+}
+
 func slurmFeedFixture() SlurmFeed {
 	features := func(f ...string) string { return strings.Join(f, ",") }
 	return SlurmFeed{
 		Revision: 42,
+		Build:    fixtureBuild,
 		Nodes: []SlurmNode{
 			{Name: "pc-a01", State: SlurmUp, Features: features(FeatureOvertime, FeatureDedicated), Weight: WeightDedicated,
 				Comment: "overtime: mode cluster, owner after-hours, guest run, running (heartbeat 2026-11-22T10:00:00Z)"},
@@ -137,6 +156,7 @@ func TestFixtures(t *testing.T) {
 		// GET /api/v1/slurm/nodes (sitemgmt/api writes indented JSON), parsed by
 		// scheduler-plugin/sync/feed.c.
 		{"slurm_feed.json", slurmFeedFixture(), true},
+		{"slurm_feed_delta.json", slurmFeedDeltaFixture(), true},
 		// GET /api/v1/slurm/reservations, parsed by scheduler-plugin/sync/resv.c.
 		{"slurm_reservations.json", slurmReservationsFixture(), true},
 		// POST /v1/jobs/{id}/end and /progress on the node agent (compact JSON), parsed by
