@@ -719,6 +719,19 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 			t.Fatalf("horizon %q: %v, want 400", bad, err)
 		}
 	}
+	// The feed's delta over HTTP: from the build just read, nothing changed.
+	var whole, delta wire.SlurmFeed
+	if _, err := admin.Get("/api/v1/slurm/nodes", nil, &whole); err != nil || whole.Delta || whole.Build == 0 {
+		t.Fatalf("whole feed: build %d delta %v %v", whole.Build, whole.Delta, err)
+	}
+	if _, err := admin.Get("/api/v1/slurm/nodes", url.Values{"base": {fmt.Sprint(whole.Build)}}, &delta); err != nil || !delta.Delta || len(delta.Nodes) != 0 {
+		t.Fatalf("delta from build %d: %+v %v", whole.Build, delta, err)
+	}
+	for _, q := range []url.Values{{"base": {"-1"}}, {"base": {"x"}}, {"since": {"1.5"}}, {"wait": {"-2"}}} {
+		if _, err := admin.Get("/api/v1/slurm/nodes", q, nil); status(err) != 400 {
+			t.Fatalf("feed with %v: %v, want 400", q, err)
+		}
+	}
 }
 
 // runPowerSaveSuite: Slurm's ResumeProgram/SuspendProgram calls. bob administers lab-b,

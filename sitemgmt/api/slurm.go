@@ -51,14 +51,27 @@ const maxSlurmWait = 60 * time.Second
 
 func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var since uint64
-	if v := q.Get("since"); v != "" {
+	// counter is an optional whole number parameter (0 when absent).
+	counter := func(name, what string) (uint64, error) {
+		v := q.Get(name)
+		if v == "" {
+			return 0, nil
+		}
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			s.httpError(w, model.Invalid("since: %q is not a revision number", v))
-			return
+			return 0, model.Invalid("%s: %q is not a %s", name, v, what)
 		}
-		since = n
+		return n, nil
+	}
+	since, err := counter("since", "revision number")
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	base, err := counter("base", "build number")
+	if err != nil {
+		s.httpError(w, err)
+		return
 	}
 	var wait time.Duration
 	if v := q.Get("wait"); v != "" {
@@ -68,15 +81,6 @@ func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		wait = min(time.Duration(n*float64(time.Second)), maxSlurmWait)
-	}
-	var base uint64
-	if v := q.Get("base"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			s.httpError(w, model.Invalid("base: %q is not a build number", v))
-			return
-		}
-		base = n
 	}
 	feed, err := s.svc.SlurmFeedJSON(r.Context(), since, base, wait, s.opt.Now)
 	if err != nil {

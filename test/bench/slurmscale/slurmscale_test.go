@@ -92,6 +92,7 @@ type segResult struct {
 	// The sync daemon's reconciles (one per feed answer, its "feed" log lines) in the
 	// segment, and the time between consecutive ones.
 	Cycles     int     `json:"syncCycles"`
+	Deltas     int     `json:"syncDeltaCycles"` // ... of which reconciled a delta of the feed
 	CycleP50Ms float64 `json:"syncCycleP50Ms"`
 	CycleP99Ms float64 `json:"syncCycleP99Ms"`
 	latencies  []sample
@@ -118,6 +119,8 @@ type modeResult struct {
 	SyncCPUPerMin    []float64 `json:"syncCpuSecondsPerMinute"`
 	ServeCPUPerMin   []float64 `json:"serveCpuSecondsPerMinute"`
 	CyclesPerMin     []float64 `json:"syncCyclesPerMinute"`
+	DeltaPct         []float64 `json:"syncDeltaCyclesPercent"`
+	NodeSinglePerMin []float64 `json:"nodeInfoSingleRpcsPerMinute"`
 	CycleP50Ms       []float64 `json:"syncCycleP50Ms"`
 	Met              bool      `json:"met"`
 }
@@ -377,15 +380,18 @@ func rssMB(pid int) float64 {
 
 var feedLine = regexp.MustCompile(`^time=(\S+) level=INFO msg="?feed"? `)
 
-// cycles counts the sync daemon's feed answers (one reconcile each) logged in [from, to)
-// and the periods between them.
-func cycles(log string, from, to time.Time) (int, float64, float64) {
+// cycles counts the sync daemon's feed answers (one reconcile each) logged in [from, to),
+// those that were deltas, and the periods between them.
+func cycles(log string, from, to time.Time) (n, deltas int, p50, p99 float64) {
 	b, _ := os.ReadFile(log)
 	var ts []time.Time
 	for _, l := range strings.Split(string(b), "\n") {
 		if g := feedLine.FindStringSubmatch(l); g != nil {
 			if t, err := time.Parse(time.RFC3339Nano, g[1]); err == nil && !t.Before(from) && t.Before(to) {
 				ts = append(ts, t)
+				if strings.Contains(l, " delta=true") {
+					deltas++
+				}
 			}
 		}
 	}
@@ -393,7 +399,7 @@ func cycles(log string, from, to time.Time) (int, float64, float64) {
 	for i := 1; i < len(ts); i++ {
 		d = append(d, float64(ts[i].Sub(ts[i-1]).Microseconds())/1000)
 	}
-	return len(ts), pct(d, 50), pct(d, 99)
+	return len(ts), deltas, pct(d, 50), pct(d, 99)
 }
 
 var sdiagLine = regexp.MustCompile(`^\s*((?:REQUEST|MESSAGE|RESPONSE)_\w+)\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:(\d+)`)
@@ -690,7 +696,7 @@ func BenchmarkSlurmScale(b *testing.B) {
 			seg.CtldRSSMB = rssMB(ctldPID)
 			seg.RPC = parseSdiag(o)
 			sp.stop()
-			seg.Cycles, seg.CycleP50Ms, seg.CycleP99Ms = cycles(syncLog(syncCount), w, w.Add(time.Duration(seg.Seconds*float64(time.Second))))
+			seg.Cycles, seg.Deltas, seg.CycleP50Ms, seg.CycleP99Ms = cycles(syncLog(syncCount), w, w.Add(time.Duration(seg.Seconds*float64(time.Second))))
 			s.mu.Lock()
 			for h, pc := range s.pending {
 				if pc.seg == len(segs)-1 {
@@ -709,7 +715,7 @@ func BenchmarkSlurmScale(b *testing.B) {
 				"slurmctld %.2f CPU s/min, RSS %.0f MB, update_node %d (avg %d µs), node_info %d; sync %.2f, serve %.2f CPU s/min",
 				len(segs)-1, mode, seg.Changes, seg.Observed, seg.Missed, seg.Superseded, seg.LatP50, seg.LatP99, seg.LatMax,
 				seg.CtldCPUPerMin, seg.CtldRSSMB, u[0], u[1], seg.RPC["REQUEST_NODE_INFO"][0], seg.SyncCPUPerMin, seg.ServeCPUPerMin)
-			logf("segment %d: %d sync cycles, period p50 %.0f ms p99 %.0f ms", len(segs)-1, seg.Cycles, seg.CycleP50Ms, seg.CycleP99Ms)
+			logf("segment %d: %d sync cycles (%d deltas), period p50 %.0f ms p99 %.0f ms", len(segs)-1, seg.Cycles, seg.Deltas, seg.CycleP50Ms, seg.CycleP99Ms)
 		}
 	}
 	cancel()
@@ -742,6 +748,8 @@ func BenchmarkSlurmScale(b *testing.B) {
 			m.SyncCPUPerMin = append(m.SyncCPUPerMin, sg.SyncCPUPerMin)
 			m.ServeCPUPerMin = append(m.ServeCPUPerMin, sg.ServeCPUPerMin)
 			m.CyclesPerMin = append(m.CyclesPerMin, float64(sg.Cycles)/(sg.Seconds/60))
+			m.DeltaPct = append(m.DeltaPct, 100*float64(sg.Deltas)/float64(max(sg.Cycles, 1)))
+			m.NodeSinglePerMin = append(m.NodeSinglePerMin, float64(sg.RPC["REQUEST_NODE_INFO_SINGLE"][0])/(sg.Seconds/60))
 			m.CycleP50Ms = append(m.CycleP50Ms, sg.CycleP50Ms)
 			u, ni := sg.RPC["REQUEST_UPDATE_NODE"], sg.RPC["REQUEST_NODE_INFO"]
 			m.UpdateNodePerMin = append(m.UpdateNodePerMin, float64(u[0])/(sg.Seconds/60))
@@ -867,7 +875,9 @@ one run (%d each). Target: p99 ≤ %.0f ms.
 	row("REQUEST_UPDATE_NODE ave_time (sdiag, µs)", func(m modeResult) string { return spread(m.UpdateNodeAvgUs, "%.0f") })
 	row("REQUEST_NODE_INFO per minute (sdiag)", func(m modeResult) string { return spread(m.NodeInfoPerMin, "%.0f") })
 	row("overtime-slurm-sync CPU s per minute", func(m modeResult) string { return spread(m.SyncCPUPerMin, "%.2f") })
+	row("REQUEST_NODE_INFO_SINGLE per minute (sdiag)", func(m modeResult) string { return spread(m.NodeSinglePerMin, "%.0f") })
 	row("sync daemon reconciles per minute", func(m modeResult) string { return spread(m.CyclesPerMin, "%.0f") })
+	row("... of which deltas (%)", func(m modeResult) string { return spread(m.DeltaPct, "%.1f") })
 	row("time between reconciles, p50 (ms)", func(m modeResult) string { return spread(m.CycleP50Ms, "%.0f") })
 	row("overtime serve CPU s per minute", func(m modeResult) string { return spread(m.ServeCPUPerMin, "%.2f") })
 	// Segments run in pairs (batch and no-batch back to back, the order alternating), so
@@ -927,18 +937,17 @@ machine; see the table.
 
 The reconcile loop: a long poll of the feed is answered only when a host's desired Slurm
 node changes, not by the periodic heartbeats that repeat the last state (%.0f per second
-here, against %.1f changes per second), so the daemon reconciles once per batch of
-changes; each reconcile takes the whole %d-node feed over HTTP and the whole node table
-from slurmctld (REQUEST_NODE_INFO). With batching that made %.0f reconciles per minute, a
-median of %.0f ms apart; without, %.0f, a median of %.0f ms apart, and a reconcile that
-meets many changes also waits for one RPC per changed node, so changes queue behind it
-(the no-batch tail). The heartbeat POST itself, part of every sample, took up to the p99
-in the table. A change waits for the reconcile in progress and then its own, and shares
-the two cores with 5,000 simulated agents, overtime serve, slapd, slurmctld and the
-observer. What would move it further: ask slurmctld for the nodes changed since the last
-load (slurm_load_node with an update time) and the site manager for the nodes changed
-since a revision (a delta feed), so that a reconcile costs O(changes), not O(nodes).
-Batching keeps slurmctld's share small either way.
+here, against %.1f changes per second). Between whole reconciles (every --resync, 30 s by
+default) each answer is a delta: only the nodes changed since the build the daemon holds,
+each loaded from slurmctld on its own (REQUEST_NODE_INFO_SINGLE), instead of the whole
+%d-node feed over HTTP and the whole node table (REQUEST_NODE_INFO) for every reconcile.
+With batching that made %.0f reconciles per minute, a median of %.0f ms apart; without,
+%.0f, a median of %.0f ms apart (the share of deltas is in the table). The heartbeat POST
+itself, part of every sample, took up to the p99 in the table. A change waits for the
+reconcile in progress and then its own, and shares the two cores with 5,000 simulated
+agents, overtime serve, slapd, slurmctld and the observer, whose load of the whole node
+table every 50 ms is most of the REQUEST_NODE_INFO count. Batching keeps slurmctld's share
+small either way.
 
 slurmctld with the observer polling, no heartbeats and no sync daemon (20 s, 10 s
 after its start): %.2f CPU s per minute. Initial
