@@ -247,7 +247,10 @@ func TestInputFIFO(t *testing.T) {
 	}
 	w = plug()
 	defer w.Close()
-	t2 := time.Now()
+	// At the record's resolution and without a monotonic reading (Truncate strips it), so
+	// that the comparison is of wall times: against time.Now() itself the truncated
+	// microsecond and the clock's slew between two readings could pass 1 µs.
+	t2 := time.Now().Truncate(time.Microsecond)
 	write(inputRecord(t2, evAbs, 0, 100), inputRecord(t2, evSyn, 0, 0))
 	ev = nextEvent(t, out, 2*time.Second, "input on the replugged device")
 	if ev.Time.Sub(t2).Abs() > time.Microsecond {

@@ -288,11 +288,20 @@ func TestCanarySeesEviction(t *testing.T) {
 		// alone, and an evicted run is never fast.
 		return slices.Min(d)
 	}
-	hot, cold := runs(false), runs(true)
-	t.Logf("canary cached %v, evicted %v (ratio %.2f)", hot, cold, float64(cold)/float64(hot))
-	if !(float64(cold) > 1.5*float64(hot)) {
-		t.Errorf("canary %v after its buffer was evicted vs %v cached: want ≥ 1.5×", cold, hot)
+	// A few rounds: the machine's other work (parallel test packages, other VMs on the
+	// host) can empty the shared cache during all eleven cached runs of one round, so
+	// that none of them finds its buffer cached; the property is that a round the
+	// neighbours leave alone shows the eviction.
+	var ratios []string
+	for round := 1; round <= 5; round++ {
+		hot, cold := runs(false), runs(true)
+		t.Logf("round %d: canary cached %v, evicted %v (ratio %.2f)", round, hot, cold, float64(cold)/float64(hot))
+		if float64(cold) > 1.5*float64(hot) {
+			return
+		}
+		ratios = append(ratios, fmt.Sprintf("%v vs %v", cold, hot))
 	}
+	t.Errorf("canary after its buffer was evicted vs cached, in 5 rounds: %s; want ≥ 1.5× in one", strings.Join(ratios, ", "))
 }
 
 // The Monitor makes the canary's baseline from runs without a guest, then reports ratios.
