@@ -491,6 +491,7 @@ func TestDiffFeedNodes(t *testing.T) {
 	}{
 		{"same", n("a=x b=x"), n("a=x b=x"), "", false},
 		{"changed", n("a=x b=x c=x"), n("a=x b=y c=x"), "b", false},
+		{"comment only", []wire.SlurmNode{{Name: "a", Comment: "heartbeat 10:00:00"}}, []wire.SlurmNode{{Name: "a", Comment: "heartbeat 10:00:30"}}, "", false},
 		{"added", n("a=x c=x"), n("a=x b=x c=x d=x"), "b d", false},
 		{"removed in the middle", n("a=x b=x c=x"), n("a=x c=x"), "", true},
 		{"removed at the end", n("a=x b=x"), n("a=x"), "", true},

@@ -108,8 +108,9 @@ type SlurmNode struct {
 // SlurmFeed is the answer of GET /api/v1/slurm/nodes: every host's desired node state
 // and the job reports received since the caller's revision. Build names the replica's
 // build of the node list the answer comes from; a caller that holds the nodes of build B
-// may ask for base=B and then gets, with Delta, only the nodes that differ since B (the
-// rest are as B had them). Without Delta, Nodes is every host: the server answers a
+// may ask for base=B and then gets, with Delta, only the nodes whose Slurm node differs
+// since B (the rest are as B had them, but for their comments, which quote the last
+// heartbeat's time). Without Delta, Nodes is every host: the server answers a
 // whole list when it cannot say what changed since the base (another replica's build,
 // one it no longer remembers, a host removed since, or too many changes).
 type SlurmFeed struct {

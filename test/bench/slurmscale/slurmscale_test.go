@@ -221,12 +221,18 @@ func (s *sim) agent(ctx context.Context, i int, phase time.Duration) {
 			if s.active[i] {
 				want = wire.FeatureOwnerActive
 			}
-			if old := s.pending[s.hosts[i]]; old != nil {
+			old := s.pending[s.hosts[i]]
+			if old != nil {
 				s.byseg[old.seg].Superseded++
+				delete(s.pending, s.hosts[i])
 			}
-			pc = &pendingChange{at: time.Now(), want: want, seg: s.seg}
-			s.pending[s.hosts[i]] = pc
-			s.byseg[s.seg].Changes++
+			// Flipped back to what slurmctld still shows (the first flip never reached
+			// it): nothing for Slurm to change, and nothing the observer could see.
+			if !(old != nil && slices.Contains(strings.Split(s.features[s.hosts[i]], ","), want)) {
+				pc = &pendingChange{at: time.Now(), want: want, seg: s.seg}
+				s.pending[s.hosts[i]] = pc
+				s.byseg[s.seg].Changes++
+			}
 		}
 		s.mu.Unlock()
 		start := time.Now()
@@ -920,8 +926,9 @@ one run (%d each). Target: p99 ≤ %.0f ms.
 	}
 	fmt.Fprintf(&b, `
 (¹) A change not seen in slurmctld within 10 s of its segment's end is not a sample (the
-percentiles leave it out); a change overtaken by the same host's next change before it
-was seen is dropped (the next one counts).
+percentiles leave it out), and makes the target missed; a change overtaken by the same
+host's next change before it was seen is dropped (the next one counts, unless it flips the
+host back to what slurmctld still shows: then there is nothing to propagate or observe).
 
 ## Reading
 
