@@ -105,6 +105,8 @@ type modeResult struct {
 	Mode             string    `json:"mode"`
 	Changes          int       `json:"changes"`
 	Observed         int       `json:"observed"`
+	Superseded       int       `json:"superseded"` // overtaken by the host's next change before seen
+	Missed           int       `json:"missed"`     // never seen: the target is missed
 	LatP50           float64   `json:"p50Ms"`
 	LatP99           float64   `json:"p99Ms"`
 	LatMax           float64   `json:"maxMs"`
@@ -453,6 +455,19 @@ func BenchmarkSlurmScale(b *testing.B) {
 			err = json.Unmarshal(js, &res)
 		}
 		if err == nil {
+			// Verdicts as this version judges them (runs before it counted a superseded
+			// change as unseen).
+			for i := range res.Modes {
+				m := &res.Modes[i]
+				m.Superseded, m.Missed = 0, 0
+				for _, sg := range res.Segments {
+					if sg.Mode == m.Mode {
+						m.Superseded += sg.Superseded
+						m.Missed += sg.Missed
+					}
+				}
+				m.Met = met(*m, res.TargetMs)
+			}
 			err = os.WriteFile(filepath.Join(*out, "slurmscale.md"), []byte(report(res)), 0o644)
 		}
 		if err != nil {
@@ -747,6 +762,8 @@ func BenchmarkSlurmScale(b *testing.B) {
 			}
 			m.Changes += sg.Changes
 			m.Observed += sg.Observed
+			m.Superseded += sg.Superseded
+			m.Missed += sg.Missed
 			m.SegP50 = append(m.SegP50, sg.LatP50)
 			m.SegP99 = append(m.SegP99, sg.LatP99)
 			m.CtldCPUPerMin = append(m.CtldCPUPerMin, sg.CtldCPUPerMin)
@@ -764,7 +781,7 @@ func BenchmarkSlurmScale(b *testing.B) {
 		}
 		m.LatP50, m.LatP99, m.LatMax = pct(ms, 50), pct(ms, 99), slices.Max(append(ms, 0))
 		m.PostP99 = pct(post, 99)
-		m.Met = m.LatP99 <= *targetMs && m.Observed == m.Changes
+		m.Met = met(m, *targetMs)
 		res.Modes = append(res.Modes, m)
 	}
 	for _, sg := range segs {
@@ -781,6 +798,12 @@ func BenchmarkSlurmScale(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(*out, "slurmscale.md"), []byte(report(res)), 0o644); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// met: the p99 within the target and every change seen (a change overtaken by the same
+// host's next one before it was seen is not a sample: the next one is).
+func met(m modeResult, targetMs float64) bool {
+	return m.LatP99 <= targetMs && m.Missed == 0 && m.Observed+m.Superseded == m.Changes
 }
 
 func waitFor(b *testing.B, what string, d time.Duration, p *proc, cond func() bool) {
@@ -868,7 +891,9 @@ one run (%d each). Target: p99 ≤ %.0f ms.
 	row := func(name string, f func(m modeResult) string) {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, f(r.Modes[0]), f(r.Modes[1]))
 	}
-	row("changes seen / posted (¹)", func(m modeResult) string { return fmt.Sprintf("%d / %d", m.Observed, m.Changes) })
+	row("changes seen / superseded / posted (¹)", func(m modeResult) string {
+		return fmt.Sprintf("%d / %d / %d", m.Observed, m.Superseded, m.Changes)
+	})
 	row("p50", func(m modeResult) string { return fmt.Sprintf("%.0f ms", m.LatP50) })
 	row("p99", func(m modeResult) string { return fmt.Sprintf("**%.0f ms**", m.LatP99) })
 	row("max", func(m modeResult) string { return fmt.Sprintf("%.0f ms", m.LatMax) })
