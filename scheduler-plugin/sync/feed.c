@@ -534,19 +534,14 @@ int feed_fetch(struct feed_client *c, int64_t since, int64_t base, int wait_s,
 {
 	struct body b = { 0 };
 	char *url = NULL;
-	char err[256];
+	char err[256], delta[32] = "";
 	int rc = -1;
-	int n;
 
 	memset(out, 0, sizeof(*out));
 	if (base > 0)
-		n = asprintf(&url, "%s/api/v1/slurm/nodes?since=%" PRId64
-			     "&wait=%d&base=%" PRId64, c->base, since, wait_s,
-			     base);
-	else
-		n = asprintf(&url, "%s/api/v1/slurm/nodes?since=%" PRId64
-			     "&wait=%d", c->base, since, wait_s);
-	if (n < 0)
+		snprintf(delta, sizeof(delta), "&base=%" PRId64, base);
+	if (asprintf(&url, "%s/api/v1/slurm/nodes?since=%" PRId64 "&wait=%d%s",
+		     c->base, since, wait_s, delta) < 0)
 		return -1;
 	/* The server holds the request up to wait_s; the margin covers a slow
 	 * network, and the timeout catches a server that never answers. */

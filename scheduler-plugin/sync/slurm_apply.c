@@ -525,12 +525,28 @@ static enum cur_job_state job_state(const slurm_job_info_t *j)
 
 /* ---- the cycle -------------------------------------------------------- */
 
+/* What every cycle reads besides the nodes: the jobs, the active ones' node
+ * lists parsed once, and the scratch arrays node_cycle fills. */
+struct cycle_jobs {
+	job_info_msg_t *jobs;
+	struct active_job *act;
+	size_t nact;
+	struct cur_job *cj;
+	const slurm_job_info_t **cinfo;
+	struct action *acts;
+	bool *seen; /* per feed node: Slurm has it */
+};
+
 static void node_cycle(struct cycle *c, const struct feed *feed,
-		       const node_info_t *n, const struct active_job *act,
-		       size_t nact, struct cur_job *cj,
-		       const slurm_job_info_t **cinfo, struct action *acts,
-		       bool *seen, const struct apply_opts *o)
+		       const node_info_t *n, struct cycle_jobs *j,
+		       const struct apply_opts *o)
 {
+	const struct active_job *act = j->act;
+	const size_t nact = j->nact;
+	struct cur_job *cj = j->cj;
+	const slurm_job_info_t **cinfo = j->cinfo;
+	struct action *acts = j->acts;
+	bool *seen = j->seen;
 	const struct feed_node *want = feed_find_node(feed, n->name);
 	struct feed_node absent;
 	struct cur_node cur = {
@@ -580,18 +596,6 @@ static void node_cycle(struct cycle *c, const struct feed *feed,
 		short_notice_jobs(c, n->name, cj, cur.njobs, cinfo, acts, na,
 				  o);
 }
-
-/* What every cycle reads besides the nodes: the jobs, the active ones' node
- * lists parsed once, and the scratch arrays node_cycle fills. */
-struct cycle_jobs {
-	job_info_msg_t *jobs;
-	struct active_job *act;
-	size_t nact;
-	struct cur_job *cj;
-	const slurm_job_info_t **cinfo;
-	struct action *acts;
-	bool *seen; /* per feed node: Slurm has it */
-};
 
 static void jobs_free(struct cycle_jobs *j)
 {
@@ -689,8 +693,7 @@ static int whole_cycle(const struct feed *feed, const struct apply_opts *o)
 	}
 	for (uint32_t i = 0; i < nodes->record_count; i++)
 		if (nodes->node_array[i].name)
-			node_cycle(&c, feed, &nodes->node_array[i], j.act,
-				   j.nact, j.cj, j.cinfo, j.acts, j.seen, o);
+			node_cycle(&c, feed, &nodes->node_array[i], &j, o);
 	apply_batches(&c);
 	unseen_nodes(&c, feed, j.seen, o);
 	if (o->windows)
@@ -748,9 +751,8 @@ static int delta_cycle(const struct feed *feed, const struct apply_opts *o)
 		}
 		for (uint32_t k = 0; k < one[i]->record_count; k++)
 			if (one[i]->node_array[k].name)
-				node_cycle(&c, feed, &one[i]->node_array[k],
-					   j.act, j.nact, j.cj, j.cinfo, j.acts,
-					   j.seen, o);
+				node_cycle(&c, feed, &one[i]->node_array[k], &j,
+					   o);
 	}
 	apply_batches(&c);
 	unseen_nodes(&c, feed, j.seen, o);
