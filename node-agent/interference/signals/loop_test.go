@@ -52,17 +52,33 @@ func TestClosedLoop(t *testing.T) {
 			apply(c.Owner(time.Now(), true))
 			m.Sample(time.Now())
 			prev := m.Snapshot()
-			var last []estimate.Estimate
+			// The verdict comes after 3 s at the earliest, and the loop goes on to 10 s
+			// while it does not hold: the test machine's other work (parallel test
+			// packages) also delays the desktop task, and the controller rightly backs
+			// off for that too; what must hold is where the loop settles.
+			settled := func(guestCPU time.Duration) bool {
+				if idle {
+					return c.Cap() > 0.25
+				}
+				return c.Cap() <= 0.1 && guestCPU <= 300*time.Millisecond
+			}
+			var last []estimate.Estimate // the last second's
+			var cpu []time.Duration      // the guest's CPU per tick, the last second's
 			var guestCPU time.Duration
-			for i := 0; i < 30; i++ { // 3 s at 100 ms
+			for i := 0; i < 100; i++ { // 100 ms ticks
 				time.Sleep(100 * time.Millisecond) // the tick, not synchronisation
 				now := time.Now()
 				m.Sample(now)
 				cur := m.Snapshot()
 				e := estimate.Desktop(WindowOf(prev, cur))
-				if i >= 20 {
-					last = append(last, e)
-					guestCPU += cur.GuestCPU - prev.GuestCPU
+				last = append(last, e)
+				cpu = append(cpu, cur.GuestCPU-prev.GuestCPU)
+				if len(last) > 10 {
+					last, cpu = last[1:], cpu[1:]
+				}
+				guestCPU = 0
+				for _, d := range cpu {
+					guestCPU += d
 				}
 				if testing.Verbose() {
 					w := WindowOf(prev, cur)
@@ -71,13 +87,16 @@ func TestClosedLoop(t *testing.T) {
 				}
 				prev = cur
 				apply(c.Step(now, e, true))
+				if i >= 29 && settled(guestCPU) {
+					break
+				}
 			}
 			q, _ := g.CPUMax()
 			t.Logf("%s: final cap %.3f (cpu.max %v CPUs), guest CPU over the last second %v, last estimates %.4f…%.4f",
 				name, c.Cap(), q, guestCPU, last[0].Slowdown, last[len(last)-1].Slowdown)
 			if !idle {
 				if c.Cap() > 0.1 {
-					t.Errorf("a normal-weight hog next to the desktop: cap %.3f after 3 s, want ≤ 0.1", c.Cap())
+					t.Errorf("a normal-weight hog next to the desktop: cap %.3f after up to 10 s, want ≤ 0.1", c.Cap())
 				}
 				// Uncapped, the hog takes half of CPU 0 (500 ms a second). Capped at 0.1
 				// CPU it was measured at ~210 ms here: CFS hands out quota in per-CPU
@@ -86,7 +105,7 @@ func TestClosedLoop(t *testing.T) {
 					t.Errorf("the capped guest still used %v of the last second", guestCPU)
 				}
 			} else if c.Cap() <= 0.25 {
-				t.Errorf("an idle-class hog: cap %.3f after 3 s, want it above the start (0.25): the desktop does not suffer", c.Cap())
+				t.Errorf("an idle-class hog: cap %.3f after up to 10 s, want it above the start (0.25): the desktop does not suffer", c.Cap())
 			}
 		})
 	}
