@@ -407,6 +407,14 @@ var portRE = regexp.MustCompile(`^([0-9]{1,5}):([0-9]{1,5})$`)
 
 // Validate checks a guest definition's fields (the image reference is checked against the
 // site in Site.Validate).
+// The largest guest a mode may give and a node agent may report (wire.Heartbeat): beyond
+// any pool PC, and within what Slurm declares for a node (its CPU count is 16 bits).
+const (
+	MaxGuestVCPUs    = 1024
+	MaxGuestMemoryMB = 1 << 22 // 4 TiB
+	MaxGuestGPUs     = 64
+)
+
 func (g Guest) Validate() error {
 	if err := ValidName("image", g.Image); err != nil {
 		return invalid("guest: %v", err)
@@ -417,10 +425,10 @@ func (g Guest) Validate() error {
 	if g.Network != "" && !oneOf(g.Network, GuestNetworks) {
 		return invalid("guest: unknown network %q (one of %s)", g.Network, joinStrings(GuestNetworks))
 	}
-	if g.VCPUs < 0 || g.VCPUs > 1024 {
+	if g.VCPUs < 0 || g.VCPUs > MaxGuestVCPUs {
 		return invalid("guest: vcpus %d out of range", g.VCPUs)
 	}
-	if g.MemoryMB < 0 || g.MemoryMB > 1<<22 {
+	if g.MemoryMB < 0 || g.MemoryMB > MaxGuestMemoryMB {
 		return invalid("guest: memoryMB %d out of range", g.MemoryMB)
 	}
 	if g.Bridge != "" && names.Interface(g.Bridge) != nil {

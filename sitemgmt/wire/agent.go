@@ -257,12 +257,17 @@ func (h Heartbeat) Validate() error {
 	if h.Restarts < 0 {
 		return model.Invalid("heartbeat: negative restarts")
 	}
+	// The guest's size is declared to Slurm as the node's (slurmnode): a PC claiming a
+	// thousand-fold machine would draw every job of the cluster onto itself, so the sizes
+	// are bounded by what a mode's guest may be given (model.Guest.Validate).
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"sessions", h.Sessions}, {"jobs", h.Jobs}, {"cpus", h.CPUs}, {"memoryMB", h.MemoryMB}, {"gpus", h.GPUs}} {
-		if n.v < 0 || n.v > 1<<30 {
-			return model.Invalid("heartbeat: %s %d out of range", n.name, n.v)
+		max  int
+	}{{"sessions", h.Sessions, 1 << 30}, {"jobs", h.Jobs, 1 << 30}, {"cpus", h.CPUs, model.MaxGuestVCPUs},
+		{"memoryMB", h.MemoryMB, model.MaxGuestMemoryMB}, {"gpus", h.GPUs, model.MaxGuestGPUs}} {
+		if n.v < 0 || n.v > n.max {
+			return model.Invalid("heartbeat: %s %d out of range (0-%d)", n.name, n.v, n.max)
 		}
 	}
 	if !(h.BootSeconds >= 0 && h.BootSeconds < 1e9) {

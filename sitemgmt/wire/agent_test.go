@@ -34,6 +34,10 @@ func TestHeartbeatValidate(t *testing.T) {
 		{"pressure", func(h *Heartbeat) { h.Pressure = 101 }, "heartbeat: pressure 101 out of range"},
 		{"NaN cpu", func(h *Heartbeat) { h.GuestCPUSeconds = math.NaN() }, "heartbeat: guestCPUSeconds NaN out of range"},
 		{"restarts", func(h *Heartbeat) { h.Restarts = -1 }, "heartbeat: negative restarts"},
+		// Sizes go to Slurm as the node's: a PC must not declare itself a giant.
+		{"cpus", func(h *Heartbeat) { h.CPUs = 1 << 20 }, "heartbeat: cpus 1048576 out of range (0-1024)"},
+		{"memory", func(h *Heartbeat) { h.MemoryMB = 1 << 30 }, "heartbeat: memoryMB 1073741824 out of range"},
+		{"gpus", func(h *Heartbeat) { h.GPUs = 1000 }, "heartbeat: gpus 1000 out of range (0-64)"},
 	} {
 		h := ok
 		tc.mod(&h)
