@@ -40,7 +40,10 @@ import (
 //   - a corrupt directory is never reported; one this boot server fetched itself is
 //     removed and fetched again at the next round;
 //   - directories this boot server fetched whose version is no longer in the catalogue
-//     (`overtime image gc`) are deleted; nothing it did not fetch is ever deleted;
+//     (`overtime image gc`) are deleted; nothing it did not fetch is ever deleted, nor a
+//     directory inside or around one a version still uses;
+//   - a version lives in IMAGE/VERSION; one an older catalogue stated elsewhere is
+//     skipped when its path is another version's directory, or inside or around one;
 //   - POST /api/v1/bootservers/{name}/images: every version held verified (needs the
 //     boot server's own account: a boot-server role for it).
 
@@ -302,6 +305,7 @@ func (c *Config) SyncImagesOnce(ctx context.Context, stats *ImageStats) ([]wire.
 		wanted[w.Key()] = true
 	}
 	inUse := map[string]bool{}
+	shared := overlapping(catalogue)
 	var held []wire.BootImage
 	var firstErr error
 	for _, im := range catalogue {
@@ -310,6 +314,15 @@ func (c *Config) SyncImagesOnce(ctx context.Context, stats *ImageStats) ([]wire.
 			b := wire.BootImage{Image: im.Name, Version: v.Version, Path: v.Path, SHA256: v.SHA256, Size: v.Size}
 			if names.RelPath("path", v.Path) != nil || names.SHA256(v.SHA256) != nil {
 				continue // the site manager validates; never trust a path blindly
+			}
+			// A version lives in IMAGE/VERSION (model.VersionPath; the site manager
+			// refuses any other path for what it writes now). An older catalogue may
+			// state another path: such a version is skipped when its directory is, or is
+			// inside or around, another version's, so that it never verifies, replaces or
+			// deletes what belongs to another version.
+			if v.Path != model.VersionPath(im.Name, v.Version) && shared[v.Path] {
+				c.Log.Warn("image version skipped: its path is another version's directory (or inside or around one)", "image", im.Name, "version", v.Version, "path", v.Path)
+				continue
 			}
 			dir := filepath.Join(c.ExportRoot, filepath.FromSlash(v.Path))
 			_, statErr := os.Stat(dir)
@@ -348,7 +361,7 @@ func (c *Config) SyncImagesOnce(ctx context.Context, stats *ImageStats) ([]wire.
 	// What we fetched and the catalogue no longer has (image gc) goes.
 	kept := st.Owned[:0]
 	for _, p := range st.Owned {
-		if inUse[p] || names.RelPath("path", p) != nil {
+		if inUse[p] || names.RelPath("path", p) != nil || aroundAny(p, inUse) {
 			kept = append(kept, p)
 			continue
 		}
@@ -369,6 +382,40 @@ func (c *Config) SyncImagesOnce(ctx context.Context, stats *ImageStats) ([]wire.
 		return held, fmt.Errorf("reporting held images: %w", err)
 	}
 	return held, firstErr
+}
+
+// overlapping marks the catalogue's version paths that another version's path equals,
+// is inside or is around.
+func overlapping(catalogue []model.Image) map[string]bool {
+	count := map[string]int{}
+	for _, im := range catalogue {
+		for _, v := range im.Versions {
+			count[v.Path]++
+		}
+	}
+	out := map[string]bool{}
+	for p, n := range count {
+		if n > 1 {
+			out[p] = true
+		}
+		for q := p; strings.Contains(q, "/"); {
+			q = q[:strings.LastIndexByte(q, '/')]
+			if count[q] > 0 {
+				out[p], out[q] = true, true
+			}
+		}
+	}
+	return out
+}
+
+// aroundAny: deleting directory p would delete part of, or all of, a directory in use.
+func aroundAny(p string, inUse map[string]bool) bool {
+	for q := range inUse {
+		if strings.HasPrefix(q, p+"/") || strings.HasPrefix(p, q+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // cleanTemp removes fetch directories a previous run left (killed half way).

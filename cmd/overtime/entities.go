@@ -554,23 +554,24 @@ func bootServerNote(bs string) string {
 // publishCmd publishes a new immutable image version. With --dir (a build of
 // images/build.sh) it verifies the build against its SHA256SUMS, uploads every artefact
 // to the site manager's image store and publishes them there (boot servers then pull
-// them); with --path it only records a version whose files an administrator placed on
-// the boot servers. With --file the checksum and size are computed from the root image
+// them); without --dir it only records a version whose files an administrator placed in
+// the store or on the boot servers, in the version's own directory IMAGE/VERSION (the
+// server derives it; --path, when given, must say the same). With --file the checksum and size are computed from the root image
 // itself, so they cannot be mistyped.
 func publishCmd(g *globals) *cobra.Command {
 	var sum, path, file, dir string
 	var size int64
 	var dry bool
 	cmd := &cobra.Command{
-		Use:   "publish IMAGE VERSION (--dir BUILD | --path DIR (--file root.squashfs | --sha256 HEX --size N))",
+		Use:   "publish IMAGE VERSION (--dir BUILD | --file root.squashfs | --sha256 HEX --size N)",
 		Short: "Publish a new immutable version of an image",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case dir != "" && (path != "" || file != "" || sum != ""):
 				return cmdline.Usagef("--dir uploads a build: it takes no --path, --file or --sha256")
-			case dir == "" && path == "":
-				return cmdline.Usagef("give --dir BUILD (upload a build) or --path DIR (record files already on the boot servers)")
+			case dir == "" && file == "" && sum == "":
+				return cmdline.Usagef("give --dir BUILD (upload a build) or --file root.squashfs / --sha256 HEX --size N (record files already in IMAGE/VERSION on the boot servers)")
 			}
 			c, err := g.client()
 			if err != nil {
@@ -601,7 +602,7 @@ func publishCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "a build directory (images/build.sh, make images): verified, uploaded and published as IMAGE/VERSION")
-	cmd.Flags().StringVar(&path, "path", "", "directory of the version under the image root (holds vmlinuz, initrd.img, root.squashfs)")
+	cmd.Flags().StringVar(&path, "path", "", "directory of the version under the image root: always IMAGE/VERSION, which the server fills in when this is not given")
 	cmd.Flags().StringVar(&file, "file", "", "root image file to checksum")
 	cmd.Flags().StringVar(&sum, "sha256", "", "sha256 of the root image")
 	cmd.Flags().Int64Var(&size, "size", 0, "size in bytes")

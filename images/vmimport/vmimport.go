@@ -2,9 +2,9 @@
 // disk (qcow2 for QEMU, vmdk for VMware Player) and its description (images/vmspec,
 // vm.json). It accepts a bare disk (qcow2, raw, vmdk, vdi, vhdx, vpc), an OVF descriptor
 // with its disk files beside it, or an OVA (a tar of both). The format is what
-// `qemu-img info` finds in the file, never what its name says, and a disk that reaches
-// for other files (a backing file, an external data file, a VMware extent elsewhere) is
-// refused before anything reads it: an image whose backing file is /etc/shadow must not
+// the file's header says (images/diskcheck, confirmed by `qemu-img info`), never what its
+// name says, and a disk that reaches for other files (a backing file, an external data
+// file, a VMware extent elsewhere) is refused before anything reads it: an image whose backing file is /etc/shadow must not
 // turn into a course VM holding the importer's shadow file. The input is only read.
 //
 // `overtime image import` (cmd/overtime) runs Import, then uploads what it made.
@@ -14,7 +14,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +22,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/overtime-hpc/overtime/images/diskcheck"
 	"github.com/overtime-hpc/overtime/images/vmspec"
 )
 
@@ -62,9 +62,6 @@ type Error struct{ Msg string }
 func (e *Error) Error() string { return e.Msg }
 
 func refuse(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
-
-// Formats qemu-img may find that Import accepts as a disk.
-var diskFormats = map[string]bool{"qcow2": true, "raw": true, "vmdk": true, "vdi": true, "vhdx": true, "vpc": true}
 
 // Import reads src and writes the course VM's artefacts into work (an empty directory
 // the caller removes). src is never written.
@@ -212,94 +209,16 @@ func isXML(head []byte) bool {
 	return bytes.HasPrefix(t, []byte("<?xml")) || bytes.HasPrefix(t, []byte("<Envelope")) || bytes.HasPrefix(t, []byte("<ovf:Envelope"))
 }
 
-// DiskInfo is what qemu-img found in a disk.
-type DiskInfo struct {
-	Format      string
-	VirtualSize int64
-}
-
-type qemuInfo struct {
-	Format          string `json:"format"`
-	VirtualSize     int64  `json:"virtual-size"`
-	BackingFilename string `json:"backing-filename"`
-	FullBacking     string `json:"full-backing-filename"`
-	FormatSpecific  struct {
-		Type string `json:"type"`
-		Data struct {
-			DataFile string `json:"data-file"`
-			Corrupt  bool   `json:"corrupt"`
-			Extents  []struct {
-				Filename string `json:"filename"`
-			} `json:"extents"`
-		} `json:"data"`
-	} `json:"format-specific"`
-}
-
-// inspect asks qemu-img what path is and refuses what Import must not convert: unknown
-// formats, disks that name other files, damaged qcow2/vmdk/vdi/vhdx, a raw "disk" that
-// has no boot sector.
-func inspect(ctx context.Context, qemuImg, path string) (*DiskInfo, error) {
-	name := filepath.Base(path)
-	out, err := exec.CommandContext(ctx, qemuImg, "info", "--output=json", path).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return nil, refuse("%s: not a disk image qemu-img can read: %s", name, oneLine(ee.Stderr, err))
-		}
-		return nil, fmt.Errorf("qemu-img: %w (install qemu-utils)", err)
+// inspect asks images/diskcheck (the one check the site manager and the player make
+// too) whether path is a self-contained disk of a format Import converts, and turns its
+// refusal into Import's.
+func inspect(ctx context.Context, qemuImg, path string) (*diskcheck.Info, error) {
+	info, err := diskcheck.Inspect(ctx, path, diskcheck.Options{QemuImg: qemuImg, Formats: diskcheck.ImportFormats})
+	var r *diskcheck.Refusal
+	if errors.As(err, &r) {
+		return nil, &Error{Msg: r.Error()}
 	}
-	var qi qemuInfo
-	if err := json.Unmarshal(out, &qi); err != nil {
-		return nil, fmt.Errorf("qemu-img info: %w", err)
-	}
-	if qi.BackingFilename != "" || qi.FullBacking != "" {
-		return nil, refuse("%s: a %s disk with a backing file (%s) is refused: a course VM must be one self-contained disk; flatten it first with `qemu-img convert -O qcow2 %s flat.qcow2` where the backing file belongs to you", name, qi.Format, qi.BackingFilename, name)
-	}
-	if qi.FormatSpecific.Data.DataFile != "" {
-		return nil, refuse("%s: a qcow2 disk with an external data file (%s) is refused: convert it to a self-contained qcow2 first", name, qi.FormatSpecific.Data.DataFile)
-	}
-	if !diskFormats[qi.Format] {
-		return nil, refuse("%s: format %q is not a VM disk Overtime imports (qcow2, raw, vmdk, vdi, vhdx, vpc, or an OVF/OVA)", name, qi.Format)
-	}
-	for _, e := range qi.FormatSpecific.Data.Extents {
-		p := e.Filename
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(filepath.Dir(path), p)
-		}
-		if filepath.Clean(p) != filepath.Clean(path) {
-			return nil, refuse("%s: a VMware disk whose data lives in other files (%s) is refused: export the VM as an OVA, or convert the disk to one file (vmware-vdiskmanager -r %s -t 0 single.vmdk)", name, e.Filename, name)
-		}
-	}
-	if qi.FormatSpecific.Data.Corrupt {
-		return nil, refuse("%s: qemu-img marks the qcow2 image corrupt", name)
-	}
-	switch qi.Format {
-	case "qcow2", "vmdk", "vdi", "vhdx":
-		if out, err := exec.CommandContext(ctx, qemuImg, "check", "-f", qi.Format, path).CombinedOutput(); err != nil {
-			var ee *exec.ExitError
-			// Exit 3: leaked clusters only, harmless for a copy.
-			if !errors.As(err, &ee) || ee.ExitCode() != 3 {
-				return nil, refuse("%s: the %s image is damaged (qemu-img check: %s)", name, qi.Format, oneLine(out, err))
-			}
-		}
-	case "raw":
-		// qemu-img calls anything it does not recognise raw. A disk of a PC starts with
-		// an MBR or a protective MBR (GPT): both end their first sector with 55 AA.
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		sec := make([]byte, 512)
-		_, err = io.ReadFull(f, sec)
-		f.Close()
-		if err != nil || sec[510] != 0x55 || sec[511] != 0xaa {
-			return nil, refuse("%s: not a disk image: qemu-img finds no known format, and as a raw disk it has no boot sector (MBR or GPT); export the VM as OVA, qcow2 or vmdk", name)
-		}
-	}
-	if qi.VirtualSize <= 0 {
-		return nil, refuse("%s: empty disk", name)
-	}
-	return &DiskInfo{Format: qi.Format, VirtualSize: qi.VirtualSize}, nil
+	return info, err
 }
 
 // unpackOVA extracts an OVA's members into dir and returns the descriptor's path. Only

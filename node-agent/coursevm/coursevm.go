@@ -12,9 +12,12 @@
 // reach a Wayland session's display only through hacks, and QEMU needs no privilege.
 //
 // A start: vm.json is checked against SHA256SUMS (images/vmspec.Read), the disk by its
-// size (by sha256 too with Options.VerifyDisk), an overlay is made in a fresh directory
-// below Options.StateDir (tmpfs: $XDG_RUNTIME_DIR) with `qemu-img create -b DISK`, and
-// QEMU runs it: KVM when node-agent/kvmprobe says KVM really runs guests, else TCG;
+// size (by sha256 too with Options.VerifyDisk), the disk is checked again to be one
+// self-contained disk of vm.json's format (images/diskcheck, as the site manager did
+// before publishing it: defence in depth), an overlay is made in a fresh directory below
+// Options.StateDir (tmpfs: $XDG_RUNTIME_DIR) with `qemu-img create -u -b DISK -F FORMAT`,
+// and QEMU runs the overlay on that base and nothing else (-blockdev, no backing below
+// the base): KVM when node-agent/kvmprobe says KVM really runs guests, else TCG;
 // memory and CPUs from vm.json, capped by the PC; QEMU's seccomp sandbox on. When QEMU
 // exits (the window closed, the guest powered off, QEMU killed), its overlay is deleted
 // and a fresh one is started after a backoff. A new spec (the mode changed) or the end of
@@ -47,6 +50,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/overtime-hpc/overtime/images/artefact"
+	"github.com/overtime-hpc/overtime/images/diskcheck"
 	"github.com/overtime-hpc/overtime/images/vmspec"
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/node-agent/hostinfo"
@@ -398,6 +402,14 @@ func (p *Player) start(ctx context.Context, s *Spec) (*vm, error) {
 			return nil, fmt.Errorf("course VM %s %s: %w", s.Image, s.Version, err)
 		}
 	}
+	// Defence in depth: the site manager checked the disk before it published it; the
+	// PC checks again, before QEMU or VMware opens it, that it is one self-contained disk
+	// of the format vm.json says (a backing file or extent would be opened as the
+	// session's user and its content handed to the guest).
+	info, err := diskcheck.Inspect(ctx, disk, diskcheck.Options{QemuImg: p.o.QemuImg, Formats: []string{desc.DiskFormat}, NoDamageCheck: true})
+	if err != nil {
+		return nil, fmt.Errorf("course VM %s %s: disk refused: %w", s.Image, s.Version, err)
+	}
 	dir, err := os.MkdirTemp(p.o.StateDir, "run-")
 	if err != nil {
 		return nil, err
@@ -408,7 +420,7 @@ func (p *Player) start(ctx context.Context, s *Spec) (*vm, error) {
 	case vmspec.BackendVMware:
 		name, args, err = p.vmwareCommand(desc, disk, dir)
 	default:
-		name, args, err = p.qemuCommand(ctx, desc, disk, dir)
+		name, args, err = p.qemuCommand(ctx, desc, disk, info, dir)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -437,14 +449,30 @@ func (p *Player) start(ctx context.Context, s *Spec) (*vm, error) {
 	return v, nil
 }
 
-// qemuCommand makes the overlay and QEMU's command line.
-func (p *Player) qemuCommand(ctx context.Context, desc vmspec.VM, disk, dir string) (string, []string, error) {
+// qemuCommand makes the overlay and QEMU's command line. The chain is exactly the overlay
+// on the checked base: qemu-img creates the overlay without opening the base (-u, the
+// size given, the base's format given with -F: nothing is probed), and QEMU gets the
+// chain spelled out (-blockdev) with the base's format and no backing of its own, so
+// that neither follows anything the base's header might name.
+func (p *Player) qemuCommand(ctx context.Context, desc vmspec.VM, disk string, info *diskcheck.Info, dir string) (string, []string, error) {
 	if _, err := exec.LookPath(p.o.QEMU); err != nil {
 		return "", nil, fmt.Errorf("backend unavailable: qemu: %s is not installed (Debian package qemu-system-x86)", p.o.QEMU)
 	}
 	overlay := filepath.Join(dir, "overlay.qcow2")
-	if out, err := exec.CommandContext(ctx, p.o.QemuImg, "create", "-q", "-f", "qcow2", "-b", disk, "-F", desc.DiskFormat, overlay).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, p.o.QemuImg, "create", "-q", "-f", "qcow2", "-u", "-b", disk, "-F", info.Format, overlay, strconv.FormatInt(info.VirtualSize, 10)).CombinedOutput(); err != nil {
 		return "", nil, fmt.Errorf("overlay: qemu-img create: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	drive, err := json.Marshal(map[string]any{
+		"node-name": "disk0", "driver": "qcow2", "discard": "unmap",
+		"file": map[string]any{"driver": "file", "filename": overlay},
+		"backing": map[string]any{
+			"driver": info.Format, "read-only": true,
+			"file":    map[string]any{"driver": "file", "filename": disk, "read-only": true},
+			"backing": nil,
+		},
+	})
+	if err != nil {
+		return "", nil, err
 	}
 	accel, why := p.o.Accel()
 	cpu := "max"
@@ -464,7 +492,7 @@ func (p *Player) qemuCommand(ctx context.Context, desc vmspec.VM, disk, dir stri
 		"-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
 		"-nodefaults", "-no-user-config",
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-		"-drive", "file=" + qemuPath(overlay) + ",format=qcow2,if=none,id=disk0,discard=unmap",
+		"-blockdev", string(drive),
 	}
 	switch desc.DiskBus {
 	case vmspec.BusVirtio:

@@ -55,6 +55,42 @@ func version(t *testing.T, edit func(*vmspec.VM)) string {
 	return dir
 }
 
+// versionWith makes a version directory whose disk (vm.Disk, after defaults) mk makes at
+// the path it is given; vm.json records its size, SHA256SUMS both files.
+func versionWith(t *testing.T, vm vmspec.VM, mk func(t *testing.T, disk string)) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bio", "ws-1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vm = vm.WithDefaults()
+	disk := filepath.Join(dir, vm.Disk)
+	mk(t, disk)
+	fi, err := os.Stat(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm.DiskBytes = fi.Size()
+	doc, _ := vm.Marshal()
+	if err := os.WriteFile(filepath.Join(dir, vmspec.File), doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := artefact.Write(dir, vm.Disk, vmspec.File); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// qemuImg runs qemu-img in dir.
+func qemuImg(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("qemu-img", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img %v: %v\n%s", args, err, out)
+	}
+}
+
 func fileSum(t *testing.T, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
@@ -117,7 +153,8 @@ func TestPlayer(t *testing.T) {
 		t.Errorf("overlay: %s %v", out, err)
 	}
 	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if !strings.Contains(string(cmdline), "-sandbox") || !strings.Contains(string(cmdline), "overlay.qcow2") {
+	// The chain is spelled out: the overlay on the base, and nothing below the base.
+	if !strings.Contains(string(cmdline), "-sandbox") || !strings.Contains(string(cmdline), "overlay.qcow2") || !strings.Contains(string(cmdline), `"backing":null`) {
 		t.Errorf("QEMU command line: %q", cmdline)
 	}
 
@@ -173,6 +210,9 @@ func TestPlayer(t *testing.T) {
 // TestPlayerRefuses: a VM that cannot run says why (and is retried), never silently.
 func TestPlayerRefuses(t *testing.T) {
 	needs.Servers(t, "qemu-img")
+	qemuVM := vmspec.VM{Name: "BIO101", MemoryMB: 64, CPUs: 1, Network: vmspec.NetNone}
+	vmware := qemuVM
+	vmware.Backend = vmspec.BackendVMware
 	for _, c := range []struct {
 		name string
 		dir  func(t *testing.T) string
@@ -180,10 +220,41 @@ func TestPlayerRefuses(t *testing.T) {
 		want string
 	}{
 		{"vmware without vmplayer", func(t *testing.T) string {
-			return version(t, func(v *vmspec.VM) {
-				v.Backend, v.Disk, v.DiskFormat = vmspec.BackendVMware, vmspec.DiskFile, vmspec.FormatVMDK
+			return versionWith(t, vmware, func(t *testing.T, disk string) {
+				raw := filepath.Join(t.TempDir(), "disk.raw")
+				os.WriteFile(raw, bootsector.Disk(banner+"\r\n", 1<<20), 0o644)
+				qemuImg(t, "", "convert", "-f", "raw", "-O", "vmdk", raw, disk)
 			})
 		}, func(o *Options) { o.VMPlayer = "/nonexistent/vmplayer" }, "backend unavailable: vmware"},
+		// The disk names other files: refused before QEMU, VMware or an overlay opens it.
+		{"base with a backing file /etc/passwd", func(t *testing.T) string {
+			return versionWith(t, qemuVM, func(t *testing.T, disk string) {
+				qemuImg(t, "", "create", "-q", "-f", "qcow2", "-b", "/etc/passwd", "-F", "raw", disk, "1M")
+			})
+		}, nil, "disk refused: disk.qcow2: a qcow2 disk with a backing file (/etc/passwd)"},
+		{"base with a backing file beside it", func(t *testing.T) string {
+			return versionWith(t, qemuVM, func(t *testing.T, disk string) {
+				os.WriteFile(filepath.Join(filepath.Dir(disk), "base.raw"), bootsector.Disk(banner+"\r\n", 1<<20), 0o644)
+				qemuImg(t, filepath.Dir(disk), "create", "-q", "-f", "qcow2", "-b", "base.raw", "-F", "raw", disk, "1M")
+			})
+		}, nil, "disk refused: disk.qcow2: a qcow2 disk with a backing file (base.raw)"},
+		{"base with a backing URL", func(t *testing.T) string {
+			return versionWith(t, qemuVM, func(t *testing.T, disk string) {
+				qemuImg(t, "", "create", "-q", "-f", "qcow2", "-u", "-b", "nbd://127.0.0.1:1/x", "-F", "raw", disk, "1M")
+			})
+		}, nil, "a qcow2 disk with a backing file (nbd://127.0.0.1:1/x)"},
+		{"vmware descriptor naming /etc/passwd", func(t *testing.T) string {
+			return versionWith(t, vmware, func(t *testing.T, disk string) {
+				os.WriteFile(disk, []byte("# Disk DescriptorFile\nversion=1\ncreateType=\"monolithicFlat\"\nRW 2048 FLAT \"/etc/passwd\" 0\n"), 0o644)
+			})
+		}, func(o *Options) { o.VMPlayer = "/nonexistent/vmplayer" }, "disk refused: disk.vmdk: a VMware disk whose data lives in other files (/etc/passwd)"},
+		{"disk of another format than vm.json says", func(t *testing.T) string {
+			return versionWith(t, qemuVM, func(t *testing.T, disk string) {
+				raw := filepath.Join(t.TempDir(), "disk.raw")
+				os.WriteFile(raw, bootsector.Disk(banner+"\r\n", 1<<20), 0o644)
+				qemuImg(t, "", "convert", "-f", "raw", "-O", "vmdk", raw, disk)
+			})
+		}, nil, "disk refused: disk.qcow2: a vmdk disk; allowed here: qcow2"},
 		{"efi without firmware", func(t *testing.T) string {
 			return version(t, func(v *vmspec.VM) { v.Firmware = vmspec.FirmwareEFI })
 		}, func(o *Options) { o.OVMFCode = "/nonexistent/OVMF_CODE.fd" }, "backend unavailable: qemu"},

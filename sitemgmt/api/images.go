@@ -8,9 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/overtime-hpc/overtime/images/artefact"
+	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/sitemgmt/names"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 )
 
@@ -122,7 +125,8 @@ func (s *Server) getDistribution(w http.ResponseWriter, r *http.Request) {
 
 // postGC removes unreferenced versions from the catalogue and, when this server has the
 // store (ImagesDir), their directories from it. Only after the catalogue no longer names
-// them: a boot script rendered meanwhile never points at a deleted directory.
+// them: a boot script rendered meanwhile never points at a deleted directory. Which
+// directories may go is imagestore.RemoveVersions' to prove, not this handler's.
 func (s *Server) postGC(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
 	res, err := s.svc.GC(r.Context(), p.Check, dryRun(r), r.URL.Query().Get("image"), s.opt.BootServer, s.opt.Now())
@@ -131,30 +135,19 @@ func (s *Server) postGC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !res.DryRun && s.opt.ImagesDir != "" {
-		site := s.svc.Snapshot().Site
-		for _, b := range res.Removed {
-			if pathInUse(site, b.Path) {
-				continue
-			}
-			dir := filepath.Join(s.opt.ImagesDir, filepath.FromSlash(b.Path))
-			if err := os.RemoveAll(dir); err != nil {
-				s.opt.Log.Error("gc: removing a version directory from the store failed", "dir", dir, "err", err)
-				continue
-			}
-			res.FilesRemoved = append(res.FilesRemoved, b.Path)
+		lock := func(image, version string) (func(), error) {
+			return s.uploads.exclusive(model.ImageVersionName(image, version))
 		}
+		deleted, left, err := imagestore.RemoveVersions(s.opt.ImagesDir, s.svc.Snapshot().Site, res.Removed, lock)
+		if err != nil {
+			s.opt.Log.Error("gc: the image store cannot be read; no version directory deleted", "err", err)
+		}
+		for _, l := range left {
+			s.opt.Log.Warn("gc: a removed version's directory stays in the image store", "image", l.Image, "version", l.Version, "why", l.Why, "err", l.Err)
+		}
+		res.FilesRemoved = append(res.FilesRemoved, deleted...)
 	}
 	writeJSON(w, http.StatusOK, res)
-}
-
-// pathInUse: another version (of any image) still lives in that directory.
-func pathInUse(site *model.Site, path string) bool {
-	for _, im := range site.Images {
-		if slices.ContainsFunc(im.Versions, func(v model.ImageVersion) bool { return v.Path == path }) {
-			return true
-		}
-	}
-	return false
 }
 
 // storeCheck refuses to publish a version whose directory in this server's store does
@@ -164,10 +157,13 @@ func pathInUse(site *model.Site, path string) bool {
 // A version whose directory is not in the store (yet) is accepted: its files may be
 // placed on the boot servers by other means, and boot servers verify what they pull.
 func (s *Server) storeCheck(image string, v *model.ImageVersion) error {
-	if s.opt.ImagesDir == "" || model.ValidRelPath("path", v.Path) != nil {
-		return nil // Validate reports a bad path
+	if s.opt.ImagesDir == "" || model.ValidName("image", image) != nil || names.Version(v.Version) != nil {
+		return nil // Validate reports a bad name
 	}
-	dir := filepath.Join(s.opt.ImagesDir, filepath.FromSlash(v.Path))
+	// The version's own directory, whatever path the request states (CheckVersionPaths
+	// refuses any other).
+	path := model.VersionPath(image, v.Version)
+	dir := filepath.Join(s.opt.ImagesDir, filepath.FromSlash(path))
 	files, err := artefact.Verify(dir)
 	switch {
 	case err == nil:
@@ -176,16 +172,24 @@ func (s *Server) storeCheck(image string, v *model.ImageVersion) error {
 				return nil
 			}
 		}
-		return model.Invalid("refusing to publish image %s %s: %s/%s lists no file with sha256 %s (the root image's)", image, v.Version, v.Path, artefact.SumsFile, v.SHA256)
+		return model.Invalid("refusing to publish image %s %s: %s/%s lists no file with sha256 %s (the root image's)", image, v.Version, path, artefact.SumsFile, v.SHA256)
 	case errors.Is(err, artefact.ErrMismatch):
-		return model.Invalid("refusing to publish image %s %s: the store's copy is corrupt or truncated: %v", image, v.Version, err)
+		// The error names the file by its path on the server: the client gets the name
+		// below the version's directory only.
+		msg := strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "")
+		if strings.Contains(msg, s.opt.ImagesDir) {
+			s.opt.Log.Warn("image store: refusing a publication", "image", image, "version", v.Version, "err", err)
+			msg = "a file does not match its checksum (the server log names it)"
+		}
+		return model.Invalid("refusing to publish image %s %s: the store's copy in %s is corrupt or truncated: %s", image, v.Version, path, msg)
 	case errors.Is(err, fs.ErrNotExist):
 		fi, serr := os.Stat(filepath.Join(dir, model.ImageRoot))
 		if serr == nil && v.Size > 0 && fi.Size() != v.Size {
-			return model.Invalid("refusing to publish image %s %s: %s/%s in the store has %d bytes, not %d (truncated?)", image, v.Version, v.Path, model.ImageRoot, fi.Size(), v.Size)
+			return model.Invalid("refusing to publish image %s %s: %s/%s in the store has %d bytes, not %d (truncated?)", image, v.Version, path, model.ImageRoot, fi.Size(), v.Size)
 		}
 		return nil
 	default:
-		return model.Invalid("refusing to publish image %s %s: %v", image, v.Version, err)
+		s.opt.Log.Error("image store: checking a publication failed", "image", image, "version", v.Version, "err", err)
+		return model.Invalid("refusing to publish image %s %s: the store's copy in %s cannot be read (the server log has the details)", image, v.Version, path)
 	}
 }

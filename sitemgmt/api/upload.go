@@ -20,6 +20,7 @@ import (
 	"github.com/overtime-hpc/overtime/images/artefact"
 	"github.com/overtime-hpc/overtime/images/vmspec"
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/names"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
@@ -45,7 +46,7 @@ import (
 // incomingDir is the staging area below the images directory: on the same file system,
 // so that publishing is a rename; its name starts with a dot, and nothing below a dot
 // directory is served (serveFrom) or is a published version.
-const incomingDir = ".incoming"
+const incomingDir = imagestore.Incoming
 
 // sumSuffix marks the sidecar of a staged file that records the sha256 and size taken
 // while it streamed ("." + name + sumSuffix).
@@ -208,19 +209,20 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	dir := s.stagingDir(im.Name, version)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		s.storeError(w, err)
+		s.storeError(w, im.Name, version, "staging "+file, err)
 		return
 	}
 	if r.ContentLength > 0 {
 		var st syscall.Statfs_t
 		if err := syscall.Statfs(dir, &st); err == nil && int64(st.Bavail)*st.Bsize < r.ContentLength {
-			writeError(w, http.StatusInsufficientStorage, fmt.Sprintf("the image store has %d bytes free, the upload needs %d", int64(st.Bavail)*st.Bsize, r.ContentLength))
+			writeError(w, http.StatusInsufficientStorage, fmt.Sprintf("the image store is full: it has %d bytes free, %s of image %s version %s needs %d; free space (overtime image gc) and retry",
+				int64(st.Bavail)*st.Bsize, file, im.Name, version, r.ContentLength))
 			return
 		}
 	}
 	tmp, err := os.CreateTemp(dir, "."+file+".part-*")
 	if err != nil {
-		s.storeError(w, err)
+		s.storeError(w, im.Name, version, "staging "+file, err)
 		return
 	}
 	done := false
@@ -234,6 +236,7 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 	body := http.MaxBytesReader(w, r.Body, max)
 	n, err := io.CopyBuffer(io.MultiWriter(tmp, h), body, make([]byte, uploadBuffer))
 	var mbe *http.MaxBytesError
+	var pe *os.PathError // the only error of the store's: a write to tmp
 	switch {
 	case errors.As(err, &mbe):
 		// Keep reading after the answer (lingerDrain): HTTP/1 stops a request's body
@@ -243,44 +246,57 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, tooLarge{max})
 		lingerDrain(rc, r.Body)
 		return
+	case errors.As(err, &pe):
+		// A write error is the store's (a full store, 507): answered while the client may
+		// still be sending, so drained like the 413 above, or the client would see its
+		// connection reset instead of the answer.
+		rc := http.NewResponseController(w)
+		_ = rc.EnableFullDuplex()
+		s.storeError(w, im.Name, version, file, err)
+		lingerDrain(rc, r.Body)
+		return
 	case err != nil:
-		// A read error is the client's (it went away, or sent less than it declared); a
-		// write error is the store's.
-		if errors.Is(err, syscall.ENOSPC) {
-			writeError(w, http.StatusInsufficientStorage, "the image store is full")
-			return
-		}
+		// A read error is the client's (it went away, or sent less than it declared).
 		s.httpError(w, model.Invalid("upload of %s interrupted after %d bytes: %v", file, n, err))
 		return
 	}
+	// The body is read: no drain needed from here on.
 	if err := tmp.Sync(); err != nil {
-		s.storeError(w, err)
+		s.storeError(w, im.Name, version, file, err)
 		return
 	}
 	if err := tmp.Close(); err != nil {
-		s.storeError(w, err)
+		s.storeError(w, im.Name, version, file, err)
 		return
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	final := filepath.Join(dir, file)
 	if err := os.Rename(tmp.Name(), final); err != nil {
-		s.storeError(w, err)
+		s.storeError(w, im.Name, version, file, err)
 		return
 	}
 	done = true
 	if err := atomicfile.WriteFile(filepath.Join(dir, "."+file+sumSuffix), []byte(sum+" "+strconv.FormatInt(n, 10)+"\n"), 0o644); err != nil {
 		os.Remove(final)
-		s.storeError(w, err)
+		s.storeError(w, im.Name, version, "the checksum record of "+file, err)
 		return
 	}
 	s.opt.Log.Info("image file uploaded", "user", p.UID, "image", im.Name, "version", version, "file", file, "bytes", n, "sha256", sum)
 	writeJSON(w, http.StatusCreated, wire.UploadedFile{Image: im.Name, Version: version, Name: file, SHA256: sum, Size: n})
 }
 
-// storeError answers a failure of the image store's file system.
-func (s *Server) storeError(w http.ResponseWriter, err error) {
-	s.opt.Log.Error("image store", "err", err)
-	writeError(w, http.StatusInternalServerError, "image store: "+err.Error())
+// storeError answers a failure of the image store's file system while writing (or
+// reading) what of image's version: 507 when the store is full (ENOSPC, EDQUOT), else
+// 500. The answer names the image, version and file, never the server's paths: the OS
+// error, which has them, goes to the log only.
+func (s *Server) storeError(w http.ResponseWriter, image, version, what string, err error) {
+	if imagestore.Full(err) {
+		s.opt.Log.Warn("image store full", "image", image, "version", version, "file", what, "err", err)
+		writeError(w, http.StatusInsufficientStorage, fmt.Sprintf("the image store is full: %s of image %s version %s could not be written; free space (overtime image gc) and retry", what, image, version))
+		return
+	}
+	s.opt.Log.Error("image store", "image", image, "version", version, "file", what, "err", err)
+	writeError(w, http.StatusInternalServerError, fmt.Sprintf("the image store failed on %s of image %s version %s (the server log has the details)", what, image, version))
 }
 
 // staged lists the artefacts staged for a version with their sums: the files, not the
@@ -345,7 +361,7 @@ func (s *Server) publishUpload(w http.ResponseWriter, r *http.Request) {
 	dir := s.stagingDir(im.Name, version)
 	files, sizes, err := staged(dir)
 	if err != nil {
-		s.storeError(w, err)
+		s.storeError(w, im.Name, version, "the staged files", err)
 		return
 	}
 	if len(files) == 0 {
@@ -388,8 +404,13 @@ func (s *Server) publishUpload(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, model.Invalid("image %s version %s: root %s was not uploaded (staged: %v)", im.Name, version, root, have))
 		return
 	}
+	// A course VM's disks run on every PC of its pool: checked here, whoever uploaded
+	// them, before anything is published (images/diskcheck).
+	if im.Kind == model.ImageCourseVM && !s.checkCourseVM(w, r, im.Name, version, dir, have) {
+		return
+	}
 	v := model.ImageVersion{Version: version, SHA256: rootSum, Size: sizes[root],
-		Path: im.Name + "/" + version, Created: time.Now().UTC().Truncate(time.Second)}
+		Path: model.VersionPath(im.Name, version), Created: time.Now().UTC().Truncate(time.Second)}
 	register := func(dry bool) ([]model.Change, error) {
 		return s.svc.Update(r.Context(), principal(r).Check, dry, func(site *model.Site) error {
 			cur := site.Image(im.Name)
@@ -414,37 +435,59 @@ func (s *Server) publishUpload(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"dryRun": true, "changes": changeList(changes)})
 		return
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, artefact.SumsFile), artefact.Format(files), 0o644); err != nil {
-		s.storeError(w, err)
+	// Every step that can fail (a full store: 507) comes before the version is registered
+	// and leaves the staging area as it was, so that the same publish can be retried:
+	// SHA256SUMS is written whole or not at all (atomicfile) and taken back, the rename
+	// moves the whole directory or nothing and is undone, and the sidecars go only once
+	// the version is registered.
+	sums := filepath.Join(dir, artefact.SumsFile)
+	if err := atomicfile.WriteFile(sums, artefact.Format(files), 0o644); err != nil {
+		s.storeError(w, im.Name, version, artefact.SumsFile, err)
 		return
 	}
-	for _, f := range files {
-		os.Remove(filepath.Join(dir, "."+f.Name+sumSuffix))
-	}
-	final := filepath.Join(s.opt.ImagesDir, im.Name, version)
+	unstage := func() { os.Remove(sums) }
+	final := filepath.Join(s.opt.ImagesDir, filepath.FromSlash(model.VersionPath(im.Name, version)))
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		s.storeError(w, err)
+		unstage()
+		s.storeError(w, im.Name, version, "the image's directory", err)
 		return
 	}
 	// The staging directory and its files were made 0755/0600 by CreateTemp: published
 	// artefacts are world-readable (they are exported read-only to every PC).
 	for _, f := range files {
 		if err := os.Chmod(filepath.Join(dir, f.Name), 0o644); err != nil {
-			s.storeError(w, err)
+			unstage()
+			s.storeError(w, im.Name, version, f.Name, err)
 			return
 		}
 	}
 	if err := os.Rename(dir, final); err != nil {
-		s.storeError(w, err)
+		unstage()
+		s.storeError(w, im.Name, version, "the version's directory", err)
+		return
+	}
+	// Back to staging, so that a retry finds the files where it looks for them.
+	restage := func() {
+		if rerr := os.Rename(final, dir); rerr != nil {
+			s.opt.Log.Error("image store: moving a failed publication back to staging failed", "image", im.Name, "version", version, "err", rerr)
+			return
+		}
+		unstage()
+	}
+	// The rename is durable before the catalogue names the version. Some file systems
+	// (FUSE, network) cannot sync a directory at all: only a real failure counts.
+	if err := syncDir(filepath.Dir(final)); err != nil && (imagestore.Full(err) || errors.Is(err, syscall.EIO)) {
+		restage()
+		s.storeError(w, im.Name, version, "the version's directory", err)
 		return
 	}
 	if changes, err = register(false); err != nil {
-		// Back to staging, so that a retry finds the files where it looks for them.
-		if rerr := os.Rename(final, dir); rerr != nil {
-			s.opt.Log.Error("image store: moving a refused publication back to staging failed", "dir", final, "err", rerr)
-		}
+		restage()
 		s.httpError(w, err)
 		return
+	}
+	for _, f := range files {
+		os.Remove(filepath.Join(final, "."+f.Name+sumSuffix))
 	}
 	os.Remove(filepath.Dir(dir)) // the image's staging directory, when it is empty now
 	s.opt.Log.Info("image version published", "user", principal(r).UID, "image", im.Name, "version", version, "files", have)
@@ -467,11 +510,21 @@ func (s *Server) discardUpload(w http.ResponseWriter, r *http.Request) {
 	_, err = os.Lstat(dir)
 	existed := err == nil
 	if err := os.RemoveAll(dir); err != nil {
-		s.storeError(w, err)
+		s.storeError(w, im.Name, version, "the staged files", err)
 		return
 	}
 	os.Remove(filepath.Dir(dir))
 	writeJSON(w, http.StatusOK, map[string]any{"image": im.Name, "version": version, "discarded": existed})
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // lingerDrain reads and discards, for a moment, what the client still sends after an

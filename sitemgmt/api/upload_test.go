@@ -72,7 +72,7 @@ func TestUploads(t *testing.T) {
 	env := uploadEnv(t, api.Options{MaxUpload: 1 << 20})
 	ctx := context.Background()
 	carol := env.Client("carol", "carol-secret")
-	disk := bytes.Repeat([]byte("course vm disk "), 1000)
+	disk := courseDisk(t) // publishing checks it (diskcheck_test.go)
 	vmjson := []byte(`{"name":"bio"}` + "\n")
 
 	t.Run("refused before the body is read", func(t *testing.T) {
@@ -317,13 +317,18 @@ func runUploadSuite(t *testing.T, env *testenv.Env) {
 	if _, err := env.Client("dave", "dave-secret").UploadImageFile(ctx, "bio101-vm", "up-1", "disk.qcow2", bytes.NewReader(data), int64(len(data))); status(err) != http.StatusForbidden {
 		t.Fatalf("viewer upload: %v", err)
 	}
+	// A course VM publishes only as a real disk with its vm.json (diskcheck_test.go).
+	data = courseDisk(t)
 	if _, err := carol.UploadImageFile(ctx, "bio101-vm", "up-1", "disk.qcow2", bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := carol.PublishImageVersion(ctx, "bio101-vm", "up-1", []string{"disk.qcow2"}, "", true); err != nil {
+	if _, err := carol.UploadImageFile(ctx, "bio101-vm", "up-1", "vm.json", bytes.NewReader(courseVMJSON), int64(len(courseVMJSON))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := carol.PublishImageVersion(ctx, "bio101-vm", "up-1", []string{"disk.qcow2", "vm.json"}, "", true); err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
-	if _, err := carol.PublishImageVersion(ctx, "bio101-vm", "up-1", []string{"disk.qcow2"}, "", false); err != nil {
+	if _, err := carol.PublishImageVersion(ctx, "bio101-vm", "up-1", []string{"disk.qcow2", "vm.json"}, "", false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := carol.UploadImageFile(ctx, "bio101-vm", "up-1", "disk.qcow2", bytes.NewReader(data), int64(len(data))); status(err) != http.StatusConflict {

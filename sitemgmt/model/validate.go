@@ -84,7 +84,8 @@ func ValidateSlotTime(what string, t time.Time, loc *time.Location) error {
 }
 
 // Normalize canonicalises what users may type in several forms: host MACs become
-// lower-case colon form (names.MAC).
+// lower-case colon form (names.MAC); a version written without a path gets its derived
+// one (VersionPath).
 //
 // The rule: MACs are canonicalised once, on the way in, by service.Update, which calls
 // Normalize on every site it is about to validate and write, whatever the entry point
@@ -101,6 +102,7 @@ func (s *Site) Normalize() error {
 		}
 		s.Hosts[i].MAC = mac
 	}
+	s.normalizeVersionPaths()
 	return nil
 }
 

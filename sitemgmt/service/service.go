@@ -192,6 +192,10 @@ func (s *Service) update(ctx context.Context, authz Authorizer, dryRun bool, fn 
 	if err := next.Validate(); err != nil {
 		return nil, err
 	}
+	// A written version lives in its own IMAGE/VERSION directory (gc deletes it).
+	if err := model.CheckVersionPaths(cur, next); err != nil {
+		return nil, err
+	}
 	snap, err := newSnapshot(next)
 	if err != nil {
 		return nil, err
