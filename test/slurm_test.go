@@ -110,7 +110,7 @@ func TestSlurm(t *testing.T) {
 		bootlab.Eventually(t, "job completed", 60*time.Second, func() bool { return l.Job(id)["JobState"] == "COMPLETED" })
 		var rep *wire.JobReport
 		bootlab.Eventually(t, "job report", 30*time.Second, func() bool {
-			r, err := l.Env.Admin().JobReport(context.Background(), id, "")
+			r, err := l.Env.Admin().JobReport(context.Background(), id, "pc1")
 			rep = r
 			return err == nil
 		})

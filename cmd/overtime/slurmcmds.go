@@ -32,8 +32,12 @@ job's time the owner was active, the CPU the guest got, the time it waited for t
 slowed the desktop: the desktop's work took that much longer, with the interval the
 estimate is likely in and the method behind it (run-queue wait, memory canary;
 docs/slurm.md). Any directory user may read
-reports. A job requeued onto another host has a report from each: the latest is shown,
---host picks one host's. Without JOBID, lists the recent reports (needs a role; --host
+reports. Every host that reported the job is shown, each under its name: a job requeued
+onto another host has a report from each, and the site manager cannot tell which hosts
+Slurm gave the job, so a report from a host that never ran it would stand beside the
+real one, never replace it (compare the hosts with "scontrol show job"). With one host,
+the report is shown in detail; with several, one line per host (--host picks one host's
+report in detail). Without JOBID, lists the recent reports (needs a role; --host
 narrows).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -44,7 +48,8 @@ narrows).`,
 			g.useSiteZone(c)
 			var list []wire.JobReport
 			var v any
-			if len(args) == 1 {
+			switch {
+			case len(args) == 1 && host != "":
 				r, err := c.JobReport(cmd.Context(), args[0], host)
 				if err != nil {
 					return err
@@ -54,7 +59,20 @@ narrows).`,
 					return nil
 				}
 				v = r
-			} else {
+			case len(args) == 1:
+				all, err := c.JobReportsOf(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				if g.output == "table" && len(all.Reports) == 1 {
+					printJobReport(g, cmd, &all.Reports[0])
+					return nil
+				}
+				if g.output == "table" {
+					fmt.Fprintf(cmd.OutOrStdout(), "Job %s has reports from %d hosts, one line each (--host NAME shows one in detail):\n", all.Job, len(all.Reports))
+				}
+				list, v = all.Reports, all
+			default:
 				if list, err = c.JobReports(cmd.Context(), host); err != nil {
 					return err
 				}

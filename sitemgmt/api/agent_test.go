@@ -665,8 +665,10 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 		{"viewer", env.Client("dave", "dave-secret")},
 		{"user without a role", env.Client("eve", "eve-secret")},
 	} {
-		if r, err := who.c.JobReport(ctx, "42", ""); err != nil || r.Host != "pc-b02" || r.ThrottledSeconds != 12 {
-			t.Fatalf("%s reads the latest report: %+v %v", who.name, r, err)
+		// Without ?host=: every host's report, by host, none replacing another.
+		if all, err := who.c.JobReportsOf(ctx, "42"); err != nil || len(all.Reports) != 2 ||
+			all.Reports[0].Host != "pc-b01" || all.Reports[0].FrozenSeconds != 5 || all.Reports[1].Host != "pc-b02" || all.Reports[1].ThrottledSeconds != 12 {
+			t.Fatalf("%s reads every host's report: %+v %v", who.name, all, err)
 		}
 		if r, err := byHost(who.c, "pc-b01"); err != nil || r.Host != "pc-b01" || r.FrozenSeconds != 5 {
 			t.Fatalf("%s reads pc-b01's report: %+v %v", who.name, r, err)
@@ -681,10 +683,10 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	if _, err := other.JobReports(ctx, ""); status(err) != 403 {
 		t.Fatalf("a host credential listed the reports: %v", err)
 	}
-	if _, err := admin.JobReport(ctx, "42;rm", ""); err == nil {
+	if _, err := admin.JobReportsOf(ctx, "42;rm"); status(err) != 400 {
 		t.Fatal("an invalid job id was accepted")
 	}
-	if _, err := host.JobReport(ctx, "42", ""); err == nil {
+	if _, err := host.JobReportsOf(ctx, "42"); err == nil {
 		t.Fatal("a host credential read a job report")
 	}
 	if list, err := admin.JobReports(ctx, "pc-b02"); err != nil || len(list) != 1 || list[0].Job != "42" || list[0].ThrottledSeconds != 12 {

@@ -22,7 +22,9 @@ import (
 //	POST /api/v1/agent/jobs                    a node agent's job interference report
 //	                                           (a host, for itself; it replaces only its
 //	                                           own report of the job)
-//	GET  /api/v1/jobs/{id}[?host=NAME]         one job's report (any directory user)
+//	GET  /api/v1/jobs/{id}                     every host's report of one job, by host
+//	                                           (wire.JobReports; any directory user)
+//	GET  /api/v1/jobs/{id}?host=NAME           that host's report of the job (wire.JobReport)
 //	GET  /api/v1/jobs?host=NAME                recent reports (any role)
 //	POST /api/v1/slurm/resume                  Slurm's ResumeProgram: wake hosts, putting
 //	                                           local-disk ones in a cluster mode
@@ -170,20 +172,33 @@ func (s *Server) postJobReport(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, jr)
 }
 
+// getJobReport answers every host's report of the job side by side (the site manager
+// cannot tell which of them ran it, and none replaces another: docs/slurm.md), or with
+// ?host= that host's alone.
 func (s *Server) getJobReport(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := wire.ValidJobID(id); err != nil {
 		s.httpError(w, err)
 		return
 	}
-	host := r.URL.Query().Get("host")
+	q := r.URL.Query()
+	if !q.Has("host") {
+		list := s.svc.JobReportsOf(id)
+		if len(list) == 0 {
+			writeError(w, http.StatusNotFound, "no interference report for job "+id+" (none has arrived from an Overtime node, or they were among the oldest dropped)")
+			return
+		}
+		writeJSON(w, http.StatusOK, wire.JobReports{Job: id, Reports: list})
+		return
+	}
+	host := q.Get("host")
+	if err := model.ValidHostname(host); err != nil {
+		s.httpError(w, model.Invalid("host: %v", err))
+		return
+	}
 	jr, ok := s.svc.JobReport(id, host)
 	if !ok {
-		on := "an Overtime node"
-		if host != "" {
-			on = host
-		}
-		writeError(w, http.StatusNotFound, "no interference report for job "+id+" (none has arrived from "+on+", or it was among the oldest dropped)")
+		writeError(w, http.StatusNotFound, "no interference report for job "+id+" from host "+host+" (none has arrived from it, or it was among the oldest dropped)")
 		return
 	}
 	writeJSON(w, http.StatusOK, jr)

@@ -163,14 +163,41 @@ func (c *Client) PostJobReport(ctx context.Context, r wire.JobReport) (*wire.Job
 	return &out, nil
 }
 
-// JobReport fetches one job's interference report: the latest of any host, or host's.
+// JobReport fetches host's interference report of job (JobReportsOf: every host's).
 func (c *Client) JobReport(ctx context.Context, job, host string) (*wire.JobReport, error) {
-	var q url.Values
-	if host != "" {
-		q = url.Values{"host": {host}}
+	if host == "" {
+		return nil, fmt.Errorf("job %s: which host's report? (name one, or read every host's with JobReportsOf)", job)
 	}
 	var out wire.JobReport
-	if err := c.getCtx(ctx, "/api/v1/jobs/"+url.PathEscape(job), q, &out); err != nil {
+	if err := c.getCtx(ctx, "/api/v1/jobs/"+url.PathEscape(job), url.Values{"host": {host}}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// JobReportsOf fetches every host's interference report of job, sorted by host: a job
+// requeued onto another host has one from each, and no host's report replaces another's.
+// A site manager from before these documents answers one report (the latest of any host);
+// it comes back as the only one.
+func (c *Client) JobReportsOf(ctx context.Context, job string) (*wire.JobReports, error) {
+	var raw map[string]json.RawMessage
+	data, err := c.doCtx(ctx, http.MethodGet, "/api/v1/jobs/"+url.PathEscape(job), nil, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, err
+	}
+	out := wire.JobReports{Job: job, Reports: []wire.JobReport{}}
+	if _, ok := raw["reports"]; !ok {
+		var one wire.JobReport
+		if err := json.Unmarshal(data, &one); err != nil {
+			return nil, err
+		}
+		out.Reports = append(out.Reports, one)
+		return &out, nil
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/sitemgmt/slurmnode"
 	"github.com/overtime-hpc/overtime/sitemgmt/wire"
@@ -21,7 +22,9 @@ import (
 // owner's key press reaches Slurm in one round trip, not at the next poll.
 
 // maxReports bounds the job reports kept (about 1 KiB each). Slurm keeps the durable copy
-// of batch jobs' reports (AdminComment).
+// of batch jobs' reports (AdminComment). Beyond it the oldest report of the host that
+// holds the most goes first (evictLocked), so that a host posting reports of jobs it never
+// ran cannot flush the reports of the hosts that ran them.
 const maxReports = 20000
 
 type agentState struct {
@@ -249,37 +252,61 @@ func (a *agentState) putReport(r wire.JobReport) {
 	a.evictLocked()
 }
 
-// evictLocked drops the oldest reports beyond maxReports (from the store too).
+// evictLocked drops reports beyond maxReports (from the store too): the oldest report of
+// the host that holds the most (of those tied, the one whose oldest is oldest). Dropping
+// the oldest of all would let any host's credential flush every other host's reports by
+// posting maxReports reports of made-up jobs; this way a flood evicts the flooder's own
+// reports once it holds the most, and every host keeps at least its newest
+// maxReports/(hosts with reports) whatever others post.
 func (a *agentState) evictLocked() {
 	for len(a.reports) > maxReports {
-		var oldest reportKey
-		first := true
+		type held struct {
+			n      int
+			oldest reportKey
+		}
+		byHost := map[string]*held{}
 		for k, x := range a.reports {
-			if first || x.rev < a.reports[oldest].rev {
-				oldest, first = k, false
+			h := byHost[k.host]
+			if h == nil {
+				byHost[k.host] = &held{n: 1, oldest: k}
+				continue
+			}
+			h.n++
+			if x.rev < a.reports[h.oldest].rev {
+				h.oldest = k
 			}
 		}
-		delete(a.reports, oldest)
-		a.markDeadLocked(oldest)
+		var victim *held
+		for _, h := range byHost {
+			if victim == nil || h.n > victim.n || (h.n == victim.n && a.reports[h.oldest].rev < a.reports[victim.oldest].rev) {
+				victim = h
+			}
+		}
+		delete(a.reports, victim.oldest)
+		a.markDeadLocked(victim.oldest)
 	}
 }
 
-// report is the job's report that arrived last, of any host (host == "") or of host.
+// report is host's report of job.
 func (a *agentState) report(job, host string) (wire.JobReport, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if host != "" {
-		x, ok := a.reports[reportKey{job, host}]
-		return x.r, ok
-	}
-	var last revReport
-	ok := false
+	x, ok := a.reports[reportKey{job, host}]
+	return x.r, ok
+}
+
+// reportsOf lists every host's report of job, by host name.
+func (a *agentState) reportsOf(job string) []wire.JobReport {
+	a.mu.Lock()
+	out := []wire.JobReport{}
 	for k, x := range a.reports {
-		if k.job == job && (!ok || x.rev > last.rev) {
-			last, ok = x, true
+		if k.job == job {
+			out = append(out, x.r)
 		}
 	}
-	return last.r, ok
+	a.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
+	return out
 }
 
 // reportsSince lists the reports that arrived after revision rev, in arrival order.
@@ -376,26 +403,40 @@ func (s *Service) AgentStatusesByHost(now time.Time) map[string]*wire.AgentStatu
 }
 
 // PutJobReport keeps a node agent's job interference report (jr.Host set by the caller
-// from the authenticated host), filling its summary when the agent sent none, and answers
-// with the report as kept. It replaces only the same host's report of the job: a host's
-// credential cannot overwrite what another host reported.
+// from the authenticated host: authz.Principal.AgentHost) and answers with the report as
+// kept. It replaces only the same host's report of the job: a host's credential cannot
+// overwrite what another host reported, and readers see every host's report of a job
+// side by side (JobReportsOf), so a report of a job the host never ran cannot hide the
+// real one either. The site manager cannot tell which nodes ran a job (it has no Slurm
+// client; docs/slurm.md), so it cannot refuse such a report.
+//
+// The summary is always made here from the checked numbers and the authenticated host's
+// name, whatever the agent sent: it is the one free-text field of a report, and a text
+// posted by one host must not be able to claim it speaks for another host's run.
 func (s *Service) PutJobReport(jr wire.JobReport, received time.Time) (wire.JobReport, error) {
-	if jr.Summary == "" {
-		jr.Summary = wire.ReportSummary(jr)
-	}
 	if err := jr.Validate(); err != nil {
 		return wire.JobReport{}, err
 	}
+	if jr.Host == "" {
+		return wire.JobReport{}, model.Invalid("job report of job %s: no host (the report's host is the authenticated node agent's)", jr.Job)
+	}
+	jr.Summary = wire.ReportSummary(jr)
 	jr.Received = received.UTC()
 	s.agents.putReport(jr)
 	return jr, nil
 }
 
-// JobReport is the report of a job that arrived last (host != "": host's report of it; a
-// requeued job can have run on several hosts); ok is false when none arrived since the
-// site manager started (or it was dropped as one of the oldest of more than maxReports).
+// JobReport is host's report of job; ok is false when none arrived (or it was dropped
+// beyond maxReports). There is no "latest of any host": JobReportsOf gives them all.
 func (s *Service) JobReport(job, host string) (wire.JobReport, bool) {
 	return s.agents.report(job, host)
+}
+
+// JobReportsOf is every host's report of job, sorted by host (none: empty). A job
+// requeued onto another host has a report from each; a host that never ran the job may
+// have posted one too, which stands beside the others under its own name.
+func (s *Service) JobReportsOf(job string) []wire.JobReport {
+	return s.agents.reportsOf(job)
 }
 
 // JobReports lists the reports kept, oldest first (host != "": of that host only).

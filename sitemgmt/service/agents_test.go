@@ -160,8 +160,9 @@ func report(job, host string) wire.JobReport {
 }
 
 // Reports are kept per job and host (a host replaces only its own report of a job; a
-// job requeued onto another host has a report from each), in arrival order, at most
-// maxReports, the oldest going first.
+// job requeued onto another host has a report from each) and read side by side, in
+// arrival order, at most maxReports: beyond it the oldest report of the host holding the
+// most goes first, so a host flooding reports of made-up jobs evicts only its own.
 func TestJobReports(t *testing.T) {
 	s := memService(t)
 	jr, err := s.PutJobReport(report("1", "pc1"), t0.In(time.FixedZone("x", 3600)))
@@ -196,7 +197,14 @@ func TestJobReports(t *testing.T) {
 	if got := jobs(s.JobReports("pc1")); got != "1@pc1 " {
 		t.Fatalf("pc1's reports %q", got)
 	}
-	for _, tc := range []struct{ host, want string }{{"", "pc2"}, {"pc2", "pc2"}, {"pc1", "pc1"}} {
+	// Job 1's reports side by side, by host, though pc2's arrived last.
+	if got := jobs(s.JobReportsOf("1")); got != "1@pc1 1@pc2 " {
+		t.Fatalf("job 1's reports %q", got)
+	}
+	if got := s.JobReportsOf("3"); got == nil || len(got) != 0 {
+		t.Fatalf("job 3's reports %v, want none", got)
+	}
+	for _, tc := range []struct{ host, want string }{{"pc2", "pc2"}, {"pc1", "pc1"}} {
 		r, ok := s.JobReport("1", tc.host)
 		if !ok || r.Host != tc.want {
 			t.Fatalf("job 1 of host %q: %+v %v, want %s's", tc.host, r, ok, tc.want)
@@ -205,24 +213,53 @@ func TestJobReports(t *testing.T) {
 			t.Fatalf("job 1 of host %q: throttled %v, want %v", tc.host, r.ThrottledSeconds, want)
 		}
 	}
-	if r, ok := s.JobReport("1", "pc3"); ok {
-		t.Fatalf("job 1 of pc3: %+v", r)
+	for _, host := range []string{"pc3", ""} {
+		if r, ok := s.JobReport("1", host); ok {
+			t.Fatalf("job 1 of host %q: %+v", host, r)
+		}
 	}
 	rev, _, _ := s.agents.since()
 	if got := jobs(s.agents.reportsSince(rev - 1)); got != "1@pc2 " {
 		t.Fatalf("since %d: %q", rev-1, got)
 	}
-	for i := 0; i < maxReports-1; i++ { // two more than fit
+	// pc1 floods: two more than fit. It holds the most, so its own oldest go (job 1, then
+	// job 1000); pc2's two reports, older than all of pc1's but 1@pc1, stay.
+	for i := 0; i < maxReports-1; i++ {
 		mustPut(fmt.Sprint(1000+i), "pc1")
 	}
-	if _, ok := s.JobReport("2", ""); ok || len(s.JobReports("")) != maxReports {
-		t.Fatalf("bound: job 2 kept %v, %d reports", ok, len(s.JobReports("")))
+	if n := len(s.JobReports("")); n != maxReports {
+		t.Fatalf("bound: %d reports kept, want %d", n, maxReports)
 	}
-	if _, ok := s.JobReport("1", "pc1"); ok {
-		t.Fatal("job 1's report of pc1 (the oldest) kept")
+	if got := jobs(s.JobReports("pc2")); got != "2@pc2 1@pc2 " {
+		t.Fatalf("pc1's flood evicted pc2's reports: pc2 keeps %q", got)
 	}
-	if _, ok := s.JobReport("1", ""); !ok {
-		t.Fatal("job 1's report of pc2 (newer than job 2) dropped")
+	for _, job := range []string{"1", "1000"} {
+		if _, ok := s.JobReport(job, "pc1"); ok {
+			t.Fatalf("job %s's report of pc1 (among pc1's oldest) kept", job)
+		}
+	}
+	if _, ok := s.JobReport("1001", "pc1"); !ok {
+		t.Fatal("job 1001's report of pc1 dropped: only two had to go")
+	}
+}
+
+// The summary is the server's, made from the checked numbers and the report's host
+// (the authenticated agent's): a text the agent sent cannot claim another host's run.
+func TestJobReportSummary(t *testing.T) {
+	s := memService(t)
+	r := report("7", "pc2")
+	r.ThrottledSeconds = 30
+	r.Summary = "overtime: job 7 on pc1 60 s: throttled 0 s"
+	kept, err := s.PutJobReport(r, t0)
+	if err != nil || kept.Summary != wire.ReportSummary(kept) || !strings.HasPrefix(kept.Summary, "overtime: job 7 on pc2 60 s: throttled 30 s") {
+		t.Fatalf("kept %+v %v", kept, err)
+	}
+	if got, _ := s.JobReport("7", "pc2"); got.Summary != kept.Summary {
+		t.Fatalf("stored summary %q", got.Summary)
+	}
+	r.Host = ""
+	if _, err := s.PutJobReport(r, t0); err == nil || !strings.Contains(err.Error(), "no host") {
+		t.Fatalf("a report without its host: %v", err)
 	}
 }
 

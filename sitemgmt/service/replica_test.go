@@ -118,7 +118,7 @@ func TestReplicasShareState(t *testing.T) {
 	if err != nil || !ok || st.Instance != "agent-1" || st.Seq != 2 || st.OwnerState != model.StateOwnerActive || st.Stale {
 		t.Errorf("restarted replica's status of %s: %+v %v %v", host, st, ok, err)
 	}
-	if r, ok := c.JobReport("4711", ""); !ok || r.Host != host {
+	if r, ok := c.JobReport("4711", host); !ok || r.Host != host {
 		t.Errorf("restarted replica lost the job report: %+v %v", r, ok)
 	}
 	since := aFeed.Revision

@@ -226,14 +226,14 @@ func TestReportEchoKeepsNewerReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc.mergeDoc(stateReports, "42@pc1", echo, false, true)
-	if r, ok := svc.JobReport("42", ""); !ok || r.ThrottledSeconds != 12 {
+	if r, ok := svc.JobReport("42", "pc1"); !ok || r.ThrottledSeconds != 12 {
 		t.Fatalf("the echo of an older write replaced the newer report: %+v %v", r, ok)
 	}
 	// Another replica's later write does replace it.
 	later := fmt.Appendf(nil, `{"rev":%d,"report":{"job":"42","host":"pc1","start":%q,"end":%q,"seconds":60,"throttledSeconds":30}}`,
 		svc.agents.rev+5, t0.Format(time.RFC3339), t0.Add(time.Minute).Format(time.RFC3339))
 	svc.mergeDoc(stateReports, "42@pc1", later, false, true)
-	if r, _ := svc.JobReport("42", ""); r.ThrottledSeconds != 30 {
+	if r, _ := svc.JobReport("42", "pc1"); r.ThrottledSeconds != 30 {
 		t.Fatalf("another replica's later report was not taken: %+v", r)
 	}
 }

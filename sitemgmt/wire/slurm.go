@@ -161,7 +161,9 @@ const (
 	MaxReservationHorizon     = 31 * 24 * time.Hour
 )
 
-// JobReportLine is a job report as the sync daemon writes it to the job's AdminComment.
+// JobReportLine is a job report as the Slurm feed lists it: every host's report, each
+// with its host (the sync daemon parses them; the SPANK plugin writes the AdminComment
+// from its own agent's answer).
 type JobReportLine struct {
 	Job     string `json:"job"`
 	Host    string `json:"host"`
@@ -205,6 +207,16 @@ type JobReport struct {
 	Summary string                    `json:"summary"`
 	// Received is set by the site manager.
 	Received time.Time `json:"received,omitzero"`
+}
+
+// JobReports is every host's report of one job (GET /api/v1/jobs/{id} without ?host=),
+// sorted by host, each naming its host. The site manager cannot tell which nodes Slurm
+// ran a job on, so it shows all of them side by side: a job requeued onto another host
+// has a report from each, and a host that did not run the job can add its own report but
+// never replace or hide another's (docs/slurm.md).
+type JobReports struct {
+	Job     string      `json:"job"`
+	Reports []JobReport `json:"reports"`
 }
 
 // ValidJobID accepts Slurm job ids (and array task ids like 123_4), as an
