@@ -8,9 +8,11 @@
 //	            their pool's weekly rules, description, room and sharing policy, exceptions
 //	            whose every target is in their pool, course-vm images of their pool (and
 //	            their versions), the description and VM of course-vm modes of their pool
-//	lecturer    in their pool: weekly rules and exceptions whose mode is a course-vm mode
-//	            of their pool, course-vm images of their pool (and their versions), the
-//	            description and VM of course-vm modes of their pool
+//	lecturer    in their pool: their own bookings (weekly rules and exceptions recorded
+//	            with their uid) whose mode is a course-vm mode of their pool, course-vm
+//	            images of their pool (and their versions), the description and VM of
+//	            course-vm modes of their pool. The rest of the schedule (the site file's
+//	            rules and exceptions, other users' bookings) is read-only to them
 //	viewer      reads only
 //
 // A course-vm mode belongs to the pool owning the course-vm image it starts (Mode.VM,
@@ -262,6 +264,81 @@ func (p Principal) Check(cur, next *model.Site, changes []model.Change) error {
 	return nil
 }
 
+// The questions below let a page show only the controls its user can use, answered by
+// the same rules as Check (the write itself is judged again by Check on its diff).
+
+// CheckDelete judges deleting the entity kind/name of site, as Check judges that
+// change: e.g. whether the schedule page offers "Delete" on an exception.
+func (p Principal) CheckDelete(site *model.Site, kind, name string) error {
+	return p.Check(site, site, []model.Change{{Op: model.OpDelete, Kind: kind, Name: name}})
+}
+
+// CheckRemoveRule judges removing rule from the weekly rules of the pool or host (kind
+// model.EntityPool or model.EntityHost) name of site, as Check judges that change: a
+// lecturer may cancel their own course booking, nothing else.
+func (p Principal) CheckRemoveRule(site *model.Site, kind, name, rule string) error {
+	drop := func(rules []string, owners model.RuleOwners) ([]string, model.RuleOwners) {
+		out := make([]string, 0, len(rules))
+		for _, r := range rules {
+			if r != rule {
+				out = append(out, r)
+			}
+		}
+		o := owners.Clone()
+		delete(o, rule)
+		return out, o
+	}
+	// The next state differs only in this one entity; check looks at nothing else of
+	// it but the modes and images, which it shares with site.
+	next := *site
+	switch kind {
+	case model.EntityPool:
+		pl := site.Pool(name)
+		if pl == nil {
+			return &Forbidden{Msg: fmt.Sprintf("no pool %s", name)}
+		}
+		np := *pl
+		np.Weekly, np.RuleOwners = drop(pl.Weekly, pl.RuleOwners)
+		next.Pools = []model.Pool{np}
+	case model.EntityHost:
+		h := site.Host(name)
+		if h == nil {
+			return &Forbidden{Msg: fmt.Sprintf("no host %s", name)}
+		}
+		nh := *h
+		nh.Weekly, nh.RuleOwners = drop(h.Weekly, h.RuleOwners)
+		next.Hosts = []model.Host{nh}
+	default:
+		return &Forbidden{Msg: fmt.Sprintf("%s %s has no weekly rules", kind, name)}
+	}
+	return p.Check(site, &next, []model.Change{{Op: model.OpModify, Kind: kind, Name: name, Fields: []string{"weekly"}}})
+}
+
+// MayChangeAll reports whether p may change field of the entity kind/name of site
+// whatever the values and whoever owns them: a site admin, or a role whose fieldRights
+// entry is "always" in every pool the entity belongs to. It decides whether a page
+// offers an editor of the whole field (the schedule grid: a lecturer, who may change
+// only their own course bookings among the rules, gets none).
+func (p Principal) MayChangeAll(site *model.Site, kind, name, field string) bool {
+	if p.IsHost() {
+		return false
+	}
+	if p.SiteAdmin {
+		return true
+	}
+	r, ok := fieldRights[kind].fields[field]
+	if !ok {
+		return false
+	}
+	pools := entityPools(site, model.Change{Kind: kind, Name: name})
+	for _, pool := range pools {
+		if !(p.PoolAdmin[pool] && r.poolAdmin == always) && !(p.Lecturer[pool] && r.lecturer == always) {
+			return false
+		}
+	}
+	return len(pools) > 0
+}
+
 // may is what a pool-scoped role may do with one field (or with adding or deleting an
 // entity): never, always, or under a condition on the values.
 type may int
@@ -269,9 +346,12 @@ type may int
 const (
 	never may = iota
 	always
-	// courseRules: only weekly rules whose mode is a course-vm mode of the entity's pool
-	// may be added or removed (a lecturer books their courses, not the room).
-	courseRules
+	// ownCourseRules: only the user's own bookings among the weekly rules (rules
+	// RuleOwners records with their uid) whose mode is a course-vm mode of the entity's
+	// pool may be added, removed or changed; every other rule must stay as it is, with
+	// its owner (a lecturer books their courses, not the room, and cancels only what they
+	// booked).
+	ownCourseRules
 	// asSelf: only when adding, and only the user's own uid (a booking's owner: the API
 	// keeps it on changes; a lecturer does not hand bookings around).
 	asSelf
@@ -307,7 +387,7 @@ var fieldRights = map[string]entityRights{
 			"description": {always, never},
 			"room":        {always, never},
 			"bootServer":  {never, never},
-			"weekly":      {always, courseRules},
+			"weekly":      {always, ownCourseRules},
 			"policy":      {always, never},
 		},
 	},
@@ -319,7 +399,7 @@ var fieldRights = map[string]entityRights{
 			"ip":         {always, never},
 			"pool":       {always, never}, // both pools must be the user's (entityPools before and after)
 			"bootServer": {never, never},  // a new host inherits its pool's
-			"weekly":     {always, courseRules},
+			"weekly":     {always, ownCourseRules},
 		},
 	},
 	model.EntityException: {
@@ -407,22 +487,22 @@ func (p Principal) check(cur, next *model.Site, c model.Change) error {
 				return forbid(p, c, "it belongs to pool "+pool+", where the user has no role")
 			}
 			if !admin {
-				if why := lecturerMay(site, c, pool); why != "" {
+				if why := p.lecturerMay(site, c, pool); why != "" {
 					return forbid(p, c, why)
 				}
 			}
 			judge := func(what string, r right) error {
-				if admin && p.allows(r.poolAdmin, cur, next, c, pool) {
-					return nil
-				}
-				if lect && p.allows(r.lecturer, cur, next, c, pool) {
-					return nil
-				}
-				role, m := "lecturer", r.lecturer
 				if admin {
-					role, m = "pool admin", r.poolAdmin
+					if ok, _ := p.allows(r.poolAdmin, cur, next, c, pool); ok {
+						return nil
+					}
+					return forbid(p, c, fmt.Sprintf("a pool admin of pool %s may not %s%s", pool, what, refusal(r.poolAdmin, "")))
 				}
-				return forbid(p, c, fmt.Sprintf("a %s of pool %s may not %s%s", role, pool, what, refusal(m)))
+				ok, why := p.allows(r.lecturer, cur, next, c, pool)
+				if ok {
+					return nil
+				}
+				return forbid(p, c, fmt.Sprintf("a lecturer of pool %s may not %s%s", pool, what, refusal(r.lecturer, why)))
 			}
 			switch c.Op {
 			case model.OpAdd:
@@ -444,36 +524,116 @@ func (p Principal) check(cur, next *model.Site, c model.Change) error {
 	return nil
 }
 
-// refusal explains a refused table entry.
-func refusal(m may) string {
+// refusal explains a refused table entry; why is what allows found (may be "").
+func refusal(m may, why string) string {
 	switch m {
-	case courseRules:
-		return " except to add or remove rules with course-vm modes of the pool (a course-vm mode belongs to the pool of its VM image)"
+	case ownCourseRules:
+		if why != "" {
+			return " except their own bookings with course-vm modes of the pool: " + why
+		}
+		return " except their own bookings with course-vm modes of the pool (a course-vm mode belongs to the pool of its VM image)"
 	case asSelf:
 		return " except to themselves when booking"
 	}
 	return ": only a site admin may"
 }
 
-// allows evaluates one table entry for change c in pool.
-func (p Principal) allows(m may, cur, next *model.Site, c model.Change, pool string) bool {
+// allows evaluates one table entry for change c in pool; for a conditional entry that
+// does not hold it also says why (naming the rule and its owner).
+func (p Principal) allows(m may, cur, next *model.Site, c model.Change, pool string) (bool, string) {
 	switch m {
 	case always:
-		return true
-	case courseRules:
-		before, after := weeklyRules(cur, c), weeklyRules(next, c)
-		return onlyCourseRules(cur, pool, before, after) && onlyCourseRules(next, pool, after, before)
+		return true, ""
+	case ownCourseRules:
+		if why := p.ownRuleChanges(cur, next, c, pool); why != "" {
+			return false, why
+		}
+		return true, ""
 	case asSelf:
 		e := next.Exception(c.Name)
-		return c.Op == model.OpAdd && e != nil && (e.Owner == "" || e.Owner == p.UID)
+		return c.Op == model.OpAdd && e != nil && e.Owner == p.UID, ""
 	}
-	return false
+	return false, ""
+}
+
+// ownerText names who a booking belongs to, for refusals.
+func ownerText(owner string) string {
+	if owner == "" {
+		return "the site file's (it has no owner)"
+	}
+	return "booked by " + owner
+}
+
+// ownRuleChanges says why the change of c's weekly rules between cur and next is not
+// only the user's own course bookings in pool ("" = it is). A rule counts with its
+// owner: a rule whose text stays but whose owner changes is removed and added. The
+// order of the list means nothing (overlapping rules are refused), so it is compared
+// as a set.
+func (p Principal) ownRuleChanges(cur, next *model.Site, c model.Change, pool string) string {
+	before, after := ownedRules(cur, c), ownedRules(next, c)
+	for _, r := range before {
+		if !slices.Contains(after, r) {
+			if why := p.ownCourseRule(cur, pool, r); why != "" {
+				return why
+			}
+		}
+	}
+	for _, r := range after {
+		if !slices.Contains(before, r) {
+			if why := p.ownCourseRule(next, pool, r); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
+}
+
+// ownedRule is a weekly rule with who booked it ("" = the site file's).
+type ownedRule struct{ rule, owner string }
+
+// ownedRules are the weekly rules of the pool or host of c in site, with their owners.
+func ownedRules(site *model.Site, c model.Change) []ownedRule {
+	var rules []string
+	var owners model.RuleOwners
+	switch c.Kind {
+	case model.EntityPool:
+		if p := site.Pool(c.Name); p != nil {
+			rules, owners = p.Weekly, p.RuleOwners
+		}
+	case model.EntityHost:
+		if h := site.Host(c.Name); h != nil {
+			rules, owners = h.Weekly, h.RuleOwners
+		}
+	}
+	out := make([]ownedRule, len(rules))
+	for i, r := range rules {
+		out[i] = ownedRule{r, owners[r]}
+	}
+	return out
+}
+
+// ownCourseRule says why a lecturer of pool may not add or remove r in site ("" = may):
+// it must be the user's own booking, with a course-vm mode of pool.
+func (p Principal) ownCourseRule(site *model.Site, pool string, r ownedRule) string {
+	if r.owner != p.UID {
+		return fmt.Sprintf("rule %q is %s", r.rule, ownerText(r.owner))
+	}
+	rule, err := schedule.ParseRule(r.rule)
+	if err != nil {
+		return fmt.Sprintf("rule %q: %v", r.rule, err)
+	}
+	if !isCourseModeOf(site, rule.Mode, pool) {
+		return fmt.Sprintf("rule %q has mode %s, which is not a course-vm mode of pool %s (a course-vm mode belongs to the pool of its VM image)", r.rule, rule.Mode, pool)
+	}
+	return ""
 }
 
 // lecturerMay says why a lecturer (without admin rights in pool) may not touch the entity
 // at all ("" = may, as far as the fields allow): exceptions only with a course-vm mode of
-// that pool, judged on each state.
-func lecturerMay(site *model.Site, c model.Change, pool string) string {
+// that pool, of a kind other than maintenance, and only their own bookings (the owner the
+// server recorded is the user), judged on each state: so they add only as themselves
+// and change or cancel only what they booked, and cannot hand it to someone else.
+func (p Principal) lecturerMay(site *model.Site, c model.Change, pool string) string {
 	if c.Kind != model.EntityException {
 		return ""
 	}
@@ -487,6 +647,9 @@ func lecturerMay(site *model.Site, c model.Change, pool string) string {
 	}
 	if !isCourseModeOf(site, e.Mode, pool) {
 		return "a lecturer may schedule only course-vm modes of their pool (a course-vm mode belongs to the pool of its VM image), and " + e.Mode + " is not one of pool " + pool
+	}
+	if e.Owner != p.UID {
+		return fmt.Sprintf("a lecturer of pool %s books, changes and cancels only their own bookings, and exception %s is %s", pool, e.Name, ownerText(e.Owner))
 	}
 	return ""
 }
@@ -543,36 +706,6 @@ func courseModePool(site *model.Site, mode string) string {
 
 func isCourseModeOf(site *model.Site, mode, pool string) bool {
 	return pool != "" && courseModePool(site, mode) == pool
-}
-
-// weeklyRules are the weekly rules of the pool or host of c in site (nil if absent).
-func weeklyRules(site *model.Site, c model.Change) []string {
-	switch c.Kind {
-	case model.EntityPool:
-		if p := site.Pool(c.Name); p != nil {
-			return p.Weekly
-		}
-	case model.EntityHost:
-		if h := site.Host(c.Name); h != nil {
-			return h.Weekly
-		}
-	}
-	return nil
-}
-
-// onlyCourseRules reports whether every rule of rules that other lacks names a course-vm
-// mode of pool in site.
-func onlyCourseRules(site *model.Site, pool string, rules, other []string) bool {
-	for _, r := range rules {
-		if slices.Contains(other, r) {
-			continue
-		}
-		rule, err := schedule.ParseRule(r)
-		if err != nil || !isCourseModeOf(site, rule.Mode, pool) {
-			return false
-		}
-	}
-	return true
 }
 
 // addedFields lists the fields an added entity sets, as model.Diff reports them against a

@@ -71,16 +71,14 @@ func TestCheck(t *testing.T) {
 		{"move host from a to b", func(s *model.Site) { s.Host("a1").Pool = "b" }, []string{"root"}, []string{"alice", "carol"}},
 		{"change pool a room", func(s *model.Site) { s.Pool("a").Room = "R1" }, []string{"root", "alice"}, []string{"carol", "dave"}},
 		{"assign pool a a boot server", func(s *model.Site) { s.Pool("a").BootServer = "x" }, []string{"root"}, []string{"alice"}},
-		{"add course rule to pool a", func(s *model.Site) {
-			s.Pool("a").Weekly = append(s.Pool("a").Weekly, "sat 10:00-12:00 course-bio")
-		}, []string{"root", "alice", "carol"}, []string{"dave"}},
-		{"add desktop rule to pool a", func(s *model.Site) {
-			s.Pool("a").Weekly = append(s.Pool("a").Weekly, "sat 10:00-12:00 desktop")
-		}, []string{"root", "alice"}, []string{"carol"}},
+		{"add course rule to pool a", func(s *model.Site) { bookPool(s, "a", "sat 10:00-12:00 course-bio", "carol") },
+			[]string{"root", "alice", "carol"}, []string{"dave", "frank"}},
+		{"add desktop rule to pool a", func(s *model.Site) { bookPool(s, "a", "sat 10:00-12:00 desktop", "carol") },
+			[]string{"root", "alice"}, []string{"carol"}},
 		{"remove the desktop rule", func(s *model.Site) { s.Pool("a").Weekly = nil }, []string{"root", "alice"}, []string{"carol"}},
-		{"host course rule", func(s *model.Site) { s.Host("a1").Weekly = []string{"sun 10:00-12:00 course-bio"} }, []string{"root", "alice", "carol"}, []string{"dave"}},
+		{"host course rule", func(s *model.Site) { bookHost(s, "a1", "sun 10:00-12:00 course-bio", "carol") }, []string{"root", "alice", "carol"}, []string{"dave"}},
 		{"course exception in a", func(s *model.Site) {
-			s.Exceptions = append(s.Exceptions, model.Exception{Name: "lab", Kind: "lecture", Mode: "course-bio",
+			s.Exceptions = append(s.Exceptions, model.Exception{Name: "lab", Kind: "lecture", Mode: "course-bio", Owner: "carol",
 				Start: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
 				Targets: []model.Target{{Host: "a1"}}})
 		}, []string{"root", "alice", "carol"}, []string{"dave"}},
@@ -155,19 +153,16 @@ func TestCheck(t *testing.T) {
 
 		// A course-vm mode belongs to the pool of its VM image; lecturers book only their
 		// pools' course modes, in their pools.
-		{"pool b's course mode in pool a's rules", func(s *model.Site) {
-			s.Pool("a").Weekly = append(s.Pool("a").Weekly, "sat 10:00-12:00 course-chem")
-		}, []string{"root", "alice"}, []string{"carol", "frank"}},
-		{"pool a's course mode in pool b's rules", func(s *model.Site) {
-			s.Pool("b").Weekly = []string{"sat 10:00-12:00 course-bio"}
-		}, []string{"root"}, []string{"alice", "carol", "frank"}},
-		{"pool b's course mode in pool b's rules", func(s *model.Site) {
-			s.Pool("b").Weekly = []string{"sat 10:00-12:00 course-chem"}
-		}, []string{"root", "frank"}, []string{"alice", "carol"}},
-		{"pool b's course mode on a host of pool a", func(s *model.Site) { s.Host("a1").Weekly = []string{"sun 10:00-12:00 course-chem"} },
+		{"pool b's course mode in pool a's rules", func(s *model.Site) { bookPool(s, "a", "sat 10:00-12:00 course-chem", "carol") },
+			[]string{"root", "alice"}, []string{"carol", "frank"}},
+		{"pool a's course mode in pool b's rules", func(s *model.Site) { bookPool(s, "b", "sat 10:00-12:00 course-bio", "frank") },
+			[]string{"root"}, []string{"alice", "carol", "frank"}},
+		{"pool b's course mode in pool b's rules", func(s *model.Site) { bookPool(s, "b", "sat 10:00-12:00 course-chem", "frank") },
+			[]string{"root", "frank"}, []string{"alice", "carol"}},
+		{"pool b's course mode on a host of pool a", func(s *model.Site) { bookHost(s, "a1", "sun 10:00-12:00 course-chem", "carol") },
 			[]string{"root", "alice"}, []string{"carol", "frank"}},
 		{"pool b's course mode in an exception of pool a", func(s *model.Site) {
-			s.Exceptions = append(s.Exceptions, model.Exception{Name: "lab", Kind: "lecture", Mode: "course-chem",
+			s.Exceptions = append(s.Exceptions, model.Exception{Name: "lab", Kind: "lecture", Mode: "course-chem", Owner: "carol",
 				Start: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
 				Targets: []model.Target{{Pool: "a"}}})
 		}, []string{"root", "alice"}, []string{"carol", "frank"}},
@@ -461,5 +456,229 @@ func TestCheckPower(t *testing.T) {
 		if err != nil && !errors.As(err, &f) {
 			t.Errorf("%s: %T is not *Forbidden", tc.who.UID, err)
 		}
+	}
+}
+
+// bookPool adds rule to pool's weekly rules as a booking of uid (as the API records it).
+func bookPool(s *model.Site, pool, rule, uid string) {
+	p := s.Pool(pool)
+	p.Weekly = append(p.Weekly, rule)
+	if p.RuleOwners == nil {
+		p.RuleOwners = model.RuleOwners{}
+	}
+	p.RuleOwners[rule] = uid
+}
+
+// bookHost adds rule to host's weekly rules as a booking of uid.
+func bookHost(s *model.Site, host, rule, uid string) {
+	h := s.Host(host)
+	h.Weekly = append(h.Weekly, rule)
+	if h.RuleOwners == nil {
+		h.RuleOwners = model.RuleOwners{}
+	}
+	h.RuleOwners[rule] = uid
+}
+
+// dropRule removes rule (and its owner) from the pool's or host's weekly rules.
+func dropRule(rules *[]string, owners model.RuleOwners, rule string) {
+	out := (*rules)[:0:0]
+	for _, r := range *rules {
+		if r != rule {
+			out = append(out, r)
+		}
+	}
+	*rules = out
+	delete(owners, rule)
+}
+
+// bookingsSite is baseSite with a second lecturer of pool a (mia) and bookings of the
+// course mode in pool a: the site file's Wednesday rule and "filed" exception, and the
+// bookings of root (an exception), carol and mia (a rule of pool a, a rule of host a1 and
+// an exception each).
+func bookingsSite() *model.Site {
+	s := baseSite()
+	s.Roles = append(s.Roles, model.RoleGrant{Name: "a-lect-2", Role: model.RoleLecturer, Pool: "a", Members: []string{"mia"}})
+	s.Pool("a").Weekly = append(s.Pool("a").Weekly, "wed 18:00-20:00 course-bio")
+	bookPool(s, "a", "sat 10:00-12:00 course-bio", "carol")
+	bookPool(s, "a", "sun 10:00-12:00 course-bio", "mia")
+	bookHost(s, "a1", "sat 14:00-16:00 course-bio", "carol")
+	bookHost(s, "a1", "sun 14:00-16:00 course-bio", "mia")
+	for i, o := range []string{"root", "carol", "mia", ""} {
+		name := map[string]string{"root": "adm", "carol": "carols", "mia": "mias", "": "filed"}[o]
+		s.Exceptions = append(s.Exceptions, model.Exception{Name: name, Kind: "lecture", Mode: "course-bio", Owner: o,
+			Start: time.Date(2026, 12, 7+i, 8, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 7+i, 10, 0, 0, 0, time.UTC),
+			Targets: []model.Target{{Pool: "a"}}})
+	}
+	s.Sort()
+	return s
+}
+
+// TestLecturerOwnBookingsOnly: a lecturer creates, changes and cancels only their own
+// bookings (exceptions and weekly rules recorded with their uid, with a course-vm mode
+// of their pool); an administrator's, another lecturer's or the site file's booking with
+// the same course mode in the same pool is read-only to them, and the refusal names the
+// booking and its owner. The pool admin may do all of it.
+func TestLecturerOwnBookingsOnly(t *testing.T) {
+	exc := func(name string, mod func(e *model.Exception)) func(s *model.Site) {
+		return func(s *model.Site) { mod(s.Exception(name)) }
+	}
+	del := func(name string) func(s *model.Site) {
+		return func(s *model.Site) {
+			for i := range s.Exceptions {
+				if s.Exceptions[i].Name == name {
+					s.Exceptions = append(s.Exceptions[:i], s.Exceptions[i+1:]...)
+					return
+				}
+			}
+		}
+	}
+	add := func(owner string) func(s *model.Site) {
+		return func(s *model.Site) {
+			s.Exceptions = append(s.Exceptions, model.Exception{Name: "new", Kind: "lecture", Mode: "course-bio", Owner: owner,
+				Start: time.Date(2026, 12, 20, 8, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 20, 10, 0, 0, 0, time.UTC),
+				Targets: []model.Target{{Pool: "a"}}})
+		}
+	}
+	poolRule := func(rule string) func(s *model.Site) {
+		return func(s *model.Site) { dropRule(&s.Pool("a").Weekly, s.Pool("a").RuleOwners, rule) }
+	}
+	hostRule := func(rule string) func(s *model.Site) {
+		return func(s *model.Site) { dropRule(&s.Host("a1").Weekly, s.Host("a1").RuleOwners, rule) }
+	}
+	cases := []struct {
+		name   string
+		change func(s *model.Site)
+		ok     bool
+		msg    string // in carol's refusal
+	}{
+		{"delete root's lecture", del("adm"), false, "user carol may not delete exception adm: a lecturer of pool a books, changes and cancels only their own bookings, and exception adm is booked by root"},
+		{"delete mia's booking", del("mias"), false, "exception mias is booked by mia"},
+		{"delete the site file's exception", del("filed"), false, "exception filed is the site file's (it has no owner)"},
+		{"change mia's booking", exc("mias", func(e *model.Exception) { e.Description = "mine" }), false, "may not modify exception mias"},
+		{"take mia's booking over", exc("mias", func(e *model.Exception) { e.Owner = "carol" }), false, "booked by mia"},
+		{"hand her booking to mia", exc("carols", func(e *model.Exception) { e.Owner = "mia" }), false, "may not change its owner"},
+		{"change her booking", exc("carols", func(e *model.Exception) {
+			e.Description, e.Start, e.End = "moved", e.Start.Add(2*time.Hour), e.End.Add(2*time.Hour)
+		}), true, ""},
+		{"her booking to the desktop mode", exc("carols", func(e *model.Exception) { e.Mode = "desktop" }), false, "desktop is not one of pool a"},
+		{"cancel her booking", del("carols"), true, ""},
+		{"book as herself", add("carol"), true, ""},
+		{"book for the site file", add(""), false, "exception new is the site file's"},
+		{"book for mia", add("mia"), false, "exception new is booked by mia"},
+
+		{"drop the site file's course rule", poolRule("wed 18:00-20:00 course-bio"), false,
+			`user carol may not modify pool a: a lecturer of pool a may not change its weekly except their own bookings with course-vm modes of the pool: rule "wed 18:00-20:00 course-bio" is the site file's (it has no owner)`},
+		{"drop the site file's desktop rule", poolRule("mon-fri 08:00-18:00 desktop"), false, `rule "mon-fri 08:00-18:00 desktop" is the site file's`},
+		{"drop mia's rule", poolRule("sun 10:00-12:00 course-bio"), false, `rule "sun 10:00-12:00 course-bio" is booked by mia`},
+		{"take mia's rule over", func(s *model.Site) { s.Pool("a").RuleOwners["sun 10:00-12:00 course-bio"] = "carol" }, false,
+			`rule "sun 10:00-12:00 course-bio" is booked by mia`},
+		{"hand her rule to mia", func(s *model.Site) { s.Pool("a").RuleOwners["sat 10:00-12:00 course-bio"] = "mia" }, false,
+			`rule "sat 10:00-12:00 course-bio" is booked by mia`},
+		{"make the site file's rule hers", func(s *model.Site) { s.Pool("a").RuleOwners["wed 18:00-20:00 course-bio"] = "carol" }, false,
+			`rule "wed 18:00-20:00 course-bio" is the site file's`},
+		{"cancel her rule", poolRule("sat 10:00-12:00 course-bio"), true, ""},
+		{"move her rule", func(s *model.Site) {
+			poolRule("sat 10:00-12:00 course-bio")(s)
+			bookPool(s, "a", "sat 12:00-14:00 course-bio", "carol")
+		}, true, ""},
+		{"book a rule", func(s *model.Site) { bookPool(s, "a", "fri 18:00-20:00 course-bio", "carol") }, true, ""},
+		{"book a desktop rule", func(s *model.Site) { bookPool(s, "a", "fri 18:00-20:00 desktop", "carol") }, false,
+			`rule "fri 18:00-20:00 desktop" has mode desktop, which is not a course-vm mode of pool a`},
+		{"her rule and mia's rule at once", func(s *model.Site) {
+			poolRule("sat 10:00-12:00 course-bio")(s)
+			poolRule("sun 10:00-12:00 course-bio")(s)
+		}, false, "booked by mia"},
+		{"drop mia's rule on a host", hostRule("sun 14:00-16:00 course-bio"), false, `user carol may not modify host a1: a lecturer of pool a may not change its weekly except their own bookings with course-vm modes of the pool: rule "sun 14:00-16:00 course-bio" is booked by mia`},
+		{"cancel her rule on a host", hostRule("sat 14:00-16:00 course-bio"), true, ""},
+	}
+	for _, tc := range cases {
+		cur := bookingsSite()
+		next := cur.Clone()
+		tc.change(next)
+		next.Sort()
+		changes := model.Diff(cur, next)
+		if len(changes) == 0 {
+			t.Fatalf("%s: no changes", tc.name)
+		}
+		err := For(cur, "carol").Check(cur, next, changes)
+		var f *Forbidden
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s: carol refused: %v", tc.name, err)
+		case !tc.ok && !errors.As(err, &f):
+			t.Errorf("%s: carol allowed (err %v)", tc.name, err)
+		case !tc.ok && !strings.Contains(err.Error(), tc.msg):
+			t.Errorf("%s: carol's refusal\n %v\ndoes not say\n %s", tc.name, err, tc.msg)
+		}
+		// The pool's admins and the site admins keep their rights over every booking.
+		for _, uid := range []string{"alice", "root"} {
+			if err := For(cur, uid).Check(cur, next, changes); err != nil {
+				t.Errorf("%s: %s refused: %v", tc.name, uid, err)
+			}
+		}
+		// Those without a role in the pool get nothing.
+		for _, uid := range []string{"dave", "frank"} {
+			if err := For(cur, uid).Check(cur, next, changes); !errors.As(err, &f) {
+				t.Errorf("%s: %s allowed (err %v)", tc.name, uid, err)
+			}
+		}
+	}
+}
+
+// TestPageQuestions: what a page offers (CheckDelete, CheckRemoveRule, MayChangeAll) is
+// what Check allows for the same change.
+func TestPageQuestions(t *testing.T) {
+	cur := bookingsSite()
+	users := []string{"root", "alice", "carol", "mia", "frank", "dave"}
+	for _, uid := range users {
+		p := For(cur, uid)
+		for _, e := range cur.Exceptions {
+			next := cur.Clone()
+			for i := range next.Exceptions {
+				if next.Exceptions[i].Name == e.Name {
+					next.Exceptions = append(next.Exceptions[:i], next.Exceptions[i+1:]...)
+					break
+				}
+			}
+			want := p.Check(cur, next, model.Diff(cur, next))
+			if got := p.CheckDelete(cur, model.EntityException, e.Name); (got == nil) != (want == nil) {
+				t.Errorf("%s deleting exception %s: CheckDelete %v, Check %v", uid, e.Name, got, want)
+			}
+		}
+		for _, target := range []struct{ kind, name string }{{model.EntityPool, "a"}, {model.EntityHost, "a1"}, {model.EntityPool, "b"}} {
+			// rulesOf points at the target's rules and owners in site.
+			rulesOf := func(site *model.Site) (*[]string, model.RuleOwners) {
+				if target.kind == model.EntityHost {
+					return &site.Host(target.name).Weekly, site.Host(target.name).RuleOwners
+				}
+				return &site.Pool(target.name).Weekly, site.Pool(target.name).RuleOwners
+			}
+			rules, _ := rulesOf(cur)
+			for _, r := range *rules {
+				next := cur.Clone()
+				rs, os := rulesOf(next)
+				dropRule(rs, os, r)
+				want := p.Check(cur, next, model.Diff(cur, next))
+				got := p.CheckRemoveRule(cur, target.kind, target.name, r)
+				if (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
+					t.Errorf("%s removing %q of %s %s: CheckRemoveRule %v, Check %v", uid, r, target.kind, target.name, got, want)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		uid, kind, name string
+		want            bool
+	}{
+		{"root", model.EntityPool, "a", true}, {"alice", model.EntityPool, "a", true}, {"alice", model.EntityHost, "a1", true},
+		{"alice", model.EntityPool, "b", false}, {"carol", model.EntityPool, "a", false}, {"carol", model.EntityHost, "a1", false},
+		{"dave", model.EntityPool, "a", false}, {"frank", model.EntityPool, "b", false},
+	} {
+		if got := For(cur, tc.uid).MayChangeAll(cur, tc.kind, tc.name, "weekly"); got != tc.want {
+			t.Errorf("%s MayChangeAll %s %s weekly = %v, want %v", tc.uid, tc.kind, tc.name, got, tc.want)
+		}
+	}
+	if ForHost("a1").MayChangeAll(cur, model.EntityHost, "a1", "weekly") {
+		t.Error("a host may change its own rules")
 	}
 }

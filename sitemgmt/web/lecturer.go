@@ -429,5 +429,14 @@ func (u *UI) courseCancel(q *Req) {
 		u.renderCourses(q, status, bookForm{Type: "weekly"}, msg)
 		return
 	}
+	// The schedule page's Cancel buttons (a lecturer's own rules) return there.
+	if rule != "" && q.PostFormValue("return") == "schedule" {
+		if host != "" {
+			u.Done(q, Prefix+"schedule/hosts/"+host, done)
+		} else {
+			u.Done(q, Prefix+"schedule/pools/"+pool, done)
+		}
+		return
+	}
 	u.Done(q, Prefix+"courses", done)
 }

@@ -8,7 +8,14 @@ package web
 // Saving follows `overtime schedule add/remove` (a PUT of the rule list): rules the save
 // adds are booked by the user (model.BookRules), rules it keeps keep their owners, and
 // a booking the grid still holds stays as written. authz judges the rule list's change
-// as for the API: a lecturer may only add or remove course-vm rules of their pool.
+// as for the API: a lecturer may only add, change or cancel their own course-vm
+// bookings of their pool.
+//
+// What the page offers is asked of authz with the same rules: the grid is editable for
+// whoever may change every rule of the pool or host (authz.MayChangeAll: its pool admins
+// and site admins); a lecturer sees it read-only, with a Cancel button at each rule
+// authz lets them remove (their own bookings) and a Delete button at each exception
+// authz lets them delete; they book on the Course VMs page (lecturer.go).
 
 import (
 	"crypto/sha256"
@@ -69,7 +76,8 @@ func (u *UI) scheduleIndex(q *Req) {
 	rows := map[string]*schedPoolRow{}
 	for _, name := range VisiblePools(q) {
 		p := site.Pool(name)
-		rows[name] = &schedPoolRow{Name: p.Name, Room: p.Room, Description: p.Description, Rules: len(p.Weekly), CanEdit: mayEdit(q, name)}
+		rows[name] = &schedPoolRow{Name: p.Name, Room: p.Room, Description: p.Description, Rules: len(p.Weekly),
+			CanEdit: q.P.MayChangeAll(site, model.EntityPool, name, "weekly")}
 	}
 	needle := strings.ToLower(pg.Host)
 	for i := range site.Hosts {
@@ -99,8 +107,9 @@ func (u *UI) scheduleIndex(q *Req) {
 	u.Render(q, http.StatusOK, "schedule_index", pg)
 }
 
-// mayEdit decides whether the editor offers saving (authz decides what is saved): pool
-// admins and the pool's lecturers (who book course-vm slots).
+// mayEdit decides whether a schedule write is passed on to authz at all (which decides
+// what is saved): pool admins and the pool's lecturers (who book course-vm slots). What
+// the page offers is decided per control by authz (editorPage).
 func mayEdit(q *Req, pool string) bool { return MayAdminPool(q.P, pool) || q.P.Lecturer[pool] }
 
 // ---- the editor ----
@@ -127,8 +136,12 @@ type ModeLegend struct {
 	Class       string
 }
 
-// RuleView is one current rule and who owns it.
-type RuleView struct{ Text, Owner string }
+// RuleView is one current rule and who owns it; CanCancel: the user may not edit the
+// grid but may remove this rule (their own booking: authz.CheckRemoveRule).
+type RuleView struct {
+	Text, Owner string
+	CanCancel   bool
+}
 
 // HostAt is one host's mode at the preview's instant.
 type HostAt struct {
@@ -141,6 +154,7 @@ type ExcView struct {
 	Name, Kind, Description, Mode string
 	When, Targets, Owner          string
 	Current                       bool
+	CanDelete                     bool // authz.CheckDelete allows the user to delete it
 }
 
 // ExcDay is the exceptions starting on one date.
@@ -168,7 +182,8 @@ type schedulePage struct {
 	GridValue        string
 	Rev              string
 	Rules            []RuleView
-	CanEdit          bool
+	CanEdit          bool   // the grid and the add-exception form (authz.MayChangeAll)
+	CanBook          bool   // a lecturer of the pool: read-only but for their bookings
 	At               string // the preview's instant (datetime-local, site time)
 	Zone             string
 
@@ -211,8 +226,11 @@ func rulesRev(rules []string) string {
 }
 
 // applyGrid replaces the weekly rules of the pool or host with those of g, recording
-// ownership as an API write by uid does.
-func applyGrid(site *model.Site, kind, name string, g schedule.WeekGrid, uid, rev string) error {
+// ownership as an API write by uid does. all says whether the user may change every
+// rule (authz.MayChangeAll); if not, every rule the grid still holds is kept as written
+// rather than re-planned, so that a save that adds or removes only the user's own
+// bookings changes nothing else (authz refuses anything more, naming the rule).
+func applyGrid(site *model.Site, kind, name string, g schedule.WeekGrid, uid, rev string, all bool) error {
 	w, o, _ := targetRules(site, kind, name)
 	if w == nil {
 		return model.Invalid("no %s %q", kind, name)
@@ -221,7 +239,7 @@ func applyGrid(site *model.Site, kind, name string, g schedule.WeekGrid, uid, re
 		return model.Conflict("the weekly rules of %s %s were changed since this page was loaded; reload it and make your change again", kind, name)
 	}
 	owners := *o
-	rules := schedule.PlanRules(g, *w, func(r string) bool { _, ok := owners[r]; return ok })
+	rules := schedule.PlanRules(g, *w, func(r string) bool { _, ok := owners[r]; return ok || !all })
 	newOwners, err := model.BookRules(kind+" "+name, *w, owners, rules, uid)
 	if err != nil {
 		return err
@@ -258,11 +276,14 @@ func (u *UI) editorPage(q *Req, kind, name string, g schedule.WeekGrid) schedule
 	site := q.Snap.Site
 	w, o, pool := targetRules(site, kind, name)
 	loc := q.Snap.Engine.Location()
+	canEdit := q.P.MayChangeAll(site, kind, name, "weekly")
 	pg := schedulePage{Page: u.Base(q, "Schedule of "+kind+" "+name, "schedule"), Kind: kind, Name: name, Pool: pool,
-		Action: Prefix + "schedule/" + kind + "s/" + name, Rev: rulesRev(*w), CanEdit: mayEdit(q, pool),
-		At: q.Now.In(loc).Format("2006-01-02T15:04"), Zone: loc.String()}
+		Action: Prefix + "schedule/" + kind + "s/" + name, Rev: rulesRev(*w), CanEdit: canEdit,
+		CanBook: !canEdit && mayEdit(q, pool), At: q.Now.In(loc).Format("2006-01-02T15:04"), Zone: loc.String()}
 	for _, r := range *w {
-		pg.Rules = append(pg.Rules, RuleView{Text: r, Owner: (*o)[r]})
+		v := RuleView{Text: r, Owner: (*o)[r]}
+		v.CanCancel = pg.CanBook && q.P.CheckRemoveRule(site, kind, name, r) == nil
+		pg.Rules = append(pg.Rules, v)
 	}
 	names := make([]string, len(site.Modes))
 	index := map[string]int{}
@@ -355,7 +376,8 @@ func (u *UI) schedulePost(q *Req, kind, name string) {
 		return
 	}
 	rev := q.PostFormValue("rev")
-	changes, err := u.Update(q, preview, func(site *model.Site) error { return applyGrid(site, kind, name, g, q.P.UID, rev) })
+	all := q.P.MayChangeAll(q.Snap.Site, kind, name, "weekly")
+	changes, err := u.Update(q, preview, func(site *model.Site) error { return applyGrid(site, kind, name, g, q.P.UID, rev, all) })
 	if err == nil && !preview {
 		msg := "no change: the schedule was already so"
 		if len(changes) > 0 {
@@ -380,14 +402,14 @@ func (u *UI) schedulePost(q *Req, kind, name string) {
 		for _, c := range changes {
 			pg.Changes = append(pg.Changes, c.String())
 		}
-		u.previewHosts(q, &pg, kind, name, pool, g, rev)
+		u.previewHosts(q, &pg, kind, name, pool, g, all)
 	}
 	u.Render(q, status, "schedule", pg)
 }
 
 // previewHosts fills the candidate rules and what the pool's hosts boot at the posted
 // instant under them, from the real engine compiled on a copy of the site.
-func (u *UI) previewHosts(q *Req, pg *schedulePage, kind, name, pool string, g schedule.WeekGrid, rev string) {
+func (u *UI) previewHosts(q *Req, pg *schedulePage, kind, name, pool string, g schedule.WeekGrid, all bool) {
 	loc := q.Snap.Engine.Location()
 	at := q.Now
 	if v := strings.TrimSpace(q.PostFormValue("at")); v != "" {
@@ -401,7 +423,7 @@ func (u *UI) previewHosts(q *Req, pg *schedulePage, kind, name, pool string, g s
 	pg.At = at.In(loc).Format("2006-01-02T15:04")
 	pg.AtLabel = at.In(loc).Format("Mon 2006-01-02 15:04 MST")
 	cand := q.Snap.Site.Clone()
-	if err := applyGrid(cand, kind, name, g, q.P.UID, ""); err != nil {
+	if err := applyGrid(cand, kind, name, g, q.P.UID, "", all); err != nil {
 		pg.CheckErr = joinErr(pg.CheckErr, err.Error())
 		return
 	}
@@ -498,7 +520,8 @@ func (u *UI) fillExceptions(q *Req, pg *schedulePage) {
 				}
 			}
 			v := ExcView{Name: e.Name, Kind: string(e.Kind), Description: e.Description, Mode: e.Mode, When: when,
-				Targets: strings.Join(targets, ", "), Owner: e.Owner, Current: !e.Start.After(q.Now) && e.End.After(q.Now)}
+				Targets: strings.Join(targets, ", "), Owner: e.Owner, Current: !e.Start.After(q.Now) && e.End.After(q.Now),
+				CanDelete: q.P.CheckDelete(site, model.EntityException, e.Name) == nil}
 			if len(days) == 0 || days[len(days)-1].Date != date {
 				days = append(days, ExcDay{Date: date})
 			}
