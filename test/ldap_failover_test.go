@@ -54,7 +54,10 @@ func TestLDAPFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve := exec.Command(bin, "serve", "--listen", addr, "--ldap-url", s[0].URL+" "+s[1].URL,
-		"--bind-dn", s[0].ServiceDN, "--reload", "1s", "--now", "2026-12-02T10:30:00+01:00")
+		"--bind-dn", s[0].ServiceDN, "--reload", "1s", "--now", "2026-12-02T10:30:00+01:00",
+		// The wrong-password load states its client addresses (X-Forwarded-For), so that
+		// the login throttle slows neither it nor the right-password load.
+		"--trusted-proxy", "127.0.0.1/32")
 	serve.Dir = root
 	serve.Env = append(env, "OVERTIME_LDAP_PASSWORD="+s[0].ServicePW)
 	serve.Stdout, serve.Stderr = logf, logf
@@ -86,8 +89,19 @@ func TestLDAPFailover(t *testing.T) {
 		t.Fatalf("apply the example site: %v", err)
 	}
 
-	// request sends one request and returns its status (0 when the server did not answer).
-	request := func(method, path, user, pw string, body any) (int, string) {
+	// Users for wrong passwords: spread over enough names and client addresses that no
+	// name or address reaches the login throttle's free failures while the test runs, so
+	// that every wrong password is a bind the directory must answer.
+	const guessers = 40
+	for j := 0; j < guessers; j++ {
+		if err := admin.Send("POST", "/api/v1/users", nil, map[string]string{"uid": fmt.Sprintf("guess%02d", j), "password": "guess-secret-password"}, nil); err != nil {
+			t.Fatalf("add a user: %v", err)
+		}
+	}
+
+	// requestFrom sends one request, from the client address from (X-Forwarded-For; ""
+	// none), and returns its status (0 when the server did not answer).
+	requestFrom := func(from, method, path, user, pw string, body any) (int, string) {
 		var rd io.Reader
 		if body != nil {
 			b, _ := json.Marshal(body)
@@ -100,6 +114,9 @@ func TestLDAPFailover(t *testing.T) {
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
+		if from != "" {
+			req.Header.Set("X-Forwarded-For", from)
+		}
 		resp, err := hc.Do(req)
 		if err != nil {
 			return 0, err.Error()
@@ -107,6 +124,9 @@ func TestLDAPFailover(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
+	}
+	request := func(method, path, user, pw string, body any) (int, string) {
+		return requestFrom("", method, path, user, pw, body)
 	}
 
 	var (
@@ -163,7 +183,7 @@ func TestLDAPFailover(t *testing.T) {
 	}
 	loop(func(i int) { // logins the directory must answer: a wrong password is never cached
 		st := time.Now()
-		code, body := request("GET", "/api/v1/hosts", "admin", fmt.Sprintf("wrong-%d", i), nil)
+		code, body := requestFrom(fmt.Sprintf("198.51.100.%d", i%250), "GET", "/api/v1/hosts", fmt.Sprintf("guess%02d", i%guessers), fmt.Sprintf("wrong-%d", i), nil)
 		check("wrong-password login", st, code, body, http.StatusUnauthorized)
 	})
 	loop(func(int) { // reads as a logged-in user

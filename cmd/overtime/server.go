@@ -22,6 +22,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/extdir"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
+	"github.com/overtime-hpc/overtime/sitemgmt/trustproxy"
 )
 
 type ldapFlags struct {
@@ -59,6 +60,7 @@ func newServeCmd() *cobra.Command {
 		identityConfig      string
 		maxUpload           string
 		uploadsPerUser      int
+		trustedProxy        string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -116,6 +118,9 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 			}
 			if opt.MaxUpload, err = parseSize(maxUpload); err != nil {
 				return cmdline.Usagef("--max-upload: %v", err)
+			}
+			if opt.TrustedProxies, err = trustproxy.Parse(trustedProxy); err != nil {
+				return cmdline.Usagef("--trusted-proxy: %v", err)
 			}
 			for _, d := range []struct{ flag, dir string }{{"--images-dir", imagesDir}, {"--files-dir", filesDir}, {"--syslinux-dir", syslinuxDir}} {
 				if d.dir == "" {
@@ -185,6 +190,8 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 	f.StringVar(&identityConfig, "identity-config", "", "also authenticate users against the university's directory described in this YAML file (docs/identity.md)")
 	f.StringVar(&maxUpload, "max-upload", "64GiB", "largest image file an upload may bring (PUT /api/v1/images/…/files/…; e.g. 512MiB, 64GiB, 10G)")
 	f.IntVar(&uploadsPerUser, "uploads-per-user", api.DefaultUploadsPerUser, "uploads one user may have in flight at once")
+	f.StringVar(&trustedProxy, "trusted-proxy", os.Getenv("OVERTIME_TRUSTED_PROXY"),
+		"reverse proxies (CIDR[,CIDR...]) whose X-Forwarded-For and X-Forwarded-Proto are believed: the client address failed logins are throttled by, and Secure session cookies behind a proxy that terminates TLS ($OVERTIME_TRUSTED_PROXY; default: nobody)")
 	f.StringVar(&syslinuxDir, "syslinux-dir", "", "serve lpxelinux's modules from this directory (e.g. /usr/lib/syslinux/modules/bios)")
 	return cmd
 }

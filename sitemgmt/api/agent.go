@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -360,7 +359,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hb.Host = host
-	st, err := s.svc.PutHeartbeat(hb, s.opt.Now(), remoteIP(r))
+	st, err := s.svc.PutHeartbeat(hb, s.opt.Now(), s.remoteIP(r))
 	if err != nil {
 		s.serviceError(w, err)
 		return
@@ -369,9 +368,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-func remoteIP(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return h
+// remoteIP is the address a heartbeat came from, as the login throttle sees a client:
+// the peer's, or the one a trusted reverse proxy names (trustproxy).
+func (s *Server) remoteIP(r *http.Request) string {
+	if a := s.opt.TrustedProxies.Client(r); a.IsValid() {
+		return a.String()
 	}
 	return r.RemoteAddr
 }

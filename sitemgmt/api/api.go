@@ -19,13 +19,16 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
+	"github.com/overtime-hpc/overtime/sitemgmt/trustproxy"
 	"github.com/overtime-hpc/overtime/sitemgmt/web"
 )
 
@@ -66,6 +69,10 @@ type Options struct {
 	// DefaultUploadsPerUser). Uploads need ImagesDir: they are staged and published there.
 	MaxUpload      int64
 	UploadsPerUser int
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto
+	// are believed (`overtime serve --trusted-proxy`): the client address the login
+	// throttle counts, and whether the UI's session cookie is Secure. Nobody by default.
+	TrustedProxies trustproxy.Proxies
 }
 
 // Server serves the API and boot endpoints.
@@ -160,7 +167,7 @@ func (s *Server) routes() {
 
 	// The web interface (sitemgmt/web): same service, same identities, its own sessions.
 	m.Handle(web.Prefix, web.New(s.svc, web.Options{Now: s.opt.Now, Log: s.opt.Log, BootServer: s.opt.BootServer,
-		OnWrite: s.metrics.siteWrite}))
+		OnWrite: s.metrics.siteWrite, TrustedProxies: s.opt.TrustedProxies}))
 	m.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, web.Prefix, http.StatusSeeOther)
 	})
@@ -375,6 +382,10 @@ func (c *authCache) store(uid, pw string, login service.Login, now time.Time) {
 // directory first, then the external one: service.Service.Login), or a node agent's
 // bearer token (authenticateHost). Roles: the site's grants for the uid and, for an
 // external user, those its groups map to.
+//
+// Failed logins are throttled by the service (per uid and per client address, the
+// address a trusted proxy states: Options.TrustedProxies); a throttled attempt is
+// answered 429 with Retry-After before the password is compared, with the cache too.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Principal, bool) {
 	if tok, ok := bearerToken(r); ok {
 		return s.authenticateHost(w, r, tok)
@@ -385,18 +396,35 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		writeError(w, http.StatusUnauthorized, "authentication required (HTTP Basic, directory user)")
 		return authz.Principal{}, false
 	}
+	if err := model.ValidUID(uid); err != nil {
+		// No such user can exist: nothing to guess, nothing to count.
+		w.Header().Set("WWW-Authenticate", `Basic realm="overtime"`)
+		writeError(w, http.StatusUnauthorized, "invalid credentials")
+		return authz.Principal{}, false
+	}
+	from := s.opt.TrustedProxies.Client(r)
+	throttled := func(err error) bool {
+		wait, ok := service.IsThrottled(err)
+		if ok {
+			s.opt.Log.Info("login throttled", "uid", uid, "from", from.String(), "wait", wait.String())
+			w.Header().Set("Retry-After", strconv.Itoa(int(loginguard.RoundUp(wait)/time.Second)))
+			writeError(w, http.StatusTooManyRequests, err.Error())
+		}
+		return ok
+	}
+	if throttled(s.svc.LoginAllowed(uid, from)) {
+		return authz.Principal{}, false
+	}
 	now := time.Now()
 	login, ok := s.auth.hit(uid, pw, now)
 	if !ok {
-		if err := model.ValidUID(uid); err != nil {
-			w.Header().Set("WWW-Authenticate", `Basic realm="overtime"`)
-			writeError(w, http.StatusUnauthorized, "invalid credentials")
-			return authz.Principal{}, false
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
 		var err error
-		login, err = s.svc.Login(ctx, uid, pw)
+		login, err = s.svc.Login(ctx, uid, pw, from)
+		if throttled(err) {
+			return authz.Principal{}, false
+		}
 		if err != nil && !service.IsInvalidCredentials(err) {
 			// A directory (ours or the external one) could not be asked: a 401 would
 			// tell the user their password is wrong.

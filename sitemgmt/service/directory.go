@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 )
 
@@ -94,7 +96,9 @@ type Login struct {
 }
 
 // Login checks a user's password: in Overtime's own ou=people first, and only when the
-// uid is not there (the store says NotFound) in the external directory.
+// uid is not there (the store says NotFound) in the external directory. from is where
+// the attempt comes from (the client's address, see sitemgmt/trustproxy; invalid:
+// unknown), for the throttle.
 //
 // Local first, and a local uid never falls through: a break-glass administrator logs in
 // while the university's directory is down, and a uid means one person. Were both asked,
@@ -102,7 +106,47 @@ type Login struct {
 // the site gives the local "admin" (grants name uids), silently merging two people.
 // When Overtime's own directory cannot be asked, nothing is: without it we cannot know
 // whether the uid is local, and guessing "external" would be exactly that merge.
-func (s *Service) Login(ctx context.Context, uid, password string) (Login, error) {
+//
+// Guessing is throttled here, once for both front ends (sitemgmt/loginguard): an attempt
+// that comes too early is refused with a *loginguard.Throttled error (IsThrottled)
+// before any password is tried. A refused password (IsInvalidCredentials) takes at least
+// the guard's FailureFloor: an unknown uid costs our directory one search (and the
+// external directory one more), a known one a search and a bind, and without the floor
+// the difference would tell a guesser which uids exist.
+func (s *Service) Login(ctx context.Context, uid, password string, from netip.Addr) (Login, error) {
+	at, err := s.LoginGuard().Begin(uid, from)
+	if err != nil {
+		return Login{}, err
+	}
+	start := time.Now()
+	l, err := s.login(ctx, uid, password)
+	switch {
+	case err == nil:
+		at.Succeeded()
+	case IsInvalidCredentials(err):
+		at.Failed()
+		s.padFailure(ctx, start)
+	default:
+		at.Unanswered()
+	}
+	return l, err
+}
+
+// padFailure waits until the failure floor has passed since start (or ctx ends).
+func (s *Service) padFailure(ctx context.Context, start time.Time) {
+	rest := s.LoginGuard().FailureFloor() - time.Since(start)
+	if rest <= 0 {
+		return
+	}
+	t := time.NewTimer(rest)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (s *Service) login(ctx context.Context, uid, password string) (Login, error) {
 	err := s.Authenticate(ctx, uid, password)
 	x := s.externalDir()
 	if x == nil || !IsNotFound(err) {
@@ -115,6 +159,39 @@ func (s *Service) Login(ctx context.Context, uid, password string) (Login, error
 	}
 	return Login{UID: uid, External: true, Grants: grants}, nil
 }
+
+// LoginAllowed is nil when uid may try a password from now, or the *loginguard.Throttled
+// refusal Login would give, without counting an attempt. The API asks it before its
+// cache of recent logins compares a password: the cache must be no way around the
+// throttle.
+func (s *Service) LoginAllowed(uid string, from netip.Addr) error {
+	if w := s.LoginGuard().Check(uid, from); w > 0 {
+		return &loginguard.Throttled{Wait: w}
+	}
+	return nil
+}
+
+// IsThrottled reports whether err is a throttled login, and how long to wait.
+func IsThrottled(err error) (time.Duration, bool) {
+	var th *loginguard.Throttled
+	if errors.As(err, &th) {
+		return th.Wait, true
+	}
+	return 0, false
+}
+
+// LoginGuard is the login throttle (loginguard.Default until SetLoginGuard).
+func (s *Service) LoginGuard() *loginguard.Guard {
+	if g := s.logins.Load(); g != nil {
+		return g
+	}
+	s.logins.CompareAndSwap(nil, loginguard.New(loginguard.Default))
+	return s.logins.Load()
+}
+
+// SetLoginGuard replaces the login throttle (tests: another clock or policy), forgetting
+// what the old one counted.
+func (s *Service) SetLoginGuard(g *loginguard.Guard) { s.logins.Store(g) }
 
 // userExists reports whether uid can log in as a user: in ou=people (known, from the
 // store's listing) or, when not there, in the external directory.

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
@@ -94,6 +95,9 @@ type Service struct {
 	// contact with it (directory.go).
 	ext      atomic.Pointer[ExternalDirectory]
 	extState directoryState
+	// logins throttles failed logins (directory.go, sitemgmt/loginguard); nil until the
+	// first login or SetLoginGuard.
+	logins atomic.Pointer[loginguard.Guard]
 }
 
 // New loads the site and compiles it. A directory whose content does not validate is

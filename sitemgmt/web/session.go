@@ -2,7 +2,8 @@ package web
 
 // Sessions: a login (an LDAP bind through service.Login, the same identities as the API)
 // opens a server-side session whose random id travels in an HttpOnly, SameSite=Lax
-// cookie (Secure when the request came over TLS). Roles are not stored in the session:
+// cookie (Secure when the client's connection is TLS: this server's own, or a trusted
+// reverse proxy's that says X-Forwarded-Proto: https, see sitemgmt/trustproxy). Roles are not stored in the session:
 // every request derives them from the snapshot in force (authz.For), so a role taken
 // away applies at the next click. Each session has a CSRF token that every form posts
 // back (synchronizer token); a POST without it, or from another origin, is refused.
@@ -99,7 +100,7 @@ func (s *sessions) sweep(now time.Time) {
 
 func (u *UI) setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: value, Path: Prefix, MaxAge: maxAge,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode})
+		HttpOnly: true, Secure: u.opt.TrustedProxies.TLS(r), SameSite: http.SameSiteLaxMode})
 }
 
 // sessionOf is the request's live session (nil: not logged in).

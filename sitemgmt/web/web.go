@@ -28,8 +28,10 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
+	"github.com/overtime-hpc/overtime/sitemgmt/trustproxy"
 )
 
 // Prefix is where the UI is mounted.
@@ -54,6 +56,10 @@ type Options struct {
 	// OnWrite is told the outcome of every site write the UI makes (the API's metrics:
 	// overtime_site_writes_total counts the UI's writes with the API's).
 	OnWrite func(dryRun bool, changes []model.Change, err error)
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto
+	// are believed (as api.Options): the address the login throttle counts, and whether
+	// the session cookie is Secure behind a proxy that terminates TLS.
+	TrustedProxies trustproxy.Proxies
 }
 
 // UI serves the pages.
@@ -403,8 +409,16 @@ func (u *UI) loginPost(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	l, err := u.svc.Login(ctx, uid, pw)
+	from := u.opt.TrustedProxies.Client(r)
+	l, err := u.svc.Login(ctx, uid, pw, from)
 	if err != nil {
+		if wait, ok := service.IsThrottled(err); ok {
+			// The service refused before trying the password (sitemgmt/loginguard).
+			u.opt.Log.Info("UI login throttled", "uid", uid, "from", from.String(), "wait", wait.String())
+			w.Header().Set("Retry-After", strconv.Itoa(int(loginguard.RoundUp(wait)/time.Second)))
+			again(http.StatusTooManyRequests, err.Error())
+			return
+		}
 		if service.IsInvalidCredentials(err) {
 			u.opt.Log.Info("UI login refused", "uid", uid)
 			again(http.StatusUnauthorized, "invalid user name or password")
