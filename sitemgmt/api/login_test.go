@@ -5,48 +5,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
-	"github.com/overtime-hpc/overtime/sitemgmt/api"
-	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
-	"github.com/overtime-hpc/overtime/sitemgmt/trustproxy"
 )
-
-// guardClock is the login throttle's clock in these tests: waiting out a delay is
-// advancing it, never a sleep.
-type guardClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *guardClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *guardClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// throttleEnv is a site manager behind a "reverse proxy" on loopback (trusted: the
-// tests state the client address in X-Forwarded-For) whose login throttle runs on a
-// clock of the test's.
-func throttleEnv(t *testing.T, trusted string) (*testenv.Env, *guardClock, loginguard.Config) {
-	t.Helper()
-	p, err := trustproxy.Parse(trusted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := testenv.New(t, testenv.Options{API: api.Options{TrustedProxies: p}})
-	e.ApplyExample(t)
-	clk := &guardClock{t: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
-	cfg := loginguard.Default
-	cfg.FailureFloor = 0 // TestRefusedLoginTimeHidesExistence (service) measures it
-	cfg.Now = clk.Now
-	e.Svc.SetLoginGuard(loginguard.New(cfg))
-	return e, clk, cfg
-}
 
 // whoamiFrom is GET /api/v1/whoami as user from the client address from (via
 // X-Forwarded-For): status, Retry-After in seconds (-1: none) and body.
@@ -78,7 +41,7 @@ func whoamiFrom(t *testing.T, e *testenv.Env, user, pw, from string) (int, int, 
 // notwithstanding), alice herself gets in at once at her usual address, from a fresh
 // one after at most the name's cap, and an unknown user is throttled the same way.
 func TestLoginThrottle(t *testing.T) {
-	e, clk, cfg := throttleEnv(t, "127.0.0.1/32")
+	e, clk, cfg := testenv.NewThrottled(t, "127.0.0.1/32")
 	const usual, attacker, fresh, fresh2, other = "198.51.100.3", "198.51.100.1", "198.51.100.2", "198.51.100.4", "198.51.100.9"
 	ok := func(from string) {
 		t.Helper()
@@ -143,7 +106,7 @@ func TestLoginThrottle(t *testing.T) {
 // X-Forwarded-For from a peer that is not a trusted proxy is ignored: a guesser cannot
 // escape the address's throttle by writing a new address into each request.
 func TestLoginThrottleIgnoresUntrustedForwardedFor(t *testing.T) {
-	e, _, cfg := throttleEnv(t, "192.0.2.0/24") // loopback is not a trusted proxy
+	e, _, cfg := testenv.NewThrottled(t, "192.0.2.0/24") // loopback is not a trusted proxy
 	var code int
 	var body string
 	for i := 0; i < cfg.Addr.Free+1; i++ {

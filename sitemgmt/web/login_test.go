@@ -5,46 +5,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
-	"github.com/overtime-hpc/overtime/sitemgmt/api"
-	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
-	"github.com/overtime-hpc/overtime/sitemgmt/trustproxy"
 	"github.com/overtime-hpc/overtime/sitemgmt/web"
 )
-
-type guardClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *guardClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *guardClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// proxiedEnv is a site manager that trusts the proxies in trusted (the tests' requests
-// come from loopback), with the login throttle on a clock of the test's.
-func proxiedEnv(t *testing.T, trusted string) (*testenv.Env, *guardClock, loginguard.Config) {
-	t.Helper()
-	p, err := trustproxy.Parse(trusted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := testenv.New(t, testenv.Options{API: api.Options{TrustedProxies: p}})
-	e.ApplyExample(t)
-	clk := &guardClock{t: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
-	cfg := loginguard.Default
-	cfg.FailureFloor = 0 // the service's TestRefusedLoginTimeHidesExistence measures it
-	cfg.Now = clk.Now
-	e.Svc.SetLoginGuard(loginguard.New(cfg))
-	return e, clk, cfg
-}
 
 // postLogin posts the login form with the given proxy headers, not following the
 // redirect: the response (its Set-Cookie) and body.
@@ -81,7 +47,7 @@ func sessionCookie(res *http.Response) *http.Cookie {
 // password; after the wait the right password logs in. An unknown user is answered the
 // same way.
 func TestLoginFormThrottled(t *testing.T) {
-	e, clk, cfg := proxiedEnv(t, "127.0.0.1/32")
+	e, clk, cfg := testenv.NewThrottled(t, "127.0.0.1/32")
 	var throttledText string
 	for i, uid := range []string{"alice", "nosuchuser"} {
 		from := map[string]string{"X-Forwarded-For": "198.51.100." + string(rune('1'+i))}
@@ -126,7 +92,7 @@ func TestSessionCookieSecureBehindTrustedProxy(t *testing.T) {
 		{"untrusted peer says https", "192.0.2.0/24", https, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, _, _ := proxiedEnv(t, tc.trusted)
+			e, _, _ := testenv.NewThrottled(t, tc.trusted)
 			res, body := postLogin(t, e, "alice", "alice-secret", tc.hdr)
 			c := sessionCookie(res)
 			if res.StatusCode != http.StatusSeeOther || c == nil {
