@@ -20,6 +20,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/extdir"
+	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/sitemgmt/trustproxy"
@@ -60,6 +61,8 @@ func newServeCmd() *cobra.Command {
 		identityConfig      string
 		maxUpload           string
 		uploadsPerUser      int
+		stagedPerUser       string
+		stagingTTL          time.Duration
 		trustedProxy        string
 	)
 	cmd := &cobra.Command{
@@ -109,7 +112,8 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 				svc.SyncState(stateCtx, 5*time.Second)
 			}()
 			opt := api.Options{BootServer: bootServer, MenuTimeout: menu, Log: log,
-				ImagesDir: imagesDir, FilesDir: filesDir, SyslinuxDir: syslinuxDir, MungeKeyFile: mungeKey, UploadsPerUser: uploadsPerUser}
+				ImagesDir: imagesDir, FilesDir: filesDir, SyslinuxDir: syslinuxDir, MungeKeyFile: mungeKey, UploadsPerUser: uploadsPerUser,
+				StagingTTL: stagingTTL}
 			if mungeKey != "" {
 				// Read once now so that a wrong path fails the start, not the first guest.
 				if b, err := os.ReadFile(mungeKey); err != nil || len(b) == 0 {
@@ -118,6 +122,12 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 			}
 			if opt.MaxUpload, err = parseSize(maxUpload); err != nil {
 				return cmdline.Usagef("--max-upload: %v", err)
+			}
+			if opt.StagedPerUser, err = parseSize(stagedPerUser); err != nil {
+				return cmdline.Usagef("--staged-per-user: %v", err)
+			}
+			if stagingTTL <= 0 {
+				return cmdline.Usagef("--staging-ttl: %v is not a positive duration", stagingTTL)
 			}
 			if opt.TrustedProxies, err = trustproxy.Parse(trustedProxy); err != nil {
 				return cmdline.Usagef("--trusted-proxy: %v", err)
@@ -190,6 +200,8 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 	f.StringVar(&identityConfig, "identity-config", "", "also authenticate users against the university's directory described in this YAML file (docs/identity.md)")
 	f.StringVar(&maxUpload, "max-upload", "64GiB", "largest image file an upload may bring (PUT /api/v1/images/…/files/…; e.g. 512MiB, 64GiB, 10G)")
 	f.IntVar(&uploadsPerUser, "uploads-per-user", api.DefaultUploadsPerUser, "uploads one user may have in flight at once")
+	f.StringVar(&stagedPerUser, "staged-per-user", "128GiB", "bytes one user may keep in uploads not yet published or discarded")
+	f.DurationVar(&stagingTTL, "staging-ttl", imagestore.DefaultStagingTTL, "a staged upload nobody touched for this long is removed at the next upload")
 	f.StringVar(&trustedProxy, "trusted-proxy", os.Getenv("OVERTIME_TRUSTED_PROXY"),
 		"reverse proxies (CIDR[,CIDR...]) whose X-Forwarded-For and X-Forwarded-Proto are believed: the client address failed logins are throttled by, and Secure session cookies behind a proxy that terminates TLS ($OVERTIME_TRUSTED_PROXY; default: nobody)")
 	f.StringVar(&syslinuxDir, "syslinux-dir", "", "serve lpxelinux's modules from this directory (e.g. /usr/lib/syslinux/modules/bios)")

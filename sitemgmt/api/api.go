@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
@@ -69,6 +70,11 @@ type Options struct {
 	// DefaultUploadsPerUser). Uploads need ImagesDir: they are staged and published there.
 	MaxUpload      int64
 	UploadsPerUser int
+	// StagedPerUser bounds the bytes one user keeps in unpublished uploads (default
+	// imagestore.DefaultStagedPerUser); a staged version untouched for StagingTTL is
+	// removed at the next upload (default imagestore.DefaultStagingTTL).
+	StagedPerUser int64
+	StagingTTL    time.Duration
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto
 	// are believed (`overtime serve --trusted-proxy`): the client address the login
 	// throttle counts, and whether the UI's session cookie is Secure. Nobody by default.
@@ -109,6 +115,12 @@ func New(svc *service.Service, opt Options) *Server {
 	}
 	if opt.UploadsPerUser <= 0 {
 		opt.UploadsPerUser = DefaultUploadsPerUser
+	}
+	if opt.StagedPerUser <= 0 {
+		opt.StagedPerUser = imagestore.DefaultStagedPerUser
+	}
+	if opt.StagingTTL <= 0 {
+		opt.StagingTTL = imagestore.DefaultStagingTTL
 	}
 	s := &Server{svc: svc, opt: opt, mux: http.NewServeMux()}
 	s.auth.init(opt.AuthCacheTTL)

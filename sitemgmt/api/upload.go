@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,10 +46,6 @@ import (
 // so that publishing is a rename; its name starts with a dot, and nothing below a dot
 // directory is served (serveFrom) or is a published version.
 const incomingDir = imagestore.Incoming
-
-// sumSuffix marks the sidecar of a staged file that records the sha256 and size taken
-// while it streamed ("." + name + sumSuffix).
-const sumSuffix = ".sha256"
 
 // DefaultMaxUpload bounds one uploaded artefact unless Options.MaxUpload says otherwise.
 const DefaultMaxUpload = 64 << 30
@@ -102,6 +97,13 @@ func (u *uploads) start(uid, key, name string, limit int) (release func(), statu
 			delete(u.vers, key)
 		}
 	}, 0, nil
+}
+
+// busy reports whether version key has an upload, publish or discard in flight.
+func (u *uploads) busy(key string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.vers[key] > 0 || u.pub[key]
 }
 
 // exclusive reserves version key for publishing or discarding: no upload into it runs.
@@ -207,6 +209,9 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	if !s.stagingAdmits(w, p.UID, im.Name, version, file, r.ContentLength) {
+		return
+	}
 	dir := s.stagingDir(im.Name, version)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		s.storeError(w, im.Name, version, "staging "+file, err)
@@ -276,13 +281,40 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	done = true
-	if err := atomicfile.WriteFile(filepath.Join(dir, "."+file+sumSuffix), []byte(sum+" "+strconv.FormatInt(n, 10)+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, imagestore.RecordName(file)), imagestore.Record{SHA256: sum, Size: n, UID: p.UID}.Format(), 0o644); err != nil {
 		os.Remove(final)
 		s.storeError(w, im.Name, version, "the checksum record of "+file, err)
 		return
 	}
 	s.opt.Log.Info("image file uploaded", "user", p.UID, "image", im.Name, "version", version, "file", file, "bytes", n, "sha256", sum)
 	writeJSON(w, http.StatusCreated, wire.UploadedFile{Image: im.Name, Version: version, Name: file, SHA256: sum, Size: n})
+}
+
+// stagingAdmits first removes the staged versions nobody touched for Options.StagingTTL
+// (not those in flight), then bounds what uid keeps staged: the records of uid's staged
+// files plus this upload's declared length (or nothing, when undeclared: it is cut at
+// MaxUpload, and uploads in flight are bounded per user) must stay within
+// Options.StagedPerUser. A lecturer who uploads and never publishes must not fill the
+// store for everyone. It answers the request itself (507) when it refuses.
+func (s *Server) stagingAdmits(w http.ResponseWriter, uid, image, version, file string, length int64) bool {
+	removed, err := imagestore.SweepStaging(s.opt.ImagesDir, s.opt.StagingTTL, s.opt.Now(), s.uploads.busy)
+	for _, key := range removed {
+		s.opt.Log.Info("staged upload expired", "version", key, "after", s.opt.StagingTTL)
+	}
+	if err != nil {
+		s.opt.Log.Error("image store: sweeping expired uploads", "err", err)
+	}
+	have, err := imagestore.StagedBytes(s.opt.ImagesDir, uid)
+	if err != nil {
+		s.storeError(w, image, version, "staging "+file, err)
+		return false
+	}
+	if have+max(length, 0) > s.opt.StagedPerUser {
+		writeError(w, http.StatusInsufficientStorage, fmt.Sprintf("%s of image %s version %s: user %s has %d bytes in unpublished uploads and may stage at most %d: publish them or discard them (DELETE /api/v1/images/IMAGE/versions/VERSION/upload) first; staged versions untouched for %s are removed",
+			file, image, version, uid, have, s.opt.StagedPerUser, s.opt.StagingTTL))
+		return false
+	}
+	return true
 }
 
 // storeError answers a failure of the image store's file system while writing (or
@@ -317,11 +349,9 @@ func staged(dir string) ([]artefact.File, map[string]int64, error) {
 			continue
 		}
 		sum, size := "", int64(-1)
-		if b, err := os.ReadFile(filepath.Join(dir, "."+name+sumSuffix)); err == nil {
-			f := strings.Fields(string(b))
-			if len(f) == 2 && names.SHA256(f[0]) == nil {
-				sum = f[0]
-				size, _ = strconv.ParseInt(f[1], 10, 64)
+		if b, err := os.ReadFile(filepath.Join(dir, imagestore.RecordName(name))); err == nil {
+			if rec, ok := imagestore.ParseRecord(b); ok {
+				sum, size = rec.SHA256, rec.Size
 			}
 		}
 		fi, err := os.Stat(filepath.Join(dir, name))
@@ -487,7 +517,7 @@ func (s *Server) publishUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, f := range files {
-		os.Remove(filepath.Join(final, "."+f.Name+sumSuffix))
+		os.Remove(filepath.Join(final, imagestore.RecordName(f.Name)))
 	}
 	os.Remove(filepath.Dir(dir)) // the image's staging directory, when it is empty now
 	s.opt.Log.Info("image version published", "user", principal(r).UID, "image", im.Name, "version", version, "files", have)
