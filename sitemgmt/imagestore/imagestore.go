@@ -2,7 +2,8 @@
 // --images-dir, api.Options.ImagesDir): a published version's files in IMAGE/VERSION
 // (model.VersionPath) and uploads in progress below the staging area .incoming. It holds
 // what touches the store's file system outside an HTTP handler: deleting the directories
-// of versions gc removed, and telling a full store from other failures.
+// of versions gc removed, the records of staged files and the bounds of the staging area
+// (staging.go), and telling a full store from other failures.
 package imagestore
 
 import (
