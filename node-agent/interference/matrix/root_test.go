@@ -51,9 +51,23 @@ func TestMatrixProcessRoot(t *testing.T) {
 			t.Errorf("%s: incomplete summary %+v", s.Cell, s)
 		}
 	}
+	// The guest runs in the idle class: while other test packages keep both cores busy
+	// it may get no CPU at all for a 0.6 s run, and that is the idle class working. A
+	// cell whose guest made no progress in any round would be the machinery broken.
+	worked := map[Cell]bool{}
 	for _, r := range rep.Runs {
-		if r.Phase == PhaseBoth && (r.Window == nil || r.Window.Seconds <= 0 || r.Probe == nil || r.GuestWork <= 0) {
-			t.Errorf("both run %s without window, probe or guest work: %+v", r.Cell(), r)
+		if r.Phase == PhaseBoth && r.GuestWork > 0 {
+			worked[r.Cell()] = true
+		}
+	}
+	for _, c := range cells {
+		if !worked[c] {
+			t.Errorf("cell %s: the guest made no progress in any both run", c)
+		}
+	}
+	for _, r := range rep.Runs {
+		if r.Phase == PhaseBoth && (r.Window == nil || r.Window.Seconds <= 0 || r.Probe == nil) {
+			t.Errorf("both run %s without window or probe: %+v", r.Cell(), r)
 		}
 		// cpu is a throughput desktop: its both runs are paired (frozen/running segments of
 		// one desktop process), wakeup's are not.
