@@ -411,7 +411,7 @@ func overlapping(catalogue []model.Image) map[string]bool {
 // aroundAny: deleting directory p would delete part of, or all of, a directory in use.
 func aroundAny(p string, inUse map[string]bool) bool {
 	for q := range inUse {
-		if strings.HasPrefix(q, p+"/") || strings.HasPrefix(p, q+"/") {
+		if model.PathsOverlap(p, q) {
 			return true
 		}
 	}

@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -419,7 +418,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		wait, ok := service.IsThrottled(err)
 		if ok {
 			s.opt.Log.Info("login throttled", "uid", uid, "from", from.String(), "wait", wait.String())
-			w.Header().Set("Retry-After", strconv.Itoa(int(loginguard.RoundUp(wait)/time.Second)))
+			w.Header().Set("Retry-After", loginguard.RetryAfter(wait))
 			writeError(w, http.StatusTooManyRequests, err.Error())
 		}
 		return ok

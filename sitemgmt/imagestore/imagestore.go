@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -95,18 +94,12 @@ func removable(site *model.Site, b wire.BootImage) string {
 	for i := range site.Images {
 		im := &site.Images[i]
 		for _, v := range im.Versions {
-			if overlaps(v.Path, own) {
+			if model.PathsOverlap(v.Path, own) {
 				return fmt.Sprintf("image %s version %s still uses %s", im.Name, v.Version, v.Path)
 			}
 		}
 	}
 	return ""
-}
-
-// overlaps: a and b are the same directory or one is inside the other.
-func overlaps(a, b string) bool {
-	a, b = path.Clean(a), path.Clean(b)
-	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/") || a == "." || b == "."
 }
 
 // removeDir deletes root/IMAGE/VERSION after checking it on disk ("" done, gone, else

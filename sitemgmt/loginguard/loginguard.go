@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -112,6 +113,9 @@ type Throttled struct{ Wait time.Duration }
 func (e *Throttled) Error() string {
 	return fmt.Sprintf("too many failed logins for this user name or from this address: try again in %s", RoundUp(e.Wait))
 }
+
+// RetryAfter is a wait as the Retry-After header states it: whole seconds, rounded up.
+func RetryAfter(d time.Duration) string { return strconv.Itoa(int(RoundUp(d) / time.Second)) }
 
 // RoundUp is a wait in whole seconds (at least 1 s), as Retry-After states it.
 func RoundUp(d time.Duration) time.Duration {

@@ -1,5 +1,10 @@
 package model
 
+import (
+	"path"
+	"strings"
+)
+
 // The directory of an image version, in the site manager's image store and below every
 // boot server's export root, is IMAGE/VERSION: derived from the names, never chosen by
 // whoever publishes the version. A stated path could otherwise name another image's
@@ -11,6 +16,15 @@ package model
 
 // VersionPath is the directory of version of image, relative to the image store.
 func VersionPath(image, version string) string { return image + "/" + version }
+
+// PathsOverlap: store paths a and b (slash-separated, relative) are the same directory
+// or one is inside the other, so that deleting or replacing one touches the other. The
+// one rule gc (sitemgmt/imagestore) and boot servers (boot/bootserver) keep another
+// version's directory by.
+func PathsOverlap(a, b string) bool {
+	a, b = path.Clean(a), path.Clean(b)
+	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/") || a == "." || b == "."
+}
 
 // normalizeVersionPaths fills in the derived path of every version written without one
 // (Normalize): a client need not state what the server derives.

@@ -415,7 +415,7 @@ func (u *UI) loginPost(w http.ResponseWriter, r *http.Request) {
 		if wait, ok := service.IsThrottled(err); ok {
 			// The service refused before trying the password (sitemgmt/loginguard).
 			u.opt.Log.Info("UI login throttled", "uid", uid, "from", from.String(), "wait", wait.String())
-			w.Header().Set("Retry-After", strconv.Itoa(int(loginguard.RoundUp(wait)/time.Second)))
+			w.Header().Set("Retry-After", loginguard.RetryAfter(wait))
 			again(http.StatusTooManyRequests, err.Error())
 			return
 		}
