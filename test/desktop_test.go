@@ -15,7 +15,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/imagetest"
 	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // The seed system's whole chain with real images and real packages: the desktop-minimal

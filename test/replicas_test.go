@@ -17,9 +17,9 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/client"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // replicaLab is two `overtime serve` replicas on one directory behind a real load

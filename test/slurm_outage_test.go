@@ -7,7 +7,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // An outage of Overtime's own directory must never make Slurm requeue jobs: slapd stops

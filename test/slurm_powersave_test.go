@@ -22,11 +22,11 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 	"github.com/overtime-hpc/overtime/sitemgmt/wol"
+	"github.com/overtime-hpc/overtime/vocab/client"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 func TestSlurmPowerSave(t *testing.T) {

@@ -42,8 +42,8 @@ import (
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/internal/tools"
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/wol"
+	"github.com/overtime-hpc/overtime/vocab/client"
 )
 
 // NFS server kinds.

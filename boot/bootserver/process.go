@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/overtime-hpc/overtime/boot/storm"
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
+	"github.com/overtime-hpc/overtime/vocab/client"
 )
 
 // child is a daemon this process runs in the foreground (dnsmasq, ganesha.nfsd,

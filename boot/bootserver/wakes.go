@@ -6,9 +6,9 @@ import (
 	"net"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 	"github.com/overtime-hpc/overtime/sitemgmt/wol"
+	"github.com/overtime-hpc/overtime/vocab/client"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Wake-on-LAN from the boot server (docs/operations.md, "Power: reboot, wake, power

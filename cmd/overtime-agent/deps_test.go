@@ -7,15 +7,15 @@ import (
 )
 
 // TestBinaryDeps: desktops get the agent alone. overtime-agent links no testing package,
-// no test environment, and none of the site manager's server side (LDAP, OpenAPI, the
-// service, the API server, the renderers).
+// no test environment, and nothing of the site manager (sitemgmt/): what the agent shares
+// with it (the site model, names, wire documents, the API client) lives in vocab/.
 func TestBinaryDeps(t *testing.T) {
 	deps := testenv.Deps(t, "./cmd/overtime-agent")
 	const mod = "github.com/overtime-hpc/overtime/"
 	forbidden := []string{
 		"testing", mod + "internal/testenv",
 		"github.com/go-ldap/ldap/v3", "github.com/getkin/kin-openapi",
-		mod + "sitemgmt/ldap", mod + "sitemgmt/ldapstore", mod + "sitemgmt/service", mod + "sitemgmt/api", mod + "sitemgmt/render",
+		mod + "sitemgmt", mod + "boot",
 	}
 	if bad := testenv.ForbiddenDeps(deps, forbidden); len(bad) > 0 {
 		t.Errorf("cmd/overtime-agent links %v (`go list -deps ./cmd/overtime-agent` shows through which package)", bad)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
+	"github.com/overtime-hpc/overtime/vocab/client"
 )
 
 // Dynamic shell completion (`overtime completion bash|zsh|fish|powershell` prints the

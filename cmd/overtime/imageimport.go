@@ -15,9 +15,9 @@ import (
 
 	"github.com/overtime-hpc/overtime/images/vmimport"
 	"github.com/overtime-hpc/overtime/internal/cmdline"
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/vocab/client"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // imageImportCmd is `overtime image import`: a lecturer's VM becomes a published, read-only

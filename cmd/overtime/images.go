@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/client"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Image distribution commands (docs/publishing.md).

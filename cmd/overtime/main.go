@@ -16,7 +16,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/cmdline"
 	"github.com/overtime-hpc/overtime/node-agent/guest/container"
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
+	"github.com/overtime-hpc/overtime/vocab/client"
 )
 
 func main() {

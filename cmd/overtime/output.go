@@ -11,7 +11,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/cmdline"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
+	"github.com/overtime-hpc/overtime/vocab/client"
 )
 
 // outputAnnotation lists, comma-separated, the -o formats besides "table" a command

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overtime-hpc/overtime/internal/cmdline"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Power commands and the audit trail (docs/operations.md, "Power: reboot, wake, power off").

@@ -13,9 +13,9 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/tools"
 	"github.com/overtime-hpc/overtime/sitemgmt/hostlist"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 	"github.com/overtime-hpc/overtime/sitemgmt/wol"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // newJobReportCmd: `overtime job-report JOBID` — what the desktop and the guest did to

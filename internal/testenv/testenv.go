@@ -23,11 +23,11 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
+	"github.com/overtime-hpc/overtime/vocab/client"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // AdminPassword is the first site admin's password in every test environment.

@@ -43,11 +43,11 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/policy"
 	"github.com/overtime-hpc/overtime/node-agent/powerctl"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
-// SiteManager is the part of the site manager's API the agent uses (sitemgmt/client with
+// SiteManager is the part of the site manager's API the agent uses (vocab/client with
 // the host's bearer token).
 type SiteManager interface {
 	AgentConfig(ctx context.Context) (*wire.AgentConfig, error)

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/coursevm"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // fakeSite stands in for the site manager's agent API: the tests here are about what the

@@ -19,8 +19,8 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/interference/calibrate"
 	"github.com/overtime-hpc/overtime/node-agent/interference/guestrun"
 	"github.com/overtime-hpc/overtime/node-agent/interference/matrix"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // ProfileRun is the production calibration: matrix.Profile with its guest workloads run

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/guest"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // A cluster-mode PC nobody has used since it booted an hour ago, without a profile:

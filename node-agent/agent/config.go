@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // checkConfig refuses a configuration the agent must not act on: a document for another

@@ -17,7 +17,7 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/interference/controller"
 	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
 	"github.com/overtime-hpc/overtime/node-agent/interference/signals"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Signals is what the agent measures the desktop with: a signals.Monitor in production,

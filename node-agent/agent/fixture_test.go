@@ -13,15 +13,15 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // The job API's answers as the SPANK plugin (scheduler-plugin/spank) receives them: the
 // real handlers' bytes are written to scheduler-plugin/testdata/agent_job_*.json, which the
-// C tests parse with the plugin's parsers (sitemgmt/wire does the same for the feed and
+// C tests parse with the plugin's parsers (vocab/wire does the same for the feed and
 // for reports with every field set).
 //
-// Rewrite the fixtures with: go test ./sitemgmt/wire ./node-agent/agent -update
+// Rewrite the fixtures with: go test ./vocab/wire ./node-agent/agent -update
 var update = flag.Bool("update", false, "rewrite scheduler-plugin/testdata/agent_job_*.json from the job handlers' answers")
 
 const fixtureDir = "../../scheduler-plugin/testdata"

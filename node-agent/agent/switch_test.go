@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // recorder is the PC and its users as the agent reaches them: what it asked of systemd

@@ -29,8 +29,8 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/kvmprobe"
 	"github.com/overtime-hpc/overtime/node-agent/powerctl"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/client"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // NewRunCmd is `run`: the node agent. server is the site manager URL (the parent's

@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // State is a backend's view of a guest.

@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Observation is the agent's view of the desktop at one instant.

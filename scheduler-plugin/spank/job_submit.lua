@@ -10,8 +10,8 @@ itself (node selection happens in slurmctld, before any plugin code runs on
 a node), but sbatch/salloc/srun forward it to the controller in the job's
 spank environment as _SLURM_SPANK_OPTION_overtime_desktop=VALUE.  This script
 turns it into a node constraint, using the features the Overtime sync daemon
-maintains on nodes (the Feature constants in sitemgmt/wire/slurm.go;
-sitemgmt/wire/fixture_test.go checks that this table names only those):
+maintains on nodes (the Feature constants in vocab/wire/slurm.go;
+vocab/wire/fixture_test.go checks that this table names only those):
 
   allow           no change: any node (the default)
   avoid           dedicated|desk-empty: cluster-mode hosts, and desktops

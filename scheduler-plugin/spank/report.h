@@ -1,7 +1,7 @@
 /*
  * Parsing and formatting of the node agent's answers: the job start
  * acknowledgement and the per-job interference report (wire.JobReport in
- * sitemgmt/wire/slurm.go).  No Slurm or libcurl dependency, so test_parse
+ * vocab/wire/slurm.go).  No Slurm or libcurl dependency, so test_parse
  * links this file alone.
  */
 #ifndef OVERTIME_REPORT_H

@@ -1,7 +1,7 @@
 /*
  * The JSON contract with Go: parse the node agent's job API answers as Go
  * writes them (scheduler-plugin/testdata, produced by the tests of
- * node-agent/agent and sitemgmt/wire) with the plugin's own parsers, and check
+ * node-agent/agent and vocab/wire) with the plugin's own parsers, and check
  * every field.  A field renamed or retyped in Go changes a fixture and fails
  * here.  The plugin sends no JSON to the agent (its POSTs have empty bodies),
  * so the contract runs one way only.
@@ -27,7 +27,7 @@ static char *read_fixture(const char *name, size_t *len)
 	snprintf(path, sizeof(path), "%s/%s", testdata, name);
 	f = fopen(path, "rb");
 	if (!f) {
-		fprintf(stderr, "%s: cannot open (go test ./sitemgmt/wire "
+		fprintf(stderr, "%s: cannot open (go test ./vocab/wire "
 				"./node-agent/agent -update writes it)\n", path);
 		test_failures++;
 		return NULL;

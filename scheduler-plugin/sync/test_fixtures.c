@@ -1,4 +1,4 @@
-/* The JSON contract with Go: parse the feed fixture that sitemgmt/wire's
+/* The JSON contract with Go: parse the feed fixture that vocab/wire's
  * tests produce (scheduler-plugin/testdata/slurm_feed.json, a
  * wire.SlurmFeed as GET /api/v1/slurm/nodes sends it) with the production
  * parser and check every field. A field renamed or retyped in Go changes the
@@ -42,7 +42,7 @@ static char *read_fixture(const char *dir, const char *name, size_t *len)
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	f = fopen(path, "rb");
 	if (!f) {
-		CHECK(0, "%s: cannot open (go test ./sitemgmt/wire -update "
+		CHECK(0, "%s: cannot open (go test ./vocab/wire -update "
 		      "writes it)", path);
 		return NULL;
 	}

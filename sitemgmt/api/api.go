@@ -26,10 +26,10 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
 	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/sitemgmt/trustproxy"
 	"github.com/overtime-hpc/overtime/sitemgmt/web"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Options configure the server.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/client"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // bookingSite is the example site with a second lecturer of lab-a (eve) and three

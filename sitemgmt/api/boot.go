@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/overtime-hpc/overtime/internal/paths"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/render"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Boot endpoints. A PC in the middle of PXE cannot log in, retry cleverly or read an

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // collection describes one entity list of the site for the generic list/get/put/delete

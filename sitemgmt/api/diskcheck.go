@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/overtime-hpc/overtime/images/diskcheck"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // checkCourseVM asks images/diskcheck whether the files staged in dir may be published as

@@ -12,7 +12,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/testenv/bootsector"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // qemuImgIn runs qemu-img in dir.

@@ -10,7 +10,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/unidir"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/extdir"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // uniEnv is a site manager with the example site and its local users, and a second

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Boot files over HTTP: the kernel, initrd and (for lpxelinux) the syslinux modules a PC

@@ -5,8 +5,8 @@ import (
 	"net/http"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // CSV host import (the format and its meaning: sitefile.ParseHostsCSV, ImportHosts). The

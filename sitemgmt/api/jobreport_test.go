@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // A host that never ran a job posts a report of it after the host that did: a read of the

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/web"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // The site manager's Prometheus series (GET /metrics, unauthenticated like /healthz;

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/hostlist"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Power commands and the audit trail (docs/operations.md, "Power: reboot, wake, power off"):

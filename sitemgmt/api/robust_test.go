@@ -15,7 +15,7 @@ import (
 	"time"
 	_ "time/tzdata" // the zone database, so that zone tests do not depend on the machine
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Request bodies: a JSON body must be an object (null decoded to nothing and wiped the

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // The Slurm side of the API (docs/slurm.md):

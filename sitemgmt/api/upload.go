@@ -20,9 +20,9 @@ import (
 	"github.com/overtime-hpc/overtime/images/vmspec"
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Uploads of image version artefacts into the site manager's store (Options.ImagesDir):

@@ -19,7 +19,7 @@ import (
 	"github.com/overtime-hpc/overtime/images/artefact"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // countingReader counts what the HTTP client read from the body.

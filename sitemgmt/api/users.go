@@ -3,8 +3,8 @@ package api
 import (
 	"net/http"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Directory users: site admins list, create (putUser) and delete them; every user may

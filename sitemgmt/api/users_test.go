@@ -6,8 +6,8 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
-	"github.com/overtime-hpc/overtime/sitemgmt/client"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/client"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // runUserSuite: listing, password changes and deletion of directory users. It works on a

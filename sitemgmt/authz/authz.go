@@ -35,8 +35,8 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Principal is an authenticated user and the roles the directory grants them, or an

@@ -16,8 +16,8 @@ import (
 	"github.com/go-ldap/ldap/v3"
 	"gopkg.in/yaml.v3"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // Config is the identity configuration file (`overtime serve --identity-config FILE`,

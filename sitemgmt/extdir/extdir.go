@@ -30,8 +30,8 @@ import (
 
 	"github.com/go-ldap/ldap/v3"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // ErrInvalidCredentials: the directory said no (wrong password, no such user, an

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/overtime-hpc/overtime/internal/testenv/unidir"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 var bg = context.Background()

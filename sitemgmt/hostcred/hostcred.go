@@ -18,7 +18,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Prefix is the token format's version tag.

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Incoming is the staging area below the store's root: on the same file system, so that

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // The staging area is where a lecturer's bytes wait to be published. Without bounds a

@@ -10,7 +10,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/hostcred"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // rootConn is a plain LDAP connection as the rootdn, for looking at (and tampering with)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // largeSite has pools×perPool hosts, every host with an IP, every pool with weekly rules,

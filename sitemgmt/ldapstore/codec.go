@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Attribute names (see sitemgmt/ldap/overtime.schema). Standard ones are reused where

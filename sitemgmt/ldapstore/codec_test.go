@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Every field of the model must be stored: when the model grows a field, this fails until

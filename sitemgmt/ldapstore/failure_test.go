@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-ldap/ldap/v3"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // bigChange touches every kind of entity with adds, modifies and deletes whose references

@@ -5,7 +5,7 @@ import (
 
 	"github.com/go-ldap/ldap/v3"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Which entry is which entity, from its DN alone (what a deletion brings).

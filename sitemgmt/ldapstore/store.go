@@ -20,7 +20,7 @@ import (
 
 	"github.com/go-ldap/ldap/v3"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Config says where the directory is and how the service binds.

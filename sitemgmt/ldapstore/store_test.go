@@ -12,7 +12,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 func TestInitOnEmptyDirectory(t *testing.T) {

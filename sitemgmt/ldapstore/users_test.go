@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 func TestUsersListDeleteSetPassword(t *testing.T) {

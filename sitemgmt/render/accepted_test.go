@@ -5,7 +5,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Whatever validation accepts must render: a boot server field that Site.Validate lets

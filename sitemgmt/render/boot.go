@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Boot is one host's boot: what the per-request boot script endpoints render.

@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/overtime-hpc/overtime/boot/storm"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // Files the TFTP root of a boot server must hold. Everything else is fetched over HTTP.

@@ -1,6 +1,6 @@
 package render
 
-import "github.com/overtime-hpc/overtime/sitemgmt/model"
+import "github.com/overtime-hpc/overtime/vocab/model"
 
 // Exam lockdown (Boot.Exam). A PC in an exam boots its scheduled mode and nothing else:
 // the script a student's PC runs has no menu to pick another entry from, no local disk

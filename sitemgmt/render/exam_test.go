@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // examCase is an exam host's boot. Each is checked by TestExamNoEscape; golden marks the

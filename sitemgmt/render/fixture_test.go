@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // testSite is the site every render test uses. It passes model.Site.Validate (checked by

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // Free text is inert in every rendered file: whatever text validation accepts (and, for

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Defence in depth: the renderers get validated data, but a value that slipped past

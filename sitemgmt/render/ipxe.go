@@ -3,7 +3,7 @@ package render
 import (
 	"io"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // IPXE renders the "#!ipxe" boot script for one host: a menu whose default is the

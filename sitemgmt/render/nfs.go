@@ -7,8 +7,8 @@ import (
 	"path"
 	"sort"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // Export_Id range used for image exports. Ganesha's ids are 16 bit and 0 is the pseudo

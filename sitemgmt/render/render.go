@@ -29,8 +29,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/paths"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // DefaultNFSRoot is where published image versions live on a boot server when the boot

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // SlurmPartition is the partition that holds every Overtime host; it is the default.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // iPXE and PXELINUX have no offline checker, so these tests check the structure every

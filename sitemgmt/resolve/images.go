@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Held is what boot servers reported holding verified: boot server name -> "IMAGE/VERSION"

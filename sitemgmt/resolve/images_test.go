@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // TestImageGate: a host is only given a version its boot server reported verified; an

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/render"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // TestMenuOffers: what a host's boot menu offers follows the kind of the exception that

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // What the coming change asks of a running PC, per kind of change: the reboot reason (or

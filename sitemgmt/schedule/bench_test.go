@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // largeSite is 10,000 hosts in 200 pools: five kinds of pool schedule with varied

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 type parsedRule struct {

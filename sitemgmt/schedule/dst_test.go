@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // DST cases: weekly rules are wall-clock rules. At spring-forward the skipped wall

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Level says which kind of rule decided a mode. Lower levels are more specific and win.

@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // GridDays and GridSlots are a WeekGrid's size: Monday first, 10-minute slots from 00:00.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Zones with DST, odd offsets and half-hour DST shifts. All have whole-minute offsets

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // This file holds a deliberately naive reference evaluator: it knows nothing of week

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 func days(ds ...int) (d [7]bool) {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // DirectoryHealth is what the service last learnt about the directory: when it last

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // SiteFeed is a Backend that can follow the site's changes as they happen

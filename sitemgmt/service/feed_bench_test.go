@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv/synth"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // BenchmarkSlurmFeedFanout: K long polls following the feed of a 10,000-host site while

@@ -17,8 +17,8 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
 	"github.com/overtime-hpc/overtime/internal/testenv/synth"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // follow runs svc's change feed until the test ends and waits for its first whole site.

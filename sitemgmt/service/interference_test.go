@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 func profileAt(at time.Time, cpu float64) *wire.InterferenceProfile {

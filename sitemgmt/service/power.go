@@ -15,13 +15,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
 	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/sitemgmt/wake"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
 	"github.com/overtime-hpc/overtime/sitemgmt/wol"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Power commands (overtime host reboot|poweroff|wake, Slurm's SuspendProgram, scheduled

@@ -23,9 +23,9 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Backend is the store. ldapstore.Store implements it; it is an interface only so that

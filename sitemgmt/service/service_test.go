@@ -9,7 +9,7 @@ import (
 	"github.com/go-ldap/ldap/v3"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // A directory edited behind the site manager's back into an invalid state (here:

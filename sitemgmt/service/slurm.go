@@ -11,11 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
 	"github.com/overtime-hpc/overtime/sitemgmt/slurmnode"
 	"github.com/overtime-hpc/overtime/sitemgmt/slurmres"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // SlurmFeed is the desired Slurm node of every host and the job reports that arrived

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Durable, shared runtime state. Heartbeats and job reports are kept in the directory

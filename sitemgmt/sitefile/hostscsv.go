@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // The hosts CSV file. Administrators keep host lists in spreadsheets; the columns are

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // FuzzParseHostsCSV: whatever the body of an import, parsing answers with hosts or an

@@ -17,10 +17,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // maxSteps bounds the walk over next-change instants per host: a week of 10-minute

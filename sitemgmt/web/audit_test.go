@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 func TestAuditPage(t *testing.T) {

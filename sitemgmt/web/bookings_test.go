@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // bookingsUI is the example site with a second lecturer of lab-a (eve) and bookings of

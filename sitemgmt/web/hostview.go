@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/slurmnode"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // AgentView is how one host's agent state is shown: a short label, a CSS class and a

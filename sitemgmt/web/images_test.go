@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // exampleUI is the example site with its users, and a browser logged in as uid

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // PageSize is how many hosts one table page shows: with 10,000 hosts a page stays small

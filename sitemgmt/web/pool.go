@@ -17,9 +17,9 @@ import (
 	"strings"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // poolRoutes registers the pool and host pages.

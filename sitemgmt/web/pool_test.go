@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // poolFieldBlock is the form paragraph holding the input with id (up to its </p>): where the

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // inheritToken is a slot without a mode of its own in the grid form field.

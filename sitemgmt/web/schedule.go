@@ -26,8 +26,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // maxPreviewHosts bounds the "what boots at T" table.

@@ -29,9 +29,9 @@ import (
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
 	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/sitemgmt/trustproxy"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Prefix is where the UI is mounted.

@@ -35,7 +35,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/libvirtenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // MAC of the lab's desktop, pc1; its guest is GuestName.

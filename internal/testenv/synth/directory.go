@@ -7,7 +7,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Directory is a throwaway slapd under dir holding a site, for benchmarks: the directory

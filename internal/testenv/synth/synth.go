@@ -9,7 +9,7 @@ import (
 	"math/rand"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Site builds a site with n hosts spread over pools pools (pools <= 4096, n <= 16M), one

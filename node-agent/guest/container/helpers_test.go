@@ -21,7 +21,7 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup/cgrouptest"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // starterEnv makes the test binary a "starter": a process that starts one container

@@ -17,7 +17,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/libvirtenv"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // eventually polls cond until it holds or the deadline passes.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/overtime-hpc/overtime/node-agent/guest"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // unavailableReason checks err is VMware's *guest.UnavailableError and returns its reason.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/guest"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // fakeHost is a host with VMware "installed" under a fake root: the probe finds vmrun,

@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/overtime-hpc/overtime/node-agent/guest"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // DiskMode is the only disk mode the backend generates: VMware keeps every write in a redo

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/overtime-hpc/overtime/node-agent/guest"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Regenerate the golden files with: go test ./node-agent/guest/vmware -update

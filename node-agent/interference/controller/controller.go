@@ -46,7 +46,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Config parameterises a Controller. Zero fields take the Defaults.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // A trace is piecewise constant: from each row's time on, the owner is active or not and

@@ -15,7 +15,7 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/node-agent/guest/container"
 	"github.com/overtime-hpc/overtime/node-agent/interference"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Container runs the guest workload in a container of the real container backend

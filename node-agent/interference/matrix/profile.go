@@ -12,7 +12,7 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/interference"
 	"github.com/overtime-hpc/overtime/node-agent/interference/signals"
 	"github.com/overtime-hpc/overtime/node-agent/interference/workload"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // ProfileOptions tune the calibration (zero: about 2 minutes on 2 cores).

@@ -29,7 +29,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/testenv/agentlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 var (

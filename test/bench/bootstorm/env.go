@@ -23,8 +23,8 @@ import (
 	"github.com/overtime-hpc/overtime/boot/storm"
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/testenv/synth"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/sitemgmt/render"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // The network: a server namespace with the boot server's address on a bridge (dnsmasq's

@@ -6,8 +6,8 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/interference/controller"
 	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
 	"github.com/overtime-hpc/overtime/node-agent/policy"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // ControllerParams configure one host's adaptive controller in the simulation.

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // The pool-week model.

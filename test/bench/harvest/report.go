@@ -12,8 +12,8 @@ import (
 	"gonum.org/v1/plot"
 
 	"github.com/overtime-hpc/overtime/node-agent/interference/controller"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
 	"github.com/overtime-hpc/overtime/test/bench/benchplot"
+	"github.com/overtime-hpc/overtime/vocab/model"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"

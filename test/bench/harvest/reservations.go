@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // The reservations benchmark (issue 15): one Slurm queue over the whole pool, replayed

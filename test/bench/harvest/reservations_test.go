@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 var resDepths = flag.String("depths", "100,500,2000,10000", "bf_max_job_test values of the reservations benchmark's sensitivity table")

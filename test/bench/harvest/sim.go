@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/policy"
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // The simulator replays a Trace host by host, event-driven: between two changes of what a

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Node agent endpoints (docs/agent-api.md). The agent's own calls, AgentConfig and

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/wire"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // UploadImageFile streams r as the artefact name of a new version of image: PUT

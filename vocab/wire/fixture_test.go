@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // The JSON contract with the C side. The documents below are written to
@@ -21,7 +21,7 @@ import (
 // A field renamed or retyped here changes a fixture: this test fails until the fixtures
 // are rewritten, and then the C tests fail until the C side follows.
 //
-// Rewrite the fixtures with: go test ./sitemgmt/wire ./node-agent/agent -update
+// Rewrite the fixtures with: go test ./vocab/wire ./node-agent/agent -update
 var update = flag.Bool("update", false, "rewrite scheduler-plugin/testdata/*.json from what Go produces now")
 
 // fixtureDir is scheduler-plugin/testdata, relative to this package.
@@ -48,7 +48,7 @@ func checkFixture(t *testing.T, name string, v any, indent bool) {
 	}
 	want, err := os.ReadFile(file)
 	if err != nil {
-		t.Fatalf("%v (run go test ./sitemgmt/wire -update)", err)
+		t.Fatalf("%v (run go test ./vocab/wire -update)", err)
 	}
 	if !bytes.Equal(buf.Bytes(), want) {
 		t.Errorf("%s differs from what Go produces now; if the change is meant, rewrite it with -update and make the C side follow (make -C scheduler-plugin check)\ngot:\n%s\nwant:\n%s", file, buf.Bytes(), want)

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // InvalidError is a one-line, user-facing validation error. The API maps it to HTTP 400

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/names"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // This file holds the parts of the site that the node agent acts on: the per-pool
 // sharing policy and the compute guest a mode runs. Both are stored in LDAP (on the pool
 // and mode entries) and edited like every other field; the documents the agent fetches
-// and posts are in sitemgmt/wire.
+// and posts are in vocab/wire.
 
 // OwnerState is what the node agent concludes about the person at the desk (and the
 // schedule). Exactly one applies at a time.

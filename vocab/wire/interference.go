@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/model"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // InterferenceProfile is what a host's calibration run measured (node-agent/interference/
