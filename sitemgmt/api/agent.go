@@ -183,7 +183,7 @@ func (s *Server) credentialTarget(w http.ResponseWriter, r *http.Request) (*mode
 	name := r.PathValue("name")
 	h := s.svc.Snapshot().Host(name)
 	if h == nil {
-		s.httpError(w, notFound{"host", name})
+		s.httpError(w, model.NotFound("host", name))
 		return nil, false
 	}
 	if err := p.CheckHostCredential(h); err != nil {
@@ -207,7 +207,7 @@ func (s *Server) createCredential(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.svc.Backend().SetHostCredential(r.Context(), h.Name, hostcred.Hash(tok)); err != nil {
 		if service.IsNotFound(err) {
-			s.httpError(w, notFound{"host", h.Name})
+			s.httpError(w, model.NotFound("host", h.Name))
 			return
 		}
 		s.httpError(w, err)
@@ -233,7 +233,7 @@ func (s *Server) revokeCredential(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if service.IsNotFound(err) {
-			s.httpError(w, notFound{"host", h.Name})
+			s.httpError(w, model.NotFound("host", h.Name))
 			return
 		}
 		s.httpError(w, err)

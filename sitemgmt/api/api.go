@@ -14,7 +14,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/errstatus"
 	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
@@ -249,39 +249,12 @@ func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), 
 
 // httpError maps the error types of the lower layers to a status code.
 func (s *Server) httpError(w http.ResponseWriter, err error) {
-	var inv *model.InvalidError
-	var forb *authz.Forbidden
-	var nf notFound
-	var big tooLarge
-	switch {
-	case errors.As(err, &nf):
-		writeError(w, http.StatusNotFound, err.Error())
-	case errors.As(err, &big):
-		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
-	case errors.As(err, &forb):
-		writeError(w, http.StatusForbidden, err.Error())
-	case errors.As(err, &inv):
-		if inv.Conflict {
-			writeError(w, http.StatusConflict, err.Error())
-		} else {
-			writeError(w, http.StatusBadRequest, err.Error())
-		}
-	default:
+	status, msg, internal := errstatus.Of(err)
+	if internal {
 		s.opt.Log.Error("request failed", "err", err)
-		writeError(w, http.StatusBadGateway, "directory error: "+err.Error())
 	}
+	writeError(w, status, msg)
 }
-
-// tooLarge: a request body over its limit (HTTP 413).
-type tooLarge struct{ limit int64 }
-
-func (e tooLarge) Error() string {
-	return fmt.Sprintf("request body too large: at most %d bytes", e.limit)
-}
-
-type notFound struct{ what, name string }
-
-func (e notFound) Error() string { return fmt.Sprintf("%s %q not found", e.what, e.name) }
 
 // maxBody bounds every request body (a whole site as JSON or a hosts CSV fits many
 // times over).
@@ -292,12 +265,12 @@ const maxBody = 32 << 20
 // reading anything. Over the limit: tooLarge (413).
 func readBody(r *http.Request) ([]byte, error) {
 	if r.ContentLength > maxBody {
-		return nil, tooLarge{maxBody}
+		return nil, errstatus.TooLarge{Limit: maxBody}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return nil, tooLarge{mbe.Limit}
+		return nil, errstatus.TooLarge{Limit: mbe.Limit}
 	}
 	if err != nil {
 		return nil, model.Invalid("request body: %v", err)
@@ -533,7 +506,7 @@ func (s *Server) admitBody(w http.ResponseWriter, r *http.Request, uid string, m
 	if err == nil {
 		return release, true
 	}
-	if errors.As(err, new(tooLarge)) {
+	if errors.As(err, new(errstatus.TooLarge)) {
 		s.httpError(w, err)
 	} else {
 		w.Header().Set("Retry-After", "1")
@@ -650,7 +623,7 @@ func (s *Server) modeAt(w http.ResponseWriter, r *http.Request) {
 	}
 	h := snap.Host(host)
 	if h == nil {
-		s.httpError(w, notFound{"host", host})
+		s.httpError(w, model.NotFound("host", host))
 		return
 	}
 	m, d := snap.Resolver.ModeAt(h, t)

@@ -200,7 +200,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request) {
 	case "exports":
 		err = render.Exports(&buf, site, exportRoot, valueOr(q.Get("clients"), "*"))
 	default:
-		s.httpError(w, notFound{"renderer", what})
+		s.httpError(w, model.NotFound("renderer", what))
 		return
 	}
 	if err != nil {

@@ -112,7 +112,7 @@ func register[T any](s *Server, c collection[T]) {
 			writeJSON(w, http.StatusOK, all[i])
 			return
 		}
-		s.httpError(w, notFound{c.kind, name})
+		s.httpError(w, model.NotFound(c.kind, name))
 	}))
 	// PUT creates (201) or replaces (200) the entity, idempotently. The name in the body,
 	// if given, must match the path.
@@ -160,7 +160,7 @@ func register[T any](s *Server, c collection[T]) {
 			list := c.list(site)
 			i := c.index(*list, name)
 			if i < 0 {
-				return 0, notFound{c.kind, name}
+				return 0, model.NotFound(c.kind, name)
 			}
 			*list = append((*list)[:i], (*list)[i+1:]...)
 			return http.StatusOK, nil
@@ -182,7 +182,7 @@ func (s *Server) addImageVersion(w http.ResponseWriter, r *http.Request) {
 	add := func(site *model.Site) (int, error) {
 		im := site.Image(name)
 		if im == nil {
-			return 0, notFound{"image", name}
+			return 0, model.NotFound("image", name)
 		}
 		if im.Version(v.Version) != nil && v.Version != "" {
 			return 0, model.Conflict("image %s version %s already exists; versions are immutable, publish a new one", name, v.Version)

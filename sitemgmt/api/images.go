@@ -34,7 +34,7 @@ func (s *Server) imageRoutes() {
 func (s *Server) getBootImages(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if s.svc.Snapshot().Site.BootServer(name) == nil {
-		s.httpError(w, notFound{"boot server", name})
+		s.httpError(w, model.NotFound("boot server", name))
 		return
 	}
 	bi, err := s.svc.BootImages(name)
@@ -57,7 +57,7 @@ func (s *Server) postBootImages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.svc.Snapshot().Site.BootServer(name) == nil {
-		s.httpError(w, notFound{"boot server", name})
+		s.httpError(w, model.NotFound("boot server", name))
 		return
 	}
 	var rep wire.BootImagesReport
@@ -93,7 +93,7 @@ func (s *Server) putCurrent(w http.ResponseWriter, r *http.Request) {
 	s.update(w, r, func(site *model.Site) (int, error) {
 		im := site.Image(name)
 		if im == nil {
-			return 0, notFound{"image", name}
+			return 0, model.NotFound("image", name)
 		}
 		if body.Version != "" && im.Version(body.Version) == nil {
 			return 0, model.Invalid("image %s has no version %q (published: %s)", name, body.Version, versionList(im))
@@ -117,7 +117,7 @@ func versionList(im *model.Image) string {
 func (s *Server) getDistribution(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("image")
 	if name != "" && s.svc.Snapshot().Site.Image(name) == nil {
-		s.httpError(w, notFound{"image", name})
+		s.httpError(w, model.NotFound("image", name))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.svc.ImageStatus(name, s.opt.BootServer, s.opt.Now()))

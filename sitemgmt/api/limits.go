@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+
+	"github.com/overtime-hpc/overtime/sitemgmt/errstatus"
 )
 
 // perUserBodies bounds the request body bytes one user may have in flight at once: two
@@ -50,7 +52,7 @@ func (b *bodyBudget) admitUpTo(uid string, r *http.Request, maxOne, budget int64
 	case n == 0:
 		return func() {}, nil
 	case n > maxOne:
-		return nil, tooLarge{maxOne}
+		return nil, errstatus.TooLarge{Limit: maxOne}
 	case n < 0:
 		n = maxOne
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/errstatus"
 	"github.com/overtime-hpc/overtime/sitemgmt/web"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
@@ -187,12 +186,8 @@ func (m *metrics) siteWrite(dry bool, changes []model.Change, err error) {
 		return
 	}
 	result := writeChanged
-	var inv *model.InvalidError
-	var forb *authz.Forbidden
-	var nf notFound
-	var big tooLarge
 	switch {
-	case err != nil && (errors.As(err, &inv) || errors.As(err, &forb) || errors.As(err, &nf) || errors.As(err, &big)):
+	case err != nil && !errstatus.Internal(err):
 		result = writeRefused
 	case err != nil:
 		result = writeFailed

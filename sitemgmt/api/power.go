@@ -82,7 +82,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getWakes(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if s.svc.Snapshot().Site.BootServer(name) == nil {
-		s.httpError(w, notFound{"boot server", name})
+		s.httpError(w, model.NotFound("boot server", name))
 		return
 	}
 	wk, err := s.svc.Wakes(name, s.opt.Now())
@@ -102,7 +102,7 @@ func (s *Server) postWakes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.svc.Snapshot().Site.BootServer(name) == nil {
-		s.httpError(w, notFound{"boot server", name})
+		s.httpError(w, model.NotFound("boot server", name))
 		return
 	}
 	var rep wire.WakesSent

@@ -15,6 +15,7 @@ import (
 	"time"
 	_ "time/tzdata" // the zone database, so that zone tests do not depend on the machine
 
+	"github.com/overtime-hpc/overtime/sitemgmt/errstatus"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
@@ -52,7 +53,7 @@ func TestDecodeJSONBodies(t *testing.T) {
 			var v body
 			err := decodeJSON(r, &v)
 			var inv *model.InvalidError
-			if errors.As(err, &inv) != tc.invalid || errors.As(err, new(tooLarge)) != tc.large || v.Name != tc.want {
+			if errors.As(err, &inv) != tc.invalid || errors.As(err, new(errstatus.TooLarge)) != tc.large || v.Name != tc.want {
 				t.Fatalf("decodeJSON = %v, %+v; want invalid %v, too large %v, name %q", err, v, tc.invalid, tc.large, tc.want)
 			}
 		})
@@ -93,7 +94,7 @@ func TestBodyBudget(t *testing.T) {
 	} else {
 		rel()
 	}
-	if _, err := b.admit("alice", req(maxBody+1)); !errors.As(err, new(tooLarge)) {
+	if _, err := b.admit("alice", req(maxBody+1)); !errors.As(err, new(errstatus.TooLarge)) {
 		t.Fatalf("declared over maxBody: %v", err)
 	}
 	relA()

@@ -19,6 +19,7 @@ import (
 	"github.com/overtime-hpc/overtime/images/artefact"
 	"github.com/overtime-hpc/overtime/images/vmspec"
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/sitemgmt/errstatus"
 	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/names"
@@ -148,7 +149,7 @@ func (s *Server) uploadTarget(w http.ResponseWriter, r *http.Request) (im *model
 	}
 	im = s.svc.Snapshot().Site.Image(name)
 	if im == nil {
-		s.httpError(w, notFound{"image", name})
+		s.httpError(w, model.NotFound("image", name))
 		return nil, "", false
 	}
 	if err := principal(r).CheckUpload(im); err != nil {
@@ -196,7 +197,7 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 	}
 	max := s.opt.MaxUpload
 	if r.ContentLength > max {
-		s.httpError(w, tooLarge{max})
+		s.httpError(w, errstatus.TooLarge{Limit: max})
 		return
 	}
 	key := model.ImageVersionName(im.Name, version)
@@ -248,7 +249,7 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		// once the response starts, unless the handler asks for full duplex first.
 		rc := http.NewResponseController(w)
 		_ = rc.EnableFullDuplex()
-		s.httpError(w, tooLarge{max})
+		s.httpError(w, errstatus.TooLarge{Limit: max})
 		lingerDrain(rc, r.Body)
 		return
 	case errors.As(err, &pe):
@@ -445,7 +446,7 @@ func (s *Server) publishUpload(w http.ResponseWriter, r *http.Request) {
 		return s.svc.Update(r.Context(), principal(r).Check, dry, func(site *model.Site) error {
 			cur := site.Image(im.Name)
 			if cur == nil {
-				return notFound{"image", im.Name}
+				return model.NotFound("image", im.Name)
 			}
 			if cur.Version(version) != nil {
 				return model.Conflict("image %s version %s already exists; versions are immutable, publish a new one", im.Name, version)

@@ -116,7 +116,7 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) {
 // userError turns the store's "no such user" into a 404.
 func (s *Server) userError(err error, uid string) error {
 	if service.IsNotFound(err) {
-		return notFound{"user", uid}
+		return model.NotFound("user", uid)
 	}
 	return err
 }

@@ -14,7 +14,6 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/errstatus"
 	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/sitemgmt/trustproxy"
@@ -332,19 +332,10 @@ func (u *UI) fail(w http.ResponseWriter, r *http.Request, q *Req, status int, ms
 func (u *UI) Fail(q *Req, status int, msg string) { u.fail(q.W, q.Request, q, status, msg) }
 
 // ErrorStatus maps the service's errors to a status and a message for the user.
+// (errstatus.Of, the API's mapping too).
 func ErrorStatus(err error) (int, string) {
-	var inv *model.InvalidError
-	var forb *authz.Forbidden
-	switch {
-	case errors.As(err, &forb):
-		return http.StatusForbidden, err.Error()
-	case errors.As(err, &inv):
-		if inv.Conflict {
-			return http.StatusConflict, err.Error()
-		}
-		return http.StatusBadRequest, err.Error()
-	}
-	return http.StatusBadGateway, "directory error: " + err.Error()
+	status, msg, _ := errstatus.Of(err)
+	return status, msg
 }
 
 // Update runs a change through the service as q's user (dryRun: validate and authorise

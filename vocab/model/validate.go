@@ -25,6 +25,14 @@ func conflict(format string, a ...any) error {
 	return &InvalidError{Conflict: true, Msg: fmt.Sprintf(format, a...)}
 }
 
+// NotFoundError: an operation named an entity the site does not have (HTTP 404).
+type NotFoundError struct{ What, Name string }
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("%s %q not found", e.What, e.Name) }
+
+// NotFound builds a NotFoundError: what is the kind of entity ("image", "host").
+func NotFound(what, name string) error { return &NotFoundError{What: what, Name: name} }
+
 // Invalid and Conflict build errors of this type for other packages.
 func Invalid(format string, a ...any) error  { return invalid(format, a...) }
 func Conflict(format string, a ...any) error { return conflict(format, a...) }
