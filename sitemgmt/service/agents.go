@@ -12,6 +12,9 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
+// Agents is what the node agents report: heartbeats, owner state and job reports.
+type Agents struct{ s *Service }
+
 // Runtime state of the node agents: their last heartbeats and the job reports they post.
 // Readers get it from memory; with a StateStore (state.go) it is also kept in the
 // directory, so that a restart loses nothing and every replica of the site manager gives

@@ -12,6 +12,9 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
+// Accounts is the site's users, their logins and the directories behind them.
+type Accounts struct{ s *Service }
+
 // DirectoryHealth is what the service last learnt about the directory: when it last
 // answered (a reload, a login, a credential check, whether the answer was yes or no) and,
 // while it cannot be asked, since when and why.

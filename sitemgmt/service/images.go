@@ -17,6 +17,10 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
+// Images is the site's image versions: which is current, publishing and removing them,
+// and what boot servers hold.
+type Images struct{ s *Service }
+
 // Image distribution state (docs/publishing.md), kept like heartbeats (state.go): in
 // memory, and in the directory when the backend is a StateStore, so that every replica
 // gates boot scripts by the same reports and a restart forgets nothing.

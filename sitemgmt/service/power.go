@@ -24,6 +24,9 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
+// Power is the queue of power commands and the wakes sent.
+type Power struct{ s *Service }
+
 // Power commands (overtime host reboot|poweroff|wake, Slurm's SuspendProgram, scheduled
 // wakes) and the audit trail. Both are runtime state kept like heartbeats (state.go): in
 // memory, and in the directory's ou=state when the backend is a StateStore, so that

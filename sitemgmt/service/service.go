@@ -98,6 +98,17 @@ type Service struct {
 	// logins throttles failed logins (directory.go, sitemgmt/loginguard); nil until the
 	// first login or SetLoginGuard.
 	logins atomic.Pointer[loginguard.Guard]
+
+	// The named operations, one type a concern. Service itself keeps the snapshot, the
+	// one write path (Update) and the runtime state's persistence; the front ends call
+	// these and decide nothing themselves.
+	Bookings *Bookings // weekly rules and exceptions, with their owners (bookings.go)
+	Images   *Images   // image versions: current, publish, gc, boot servers' copies (images.go)
+	Hosts    *Hosts    // what a host gets: its boot answer and agent configuration (hosts.go)
+	Power    *Power    // power commands and wakes (power.go)
+	Agents   *Agents   // heartbeats, owner state and job reports (agents.go)
+	Accounts *Accounts // users, logins and the directories (directory.go)
+	Slurm    *Slurm    // the Slurm feed, reservations and power saving (slurm.go, feed.go)
 }
 
 // New loads the site and compiles it. A directory whose content does not validate is
@@ -107,6 +118,8 @@ func New(ctx context.Context, b Backend, log *slog.Logger) (*Service, error) {
 		log = slog.Default()
 	}
 	s := &Service{backend: b, log: log}
+	s.Bookings, s.Images, s.Hosts, s.Power = &Bookings{s: s}, &Images{s: s}, &Hosts{s: s}, &Power{s: s}
+	s.Agents, s.Accounts, s.Slurm = &Agents{s: s}, &Accounts{s: s}, &Slurm{s: s}
 	if err := s.Reload(ctx); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,9 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
+// Slurm is what the Slurm side reads: the feed, reservations and power saving.
+type Slurm struct{ s *Service }
+
 // SlurmFeed is the desired Slurm node of every host and the job reports that arrived
 // after revision since. With wait > 0 and nothing new past since, it first waits up to
 // wait for the next heartbeat or report (long poll); it returns ctx's error when ctx ends

@@ -1,0 +1,5 @@
+package service
+
+// Bookings books, changes and cancels weekly rules and exceptions, recording who owns
+// each booking.
+type Bookings struct{ s *Service }

@@ -1,0 +1,4 @@
+package service
+
+// Hosts answers what a host gets: its boot answer and its agent's configuration.
+type Hosts struct{ s *Service }
