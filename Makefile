@@ -48,6 +48,8 @@ check: lint
 # Unit tests and integration tests against real servers (slapd, dnsmasq, slurmctld,
 # nfs-ganesha), plus static checks. -p 2: these machines have 2 cores. -timeout 50m: the
 # test/ package boots real images end to end (test/desktop_test.go) after building them.
+# scheduler-plugin's check: the C tests, the plugin's exports and the binaries' hardening,
+# then the C tests again under ASan/UBSan.
 test: deps lint
 	$(MAKE) -C scheduler-plugin check
 	$(GO) test -count=1 -p 2 -timeout 50m $(PKGS)

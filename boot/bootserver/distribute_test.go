@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -95,11 +96,17 @@ func TestDistribution(t *testing.T) {
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	}
 	ctx := context.Background()
-	sync := func(name string) []string {
+	// syncWant runs one image sync of a boot server and returns the keys it reports held.
+	// Its error fails the test unless wantErr (nil: none) matches it: from the moment
+	// desk/3 is corrupted in the store, every fetch of it fails, and says so.
+	syncWant := func(name string, wantErr *regexp.Regexp) []string {
 		t.Helper()
 		held, err := servers[name].SyncImagesOnce(ctx, nil)
-		if err != nil {
-			t.Logf("%s sync: %v", name, err)
+		switch {
+		case wantErr == nil && err != nil:
+			t.Fatalf("%s sync: %v", name, err)
+		case wantErr != nil && (err == nil || !wantErr.MatchString(err.Error())):
+			t.Fatalf("%s sync: error %v, want one matching %q", name, err, wantErr)
 		}
 		var keys []string
 		for _, h := range held {
@@ -107,6 +114,11 @@ func TestDistribution(t *testing.T) {
 		}
 		return keys
 	}
+	sync := func(name string) []string {
+		t.Helper()
+		return syncWant(name, nil)
+	}
+	corrupt3 := regexp.MustCompile(`^image desk 3: .*root\.squashfs: artefact does not match its checksum`)
 	publish := func(v model.ImageVersion) error {
 		return admin.Send(http.MethodPost, "/api/v1/images/desk/versions", nil, v, nil)
 	}
@@ -203,7 +215,7 @@ func TestDistribution(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(store, "desk", "3", model.ImageRoot), make([]byte, 1<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(sync("bs2"), " "); got != "desk/1 desk/2" {
+	if got := strings.Join(syncWant("bs2", corrupt3), " "); got != "desk/1 desk/2" {
 		t.Errorf("bs2 holds %q after fetching a corrupt desk/3", got)
 	}
 	if _, err := admin.Get("/api/v1/bootservers/bs2/images", nil, &bi); err != nil || len(bi.Held) != 2 {
@@ -293,7 +305,7 @@ func TestDistribution(t *testing.T) {
 		t.Errorf("desk/1 still in the store: %v", err)
 	}
 	for n, c := range servers {
-		sync(n)
+		syncWant(n, corrupt3) // desk/3 is still staged, still corrupt in the store
 		if _, err := os.Stat(filepath.Join(c.ExportRoot, "desk", "1")); !os.IsNotExist(err) {
 			t.Errorf("%s still has desk/1: %v", n, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	testpoll "github.com/overtime-hpc/overtime/internal/testenv/poll" // cgroup has a poll of its own
 )
 
 func TestMain(m *testing.M) {
@@ -28,16 +30,10 @@ func TestIdleProcess(t *testing.T) {
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	pid := cmd.Process.Pid
 	task := filepath.Join("/proc", strconv.Itoa(pid), "task")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if ents, _ := os.ReadDir(task); len(ents) > 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the child never had more than one thread")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testpoll.Until(t, "the child to have more than one thread", 10*time.Second, func() bool {
+		ents, _ := os.ReadDir(task)
+		return len(ents) > 1
+	})
 	if err := IdleProcess(pid); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 )
 
 // cgroup2Mount is where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup, or
@@ -52,17 +53,13 @@ func testCgroup(t *testing.T) (dir string, fd int) {
 	t.Cleanup(func() {
 		d.Close()
 		// The cgroup is empty once its processes are reaped; removal may lag a moment.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			err := os.Remove(dir)
-			if err == nil || errors.Is(err, os.ErrNotExist) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("removing %s: %v", dir, err)
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+		var err error
+		removed := poll.WaitEvery(10*time.Second, 50*time.Millisecond, func() bool {
+			err = os.Remove(dir)
+			return err == nil || errors.Is(err, os.ErrNotExist)
+		})
+		if !removed {
+			t.Errorf("removing %s: %v", dir, err)
 		}
 	})
 	return dir, int(d.Fd())

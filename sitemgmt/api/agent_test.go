@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -561,24 +562,68 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 	if pcb02.State != wire.SlurmDown || !strings.Contains(pcb02.Reason, "no heartbeat") {
 		t.Fatalf("pc-b02 before any heartbeat: %+v", pcb02)
 	}
-	// A long poll at the current revision returns when the heartbeat arrives.
-	got := make(chan *wire.SlurmFeed, 1)
-	go func() {
-		f, err := admin.SlurmNodes(ctx, feed.Revision, 30*time.Second)
-		if err != nil {
-			t.Error(err)
+	// A long poll at the current revision is woken by the heartbeat: it answers promptly,
+	// well before its timeout, with the heartbeat's revision, and not before. The heartbeat
+	// goes out only once the request has been sent and held unanswered a while: a poll that
+	// reached the server after the change would answer at once, wake-up or not.
+	const pollTimeout, held, prompt = 30 * time.Second, 300 * time.Millisecond, 5 * time.Second
+	type pollAnswer struct {
+		f   *wire.SlurmFeed
+		err error
+	}
+	pollCtx, cancelPoll := context.WithCancel(ctx)
+	defer cancelPoll() // on a failure below, so that the poll ends with the test
+	sent := make(chan struct{}, 1)
+	pollCtx = httptrace.WithClientTrace(pollCtx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+		select {
+		case sent <- struct{}{}:
+		default: // a retried request: sent already
 		}
-		got <- f
+	}})
+	got := make(chan pollAnswer, 1)
+	go func() {
+		f, err := admin.SlurmNodes(pollCtx, feed.Revision, pollTimeout)
+		got <- pollAnswer{f, err}
 	}()
-	time.Sleep(50 * time.Millisecond) // let the poll start waiting (the result is the same if not)
+	select {
+	case <-sent:
+	case a := <-got:
+		t.Fatalf("long poll answered without being sent: %v", a.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("long poll not sent within 10 s")
+	}
+	select {
+	case a := <-got:
+		if a.err != nil {
+			t.Fatalf("long poll at the current revision failed before any change: %v", a.err)
+		}
+		t.Fatalf("long poll at revision %d answered before any change, at revision %d", feed.Revision, a.f.Revision)
+	case <-time.After(held):
+	}
 	start := time.Now()
 	if err := host.Heartbeat(ctx, wire.Heartbeat{Host: "pc-b02", Time: time.Now(), Mode: "desktop",
 		OwnerState: model.StateOwnerActive, Action: model.ActionThrottle, GuestState: "running"}); err != nil {
 		t.Fatal(err)
 	}
-	f := <-got
-	if f == nil || f.Revision <= feed.Revision || time.Since(start) > 10*time.Second {
-		t.Fatalf("long poll: %+v after %s", f, time.Since(start))
+	var f *wire.SlurmFeed
+	select {
+	case a := <-got:
+		if a.err != nil {
+			t.Fatalf("long poll: %v", a.err)
+		}
+		f = a.f
+	case <-time.After(prompt):
+		t.Fatalf("long poll not woken by the heartbeat: no answer %s after it (its timeout is %s)", prompt, pollTimeout)
+	}
+	if f.Revision <= feed.Revision {
+		t.Fatalf("long poll woken %s after the heartbeat at revision %d, not past %d", time.Since(start), f.Revision, feed.Revision)
+	}
+	now, err := admin.SlurmNodes(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Revision != f.Revision {
+		t.Fatalf("long poll answered revision %d, not the heartbeat's %d", f.Revision, now.Revision)
 	}
 	for _, n := range f.Nodes {
 		if n.Name == "pc-b02" && (n.State != wire.SlurmUp || n.Features != "overtime,desktop,owner-active") {

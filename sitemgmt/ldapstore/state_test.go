@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 )
 
 // stateEvents collects what WatchState delivers.
@@ -37,19 +39,16 @@ func (e *stateEvents) fn(kind, key string, doc []byte, deleted bool) {
 // waitFor polls until cond holds on the collected documents, or fails after a deadline.
 func (e *stateEvents) waitFor(t *testing.T, what string, cond func(docs map[string]string) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	saw := poll.Wait(10*time.Second, func() bool {
 		e.mu.Lock()
-		ok := cond(e.docs)
+		defer e.mu.Unlock()
+		return cond(e.docs)
+	})
+	if !saw {
+		e.mu.Lock()
 		events := append([]string(nil), e.events...)
 		e.mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("watch never saw %s; events: %q", what, events)
-		}
-		time.Sleep(10 * time.Millisecond)
+		t.Fatalf("watch never saw %s; events: %q", what, events)
 	}
 }
 

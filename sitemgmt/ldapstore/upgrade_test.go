@@ -15,6 +15,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
 )
 
@@ -125,12 +126,11 @@ func TestSchemaUpgradeDNS(t *testing.T) {
 		}
 	}
 	defer stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for exec.Command("ldapsearch", "-Y", "EXTERNAL", "-H", uri, "-LLL", "-b", "cn=config", "-s", "base", "dn").Run() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("slapd -F did not answer on %s:\n%s", uri, log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	answers := poll.WaitEvery(10*time.Second, 50*time.Millisecond, func() bool {
+		return exec.Command("ldapsearch", "-Y", "EXTERNAL", "-H", uri, "-LLL", "-b", "cn=config", "-s", "base", "dn").Run() == nil
+	})
+	if !answers {
+		t.Fatalf("slapd -F did not answer on %s:\n%s", uri, log.String())
 	}
 	// The two commands of the upgrade file's header, with this server's URI.
 	header := `dn=$(ldapsearch -Y EXTERNAL -H "$URI" -LLL -b cn=schema,cn=config '(cn=*overtime)' dn | sed -n 's/^dn: //p')

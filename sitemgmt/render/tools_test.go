@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 )
 
 // Helpers for the checks that run the real programs (dnsmasq, slurmctld, ganesha.nfsd).
@@ -121,15 +122,6 @@ func (d *daemon) stop() {
 
 // waitFor polls cond every 100 ms until it holds, the daemon exits or the timeout passes.
 func waitFor(d *daemon, timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		if d != nil && d.exited() {
-			return cond()
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.WaitEvery(timeout, 100*time.Millisecond, func() bool { return cond() || d != nil && d.exited() })
 	return cond()
 }

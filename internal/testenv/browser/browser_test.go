@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 )
 
 // A small site with the UI's CSP: the helpers against pages whose behaviour is known.
@@ -81,13 +83,19 @@ func TestBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // the events come after the load
-	if got := b.TypeOf("window.ran"); got != "undefined" {
-		t.Errorf("the inline script ran despite the CSP: typeof window.ran = %s", got)
-	}
-	ps := strings.Join(b.Problems(), "\n")
+	// The events come after the load: collect them until both are in (Problems takes them).
+	var ps string
+	poll.Wait(10*time.Second, func() bool {
+		if more := b.Problems(); len(more) > 0 {
+			ps = strings.TrimPrefix(ps+"\n"+strings.Join(more, "\n"), "\n")
+		}
+		return strings.Contains(ps, "Content-Security-Policy violation") && strings.Contains(ps, "boom")
+	})
 	if !strings.Contains(ps, "Content-Security-Policy violation") || !strings.Contains(ps, "boom") {
 		t.Errorf("problems:\n%s\nwant a CSP violation and the exception", ps)
+	}
+	if got := b.TypeOf("window.ran"); got != "undefined" {
+		t.Errorf("the inline script ran despite the CSP: typeof window.ran = %s", got)
 	}
 
 	b.Go("/alert")

@@ -29,6 +29,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/agentlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
 	"github.com/overtime-hpc/overtime/node-agent/agent"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
@@ -380,15 +381,18 @@ func (l *Lab) waitFor(what string, d time.Duration, cond func() bool, p *Proc) {
 
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool, p *Proc) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if p != nil && p.Exited() {
-			t.Fatalf("waiting for %s: process exited:\n%s", what, tail(p.Out.String(), 4000))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
+	exited := func() bool { return p != nil && p.Exited() }
+	var held bool
+	poll.WaitEvery(d, 100*time.Millisecond, func() bool {
+		held = cond()
+		return held || exited()
+	})
+	switch {
+	case held:
+	case exited():
+		t.Fatalf("waiting for %s: process exited:\n%s", what, tail(p.Out.String(), 4000))
+	default:
+		t.Fatalf("timed out after %s waiting for %s", d, what)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 )
 
 // DNSMasq is the dnsmasq binary (Debian package dnsmasq-base).
@@ -133,7 +134,7 @@ func (n *Net) startDNSMasq(t testing.TB, cfg NetConfig) error {
 	readLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 	var exited bool
 	var waitErr error
-	ok := waitFor(10*time.Second, 50*time.Millisecond, func() bool {
+	ok := poll.WaitEvery(10*time.Second, 50*time.Millisecond, func() bool {
 		select {
 		case waitErr = <-done:
 			exited = true

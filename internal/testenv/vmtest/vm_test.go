@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/images/testimage"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 )
 
 // TestDirectBoot: a direct kernel boot of the test image's kernel and initrd into the
@@ -69,7 +70,7 @@ func TestNetworkBoot(t *testing.T) {
 			cfg.Firmware = c.fw
 			vm := StartT(t, cfg)
 			want := regexp.MustCompile(`(?i)vendor class: PXEClient:Arch:` + c.arch)
-			ok := waitFor(180*time.Second, 250*time.Millisecond, func() bool {
+			ok := poll.WaitEvery(180*time.Second, 250*time.Millisecond, func() bool {
 				select {
 				case <-vm.Done():
 					return true

@@ -428,18 +428,3 @@ func copyFile(src, dst string) error {
 	}
 	return atomicfile.WriteFile(dst, data, 0o644)
 }
-
-// waitFor polls cond every interval until it holds or within passes: a readiness check of
-// a daemon that offers no notification.
-func waitFor(within, interval time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(within)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(interval)
-	}
-}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/testenv/agentlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
@@ -157,11 +158,8 @@ func measure(b *testing.B, backend model.GuestBackend) Result {
 		if err != nil {
 			b.Fatal(err)
 		}
-		deadline := t0.Add(5 * time.Second)
-		for !capped(groups) && time.Now().Before(deadline) {
-			time.Sleep(500 * time.Microsecond)
-		}
-		if !capped(groups) {
+		// A fine interval: the wait is the measured latency.
+		if !poll.WaitEvery(time.Until(t0.Add(5*time.Second)), 500*time.Microsecond, func() bool { return capped(groups) }) {
 			r.Misses++
 			continue
 		}

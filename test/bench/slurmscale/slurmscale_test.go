@@ -49,6 +49,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	testpoll "github.com/overtime-hpc/overtime/internal/testenv/poll" // -poll is a flag here
 	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/synth"
 	"github.com/overtime-hpc/overtime/sitemgmt/hostcred"
@@ -695,19 +696,16 @@ func BenchmarkSlurmScale(b *testing.B) {
 			s.seg = -1
 			s.mu.Unlock()
 			// Let this segment's last changes arrive.
-			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			testpoll.WaitEvery(10*time.Second, 100*time.Millisecond, func() bool {
 				s.mu.Lock()
-				left := 0
+				defer s.mu.Unlock()
 				for _, pc := range s.pending {
 					if pc.seg == len(segs)-1 {
-						left++
+						return false
 					}
 				}
-				s.mu.Unlock()
-				if left == 0 {
-					break
-				}
-			}
+				return true
+			})
 			min := time.Since(w).Minutes()
 			o, _ := slurm("sdiag")
 			seg.Seconds = time.Since(w).Seconds()
@@ -808,15 +806,19 @@ func met(m modeResult, targetMs float64) bool {
 
 func waitFor(b *testing.B, what string, d time.Duration, p *proc, cond func() bool) {
 	b.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if cond() {
-			return
-		}
-		if p != nil && p.exited() {
-			b.Fatalf("%s: the process exited", what)
-		}
+	exited := func() bool { return p != nil && p.exited() }
+	var held bool
+	testpoll.WaitEvery(d, 100*time.Millisecond, func() bool {
+		held = cond()
+		return held || exited()
+	})
+	switch {
+	case held:
+	case exited():
+		b.Fatalf("%s: the process exited", what)
+	default:
+		b.Fatalf("%s: not within %s", what, d)
 	}
-	b.Fatalf("%s: not within %s", what, d)
 }
 
 // writeConf is slurm.conf for n node records pc00000… with no slurmd behind them.

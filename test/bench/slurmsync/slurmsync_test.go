@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
 )
 
@@ -58,14 +59,15 @@ func BenchmarkSlurmPropagation(b *testing.B) {
 	h := l.Host("pc1")
 	features := func() string { return l.Node("pc1")["AvailableFeatures"] }
 	waitFeature := func(want string, d time.Duration) (time.Time, bool) {
-		deadline := time.Now().Add(d)
-		for time.Now().Before(deadline) {
+		var at time.Time
+		seen := poll.WaitEvery(d, 20*time.Millisecond, func() bool { // the observer's poll interval
 			if strings.Contains(features(), want) {
-				return time.Now(), true
+				at = time.Now()
+				return true
 			}
-			time.Sleep(20 * time.Millisecond) // the observer's poll interval
-		}
-		return time.Time{}, false
+			return false
+		})
+		return at, seen
 	}
 	if _, ok := waitFeature("desk-empty", 60*time.Second); !ok {
 		b.Fatalf("pc1 never desk-empty: %v", l.Node("pc1"))
