@@ -527,6 +527,12 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, fn func(site *mo
 		okStatus, err = fn(site)
 		return err
 	})
+	s.written(w, r, okStatus, changes, err)
+}
+
+// written answers a site write (a named operation's or update's): the error, or
+// okStatus (200 when nothing changed) with the change list; and counts it.
+func (s *Server) written(w http.ResponseWriter, r *http.Request, okStatus int, changes []model.Change, err error) {
 	s.metrics.siteWrite(dryRun(r), changes, err)
 	if err != nil {
 		s.httpError(w, err)
@@ -559,18 +565,16 @@ func (s *Server) getSite(w http.ResponseWriter, r *http.Request) {
 
 // putSite replaces what the site file manages (declarative apply): everything except
 // bookings, the exceptions and weekly rules users added through the API, which stay
-// unless the file names them (model.MergeBookings). Only the difference is written.
+// unless the file names them (service.Bookings.ApplySiteFile). Only the difference is
+// written.
 func (s *Server) putSite(w http.ResponseWriter, r *http.Request) {
 	var next model.Site
 	if err := decodeJSON(r, &next); err != nil {
 		s.httpError(w, err)
 		return
 	}
-	s.update(w, r, func(site *model.Site) (int, error) {
-		model.MergeBookings(site, &next)
-		*site = next
-		return http.StatusOK, nil
-	})
+	changes, err := s.svc.Bookings.ApplySiteFile(r.Context(), principal(r), dryRun(r), &next)
+	s.written(w, r, http.StatusOK, changes, err)
 }
 
 // Settings are the site entry's own attributes.

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/authz"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
@@ -18,23 +20,19 @@ type collection[T any] struct {
 	filter func(r *http.Request, v *T) bool
 	// keep carries over from the existing entity what a PUT body may leave out.
 	keep func(old, new *T)
-	// own records who owns the bookings in new (old is nil when new is created): the
-	// server's record of ownership, whatever the body says (docs/site-file.md).
-	own func(uid string, old, new *T) error
+	// put and del, if set, are the named operations behind PUT and DELETE, for entities
+	// with bookings (pools, hosts, exceptions): the service records who owns them
+	// (service.Bookings), whatever the body says. Without them PUT and DELETE are plain
+	// writes of the list.
+	put func(ctx context.Context, p authz.Principal, dryRun bool, v T) (created bool, changes []model.Change, err error)
+	del func(ctx context.Context, p authz.Principal, dryRun bool, name string) ([]model.Change, error)
 }
 
 func registerCollections(s *Server) {
 	register(s, collection[model.Pool]{kind: "pool", path: "pools",
 		list: func(s *model.Site) *[]model.Pool { return &s.Pools },
 		name: func(v *model.Pool) *string { return &v.Name },
-		own: func(uid string, old, p *model.Pool) (err error) {
-			var cur model.Pool // a created pool has no rules yet
-			if old != nil {
-				cur = *old
-			}
-			p.RuleOwners, err = model.BookRules("pool "+p.Name, cur.Weekly, cur.RuleOwners, p.Weekly, uid)
-			return err
-		}})
+		put:  s.svc.Bookings.PutPool})
 	register(s, collection[model.Host]{kind: "host", path: "hosts",
 		list: func(s *model.Site) *[]model.Host { return &s.Hosts },
 		name: func(v *model.Host) *string { return &v.Name },
@@ -42,14 +40,7 @@ func registerCollections(s *Server) {
 			p := r.URL.Query().Get("pool")
 			return p == "" || h.Pool == p
 		},
-		own: func(uid string, old, h *model.Host) (err error) {
-			var cur model.Host // a created host has no rules yet
-			if old != nil {
-				cur = *old
-			}
-			h.RuleOwners, err = model.BookRules("host "+h.Name, cur.Weekly, cur.RuleOwners, h.Weekly, uid)
-			return err
-		}})
+		put: s.svc.Bookings.PutHost})
 	register(s, collection[model.BootServer]{kind: "boot server", path: "bootservers",
 		list: func(s *model.Site) *[]model.BootServer { return &s.BootServers },
 		name: func(v *model.BootServer) *string { return &v.Name }})
@@ -70,14 +61,8 @@ func registerCollections(s *Server) {
 		list: func(s *model.Site) *[]model.Exception { return &s.Exceptions },
 		name: func(v *model.Exception) *string { return &v.Name },
 		// An exception belongs to whoever created it; changing it does not take it over.
-		own: func(uid string, old, e *model.Exception) error {
-			if old == nil {
-				e.Owner = uid
-			} else {
-				e.Owner = old.Owner
-			}
-			return nil
-		}})
+		put: s.svc.Bookings.PutException,
+		del: s.svc.Bookings.RemoveException})
 	register(s, collection[model.RoleGrant]{kind: "role", path: "roles",
 		list: func(s *model.Site) *[]model.RoleGrant { return &s.Roles },
 		name: func(v *model.RoleGrant) *string { return &v.Name }})
@@ -129,26 +114,24 @@ func register[T any](s *Server, c collection[T]) {
 			s.httpError(w, model.Invalid("%s name in body %q does not match the URL %q", c.kind, *n, name))
 			return
 		}
-		uid := principal(r).UID
+		if c.put != nil {
+			created, changes, err := c.put(r.Context(), principal(r), dryRun(r), v)
+			status := http.StatusOK
+			if created {
+				status = http.StatusCreated
+			}
+			s.written(w, r, status, changes, err)
+			return
+		}
 		s.update(w, r, func(site *model.Site) (int, error) {
 			list := c.list(site)
 			i := c.index(*list, name)
 			if i < 0 {
-				if c.own != nil {
-					if err := c.own(uid, nil, &v); err != nil {
-						return 0, err
-					}
-				}
 				*list = append(*list, v)
 				return http.StatusCreated, nil
 			}
 			if c.keep != nil {
 				c.keep(&(*list)[i], &v)
-			}
-			if c.own != nil {
-				if err := c.own(uid, &(*list)[i], &v); err != nil {
-					return 0, err
-				}
 			}
 			(*list)[i] = v
 			return http.StatusOK, nil
@@ -156,6 +139,11 @@ func register[T any](s *Server, c collection[T]) {
 	}))
 	s.mux.HandleFunc("DELETE "+base+"/{name}", s.write(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
+		if c.del != nil {
+			changes, err := c.del(r.Context(), principal(r), dryRun(r), name)
+			s.written(w, r, http.StatusOK, changes, err)
+			return
+		}
 		s.update(w, r, func(site *model.Site) (int, error) {
 			list := c.list(site)
 			i := c.index(*list, name)

@@ -2,13 +2,13 @@ package web
 
 // Course VMs for lecturers (docs/lecturer-guide.md): the course-vm images of the user's
 // pools and the course-vm modes that start them, booking a mode for a pool as a weekly
-// rule (`overtime schedule add --pool P "wed 10:00-12:00 MODE"`: the rule is added to
-// the pool's Weekly and booked by the user in RuleOwners, model.BookRules) or as a one-off
-// exception (`overtime exception add`: Owner is the user), the user's bookings with
-// when and where they will be live (walked through the schedule engine), and cancelling
-// one's own booking. Every change goes through service.Update as the user: authz allows
-// a lecturer only course-vm modes of their pool, and the schedule compiler refuses
-// overlapping rules.
+// rule (`overtime schedule add --pool P "wed 10:00-12:00 MODE"`: service.Bookings.BookRule
+// adds it to the pool's Weekly, booked by the user in RuleOwners) or as a one-off
+// exception (`overtime exception add`: Bookings.AddException, Owner is the user), the
+// user's bookings with when and where they will be live (walked through the schedule
+// engine), and cancelling one's own booking (Bookings.CancelRule, CancelException). Every
+// change is one of these operations as the user: authz allows a lecturer only course-vm
+// modes of their pool, and the schedule compiler refuses overlapping rules.
 //
 // Uploading a course VM is `overtime image import` (it converts the VM with qemu-img on
 // the lecturer's machine and streams the result with PUT .../files/{file}); the page
@@ -297,31 +297,14 @@ func (u *UI) courseBook(q *Req) {
 		bad(http.StatusBadRequest, "choose a course-vm mode")
 		return
 	}
-	uid := q.P.UID
 	var done string
+	var changes []model.Change
 	var err error
 	switch f.Type {
 	case "weekly":
-		r, perr := schedule.ParseRule(fmt.Sprintf("%s %s-%s %s", f.Days, f.From, f.To, f.Mode))
-		if perr != nil {
-			bad(http.StatusBadRequest, perr.Error())
-			return
-		}
-		_, err = u.Update(q, false, func(s *model.Site) error {
-			p := s.Pool(f.Pool)
-			if p == nil {
-				return model.Invalid("no pool %s", f.Pool)
-			}
-			old := append([]string(nil), p.Weekly...)
-			p.Weekly = append(p.Weekly, r.Text)
-			owners, err := model.BookRules("pool "+p.Name, old, p.RuleOwners, p.Weekly, uid)
-			if err != nil {
-				return err
-			}
-			p.RuleOwners = owners
-			return nil
-		})
-		done = fmt.Sprintf("booked %q in pool %s", r.Text, f.Pool)
+		var rule string
+		rule, changes, err = u.svc.Bookings.BookRule(q.Context(), q.P, model.Target{Pool: f.Pool}, fmt.Sprintf("%s %s-%s %s", f.Days, f.From, f.To, f.Mode))
+		done = fmt.Sprintf("booked %q in pool %s", rule, f.Pool)
 	case "once":
 		loc := q.Snap.Engine.Location()
 		start, perr := parseLocal(f.Start, loc)
@@ -346,20 +329,14 @@ func (u *UI) courseBook(q *Req) {
 			bad(http.StatusBadRequest, verr.Error())
 			return
 		}
-		_, err = u.Update(q, false, func(s *model.Site) error {
-			if s.Exception(name) != nil {
-				return model.Conflict("a booking or exception named %s exists already; choose another name", name)
-			}
-			s.Exceptions = append(s.Exceptions, model.Exception{Name: name, Kind: "lecture", Description: f.Description,
-				Start: start, End: end, Mode: f.Mode, Targets: []model.Target{{Pool: f.Pool}}, Owner: uid})
-			return nil
-		})
+		changes, err = u.svc.Bookings.AddException(q.Context(), q.P, model.Exception{Name: name, Kind: "lecture",
+			Description: f.Description, Start: start, End: end, Mode: f.Mode, Targets: []model.Target{{Pool: f.Pool}}})
 		done = fmt.Sprintf("booked %s (%s, %s – %s) in pool %s", name, f.Mode, start.Format("2006-01-02 15:04"), end.Format("2006-01-02 15:04"), f.Pool)
 	default:
 		bad(http.StatusBadRequest, "choose weekly or once")
 		return
 	}
-	if err != nil {
+	if _, err := u.wrote(false, changes, err); err != nil {
 		status, msg := ErrorStatus(err)
 		bad(status, msg)
 		return
@@ -368,63 +345,26 @@ func (u *UI) courseBook(q *Req) {
 }
 
 func (u *UI) courseCancel(q *Req) {
-	uid := q.P.UID
-	site := q.Snap.Site
 	pool, host, rule, exc := q.PostFormValue("pool"), q.PostFormValue("host"), q.PostFormValue("rule"), q.PostFormValue("exception")
-	var fn func(s *model.Site) error
+	var changes []model.Change
+	var err error
 	var done string
 	switch {
 	case exc != "":
-		e := site.Exception(exc)
-		if e == nil || e.Owner != uid {
-			u.renderCourses(q, http.StatusForbidden, bookForm{Type: "weekly"}, "you have no booking "+exc+" (only your own bookings can be cancelled here)")
-			return
-		}
-		fn = func(s *model.Site) error {
-			for i := range s.Exceptions {
-				if s.Exceptions[i].Name == exc && s.Exceptions[i].Owner == uid {
-					s.Exceptions = append(s.Exceptions[:i], s.Exceptions[i+1:]...)
-					return nil
-				}
-			}
-			return model.Invalid("booking %s is gone", exc)
-		}
+		changes, err = u.svc.Bookings.CancelException(q.Context(), q.P, exc)
 		done = "cancelled " + exc
 	case rule != "":
-		owners := func(s *model.Site) (*[]string, model.RuleOwners) {
-			if host != "" {
-				if h := s.Host(host); h != nil {
-					return &h.Weekly, h.RuleOwners
-				}
-			} else if p := s.Pool(pool); p != nil {
-				return &p.Weekly, p.RuleOwners
-			}
-			return nil, nil
+		t := model.Target{Pool: pool}
+		if host != "" {
+			t = model.Target{Host: host}
 		}
-		if w, o := owners(site); w == nil || o[rule] != uid {
-			u.renderCourses(q, http.StatusForbidden, bookForm{Type: "weekly"}, fmt.Sprintf("you have no booking %q there (only your own bookings can be cancelled here)", rule))
-			return
-		}
-		fn = func(s *model.Site) error {
-			w, o := owners(s)
-			if w == nil || o[rule] != uid {
-				return model.Invalid("booking %q is gone", rule)
-			}
-			for i, r := range *w {
-				if r == rule {
-					*w = append((*w)[:i], (*w)[i+1:]...)
-					break
-				}
-			}
-			delete(o, rule)
-			return nil
-		}
+		changes, err = u.svc.Bookings.CancelRule(q.Context(), q.P, t, rule)
 		done = fmt.Sprintf("cancelled %q", rule)
 	default:
 		u.renderCourses(q, http.StatusBadRequest, bookForm{Type: "weekly"}, "nothing to cancel")
 		return
 	}
-	if _, err := u.Update(q, false, fn); err != nil {
+	if _, err := u.wrote(false, changes, err); err != nil {
 		status, msg := ErrorStatus(err)
 		u.renderCourses(q, status, bookForm{Type: "weekly"}, msg)
 		return

@@ -2,14 +2,15 @@ package web
 
 // The weekly schedule editor: a 7 × 144 grid of a pool's or host's own weekly rules
 // (schedgrid.go converts), edited in the browser (static/schedule.js) and saved as one
-// change of the rule list through service.Update, previewed with a dry run and the
-// compiled candidate site; and, on a pool's page, the dated exceptions of the pool.
+// change of the rule list (service.Bookings.ApplyGrid), previewed with its dry run and
+// the candidate site (Bookings.PreviewGrid) compiled; and, on a pool's page, the dated
+// exceptions of the pool (Bookings.AddException, RemoveException).
 //
 // Saving follows `overtime schedule add/remove` (a PUT of the rule list): rules the save
-// adds are booked by the user (model.BookRules), rules it keeps keep their owners, and
-// a booking the grid still holds stays as written. authz judges the rule list's change
-// as for the API: a lecturer may only add, change or cancel their own course-vm
-// bookings of their pool.
+// adds are booked by the user, rules it keeps keep their owners, and a booking the grid
+// still holds stays as written (the service records the owners). authz judges the rule
+// list's change as for the API: a lecturer may only add, change or cancel their own
+// course-vm bookings of their pool.
 //
 // What the page offers is asked of authz with the same rules: the grid is editable for
 // whoever may change every rule of the pool or host (authz.MayChangeAll: its pool admins
@@ -18,8 +19,6 @@ package web
 // authz lets them delete; they book on the Course VMs page (lecturer.go).
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"sort"
@@ -27,6 +26,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
+	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
@@ -203,7 +203,7 @@ type schedulePage struct {
 }
 
 // targetRules are pointers to the rules and owners of the pool or host in site (nil:
-// none such).
+// none such), for the page; writes go through service.Bookings.
 func targetRules(site *model.Site, kind, name string) (*[]string, *model.RuleOwners, string) {
 	switch kind {
 	case "pool":
@@ -218,34 +218,21 @@ func targetRules(site *model.Site, kind, name string) (*[]string, *model.RuleOwn
 	return nil, nil, ""
 }
 
-// rulesRev identifies a rule list, so that a save made from a page showing other rules
-// than those in force is refused instead of undoing someone's change.
-func rulesRev(rules []string) string {
-	h := sha256.Sum256([]byte(strings.Join(rules, "\n")))
-	return hex.EncodeToString(h[:8])
+// scheduleTarget names the pool or host of the editor (kind "pool" or "host").
+func scheduleTarget(kind, name string) model.Target {
+	if kind == "host" {
+		return model.Target{Host: name}
+	}
+	return model.Target{Pool: name}
 }
 
-// applyGrid replaces the weekly rules of the pool or host with those of g, recording
-// ownership as an API write by uid does. all says whether the user may change every
-// rule (authz.MayChangeAll); if not, every rule the grid still holds is kept as written
-// rather than re-planned, so that a save that adds or removes only the user's own
-// bookings changes nothing else (authz refuses anything more, naming the rule).
-func applyGrid(site *model.Site, kind, name string, g schedule.WeekGrid, uid, rev string, all bool) error {
-	w, o, _ := targetRules(site, kind, name)
-	if w == nil {
-		return model.Invalid("no %s %q", kind, name)
+// wrote reports a write made by a named operation of the service to the write metrics,
+// as Update does, and passes its result on.
+func (u *UI) wrote(dryRun bool, changes []model.Change, err error) ([]model.Change, error) {
+	if u.opt.OnWrite != nil {
+		u.opt.OnWrite(dryRun, changes, err)
 	}
-	if rev != "" && rev != rulesRev(*w) {
-		return model.Conflict("the weekly rules of %s %s were changed since this page was loaded; reload it and make your change again", kind, name)
-	}
-	owners := *o
-	rules := schedule.PlanRules(g, *w, func(r string) bool { _, ok := owners[r]; return ok || !all })
-	newOwners, err := model.BookRules(kind+" "+name, *w, owners, rules, uid)
-	if err != nil {
-		return err
-	}
-	*w, *o = rules, newOwners
-	return nil
+	return changes, err
 }
 
 // lookupTarget finds the pool or host q may see; otherwise it answers 404 and says false.
@@ -278,7 +265,7 @@ func (u *UI) editorPage(q *Req, kind, name string, g schedule.WeekGrid) schedule
 	loc := q.Snap.Engine.Location()
 	canEdit := q.P.MayChangeAll(site, kind, name, "weekly")
 	pg := schedulePage{Page: u.Base(q, "Schedule of "+kind+" "+name, "schedule"), Kind: kind, Name: name, Pool: pool,
-		Action: Prefix + "schedule/" + kind + "s/" + name, Rev: rulesRev(*w), CanEdit: canEdit,
+		Action: Prefix + "schedule/" + kind + "s/" + name, Rev: service.RulesRev(*w), CanEdit: canEdit,
 		CanBook: !canEdit && mayEdit(q, pool), At: q.Now.In(loc).Format("2006-01-02T15:04"), Zone: loc.String()}
 	for _, r := range *w {
 		v := RuleView{Text: r, Owner: (*o)[r]}
@@ -375,9 +362,8 @@ func (u *UI) schedulePost(q *Req, kind, name string) {
 		u.Render(q, http.StatusBadRequest, "schedule", pg)
 		return
 	}
-	rev := q.PostFormValue("rev")
-	all := q.P.MayChangeAll(q.Snap.Site, kind, name, "weekly")
-	changes, err := u.Update(q, preview, func(site *model.Site) error { return applyGrid(site, kind, name, g, q.P.UID, rev, all) })
+	changes, err := u.svc.Bookings.ApplyGrid(q.Context(), q.P, preview, scheduleTarget(kind, name), g, q.PostFormValue("rev"))
+	u.wrote(preview, changes, err)
 	if err == nil && !preview {
 		msg := "no change: the schedule was already so"
 		if len(changes) > 0 {
@@ -402,14 +388,14 @@ func (u *UI) schedulePost(q *Req, kind, name string) {
 		for _, c := range changes {
 			pg.Changes = append(pg.Changes, c.String())
 		}
-		u.previewHosts(q, &pg, kind, name, pool, g, all)
+		u.previewHosts(q, &pg, kind, name, pool, g)
 	}
 	u.Render(q, status, "schedule", pg)
 }
 
 // previewHosts fills the candidate rules and what the pool's hosts boot at the posted
 // instant under them, from the real engine compiled on a copy of the site.
-func (u *UI) previewHosts(q *Req, pg *schedulePage, kind, name, pool string, g schedule.WeekGrid, all bool) {
+func (u *UI) previewHosts(q *Req, pg *schedulePage, kind, name, pool string, g schedule.WeekGrid) {
 	loc := q.Snap.Engine.Location()
 	at := q.Now
 	if v := strings.TrimSpace(q.PostFormValue("at")); v != "" {
@@ -422,8 +408,8 @@ func (u *UI) previewHosts(q *Req, pg *schedulePage, kind, name, pool string, g s
 	}
 	pg.At = at.In(loc).Format("2006-01-02T15:04")
 	pg.AtLabel = at.In(loc).Format("Mon 2006-01-02 15:04 MST")
-	cand := q.Snap.Site.Clone()
-	if err := applyGrid(cand, kind, name, g, q.P.UID, "", all); err != nil {
+	cand, err := u.svc.Bookings.PreviewGrid(q.P, scheduleTarget(kind, name), g)
+	if err != nil {
 		pg.CheckErr = joinErr(pg.CheckErr, err.Error())
 		return
 	}
@@ -611,15 +597,9 @@ func (u *UI) exceptionAdd(q *Req) {
 		return
 	}
 	e := model.Exception{Name: f.Name, Kind: model.ExceptionKind(f.Kind), Description: f.Description, Start: start, End: end,
-		Mode: f.Mode, Targets: targets, Owner: q.P.UID}
-	_, err = u.Update(q, false, func(site *model.Site) error {
-		if site.Exception(e.Name) != nil {
-			return model.Conflict("an exception named %q exists already; choose another name", e.Name)
-		}
-		site.Exceptions = append(site.Exceptions, e)
-		return nil
-	})
-	if err != nil {
+		Mode: f.Mode, Targets: targets}
+	changes, err := u.svc.Bookings.AddException(q.Context(), q.P, e)
+	if _, err := u.wrote(false, changes, err); err != nil {
 		status, msg := ErrorStatus(err)
 		if fld := excField(msg); fld != "" && status != http.StatusForbidden {
 			f.Err[fld] = msg
@@ -651,16 +631,8 @@ func (u *UI) exceptionDelete(q *Req) {
 		u.Fail(q, http.StatusForbidden, fmt.Sprintf("user %s may not delete exceptions of pool %s", q.P.UID, pool))
 		return
 	}
-	_, err := u.Update(q, false, func(site *model.Site) error {
-		for i := range site.Exceptions {
-			if site.Exceptions[i].Name == name {
-				site.Exceptions = append(site.Exceptions[:i], site.Exceptions[i+1:]...)
-				return nil
-			}
-		}
-		return model.Invalid("no exception %q", name)
-	})
-	if err != nil {
+	changes, err := u.svc.Bookings.RemoveException(q.Context(), q.P, false, name)
+	if _, err := u.wrote(false, changes, err); err != nil {
 		status, msg := ErrorStatus(err)
 		w, _, _ := targetRules(q.Snap.Site, "pool", pool)
 		g, _ := schedule.GridOf(*w)

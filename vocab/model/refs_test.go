@@ -80,69 +80,11 @@ func drop[T any](list []T, name string, key func(*T) string) []T {
 	return out
 }
 
-func TestDuplicateRule(t *testing.T) {
-	old := []string{"sat 09:00-14:00 desktop"}
-	for _, tc := range []struct {
-		rules []string
-		want  string
-	}{
-		{[]string{"sat 09:00-14:00 desktop", "sun 09:00-14:00 desktop"}, ""},
-		{[]string{"sat 09:00-14:00 desktop", "sat 09:00-14:00 desktop"}, `rule "sat 09:00-14:00 desktop" already exists on pool lab-b`},
-		{[]string{"sun 09:00-14:00 desktop", "sun 09:00-14:00 desktop"}, `rule "sun 09:00-14:00 desktop" is given twice for pool lab-b`},
-	} {
-		err := DuplicateRule("pool lab-b", old, tc.rules)
-		if got := errString(err); got != tc.want {
-			t.Errorf("%v: got %q, want %q", tc.rules, got, tc.want)
-		}
-		if err != nil && !err.(*InvalidError).Conflict {
-			t.Errorf("%v: not a conflict", tc.rules)
-		}
-	}
-}
-
 func errString(err error) string {
 	if err == nil {
 		return ""
 	}
 	return err.Error()
-}
-
-// Bookings survive a site file that does not mention them; what the file names wins.
-func TestMergeBookingsAndStamp(t *testing.T) {
-	cur := fullSite()
-	cur.Exceptions = append(cur.Exceptions,
-		Exception{Name: "carols", Kind: "lecture", Start: t0, End: t0.Add(3600e9), Mode: "course", Targets: []Target{{Pool: "lab-a"}}, Owner: "carol"},
-		Exception{Name: "slurm-b1", Kind: ExceptionPowerSave, Start: t0, End: t0.Add(3600e9), Mode: "cluster", Targets: []Target{{Host: "b1"}}})
-	cur.Pool("lab-b").Weekly = append(cur.Pool("lab-b").Weekly, "mon 08:00-10:00 course")
-	cur.Pool("lab-b").RuleOwners = RuleOwners{"mon 08:00-10:00 course": "carol"}
-
-	file := fullSite() // the file knows none of the bookings, and drops exception "exam"
-	file.Exceptions = nil
-	MergeBookings(cur, file)
-	if file.Exception("carols") == nil || file.Exception("carols").Owner != "carol" || file.Exception("slurm-b1") == nil || file.Exception("exam") != nil {
-		t.Errorf("exceptions after merge: %+v", file.Exceptions)
-	}
-	if p := file.Pool("lab-b"); len(p.Weekly) != 2 || p.RuleOwners["mon 08:00-10:00 course"] != "carol" {
-		t.Errorf("lab-b after merge: %+v", p)
-	}
-	file.Sort()
-	if err := file.Validate(); err != nil {
-		t.Fatal(err)
-	}
-
-	// A file that declares the booked rule takes it over.
-	file2 := fullSite()
-	file2.Pool("lab-b").Weekly = append(file2.Pool("lab-b").Weekly, "mon 08:00-10:00 course")
-	MergeBookings(cur, file2)
-	if p := file2.Pool("lab-b"); len(p.Weekly) != 2 || p.RuleOwners != nil {
-		t.Errorf("declared rule: %+v", p)
-	}
-
-	// API writes: kept rules keep their owner (or none), new ones belong to the writer.
-	got := StampRuleOwners([]string{"a", "b"}, RuleOwners{"b": "carol"}, []string{"a", "b", "c"}, "alice")
-	if len(got) != 2 || got["b"] != "carol" || got["c"] != "alice" {
-		t.Errorf("stamp: %v", got)
-	}
 }
 
 func TestValidateOwners(t *testing.T) {
