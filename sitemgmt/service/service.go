@@ -5,9 +5,10 @@
 //
 // It also owns the site manager's runtime state, which is not configuration (agents.go):
 // the node agents' heartbeats and job reports, kept outside the site model in the
-// directory so that restarts and replicas agree (state.go), the revision the Slurm
-// feed's long poll waits on, the feed itself and Slurm power saving (slurm.go). The
-// HTTP layer only decodes, authenticates, authorises and encodes around these methods.
+// directory so that restarts and replicas agree (state.go), the audit trail of site
+// writes and power commands (audit.go), the revision the Slurm feed's long poll waits on,
+// the feed itself and Slurm power saving (slurm.go). The HTTP layer only decodes,
+// authenticates, authorises and encodes around these methods.
 package service
 
 import (
