@@ -110,7 +110,7 @@ func TestWakeBeforeLecture(t *testing.T) {
 	})
 	t.Logf("09:57:30, lecture at 10:00 (lead %s, no boot time measured): magic packets for %d PCs received on 10.20.0.0/24", wake.DefaultBoot+wake.Margin, len(seen))
 
-	list := env.Svc.PowerCommands("pc-a01")
+	list := env.Svc.Power.Commands("pc-a01")
 	if len(list) != 1 || list[0].State != wire.CommandSent || list[0].By != "schedule" || !strings.Contains(list[0].Reason, "course-bio101") {
 		t.Fatalf("pc-a01's scheduled wake: %+v", list)
 	}
@@ -118,7 +118,7 @@ func TestWakeBeforeLecture(t *testing.T) {
 	if err != nil || len(again) != 0 {
 		t.Fatalf("second round sent %v (%v)", again, err)
 	}
-	if pw := env.Svc.PowerCommands("pc-a05"); len(pw) != 0 {
+	if pw := env.Svc.Power.Commands("pc-a05"); len(pw) != 0 {
 		t.Errorf("pc-a05 (no change at 10:00) was woken: %+v", pw)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -267,39 +268,19 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) {
 		}
 		booted = resolve.Running{Mode: m, Exam: r.URL.Query().Get("exam") == "1"}
 	}
-	cfg, err := s.agentConfigFor(s.svc.Snapshot(), host, s.opt.Now(), booted)
+	cfg, err := s.svc.Hosts.AgentConfig(host, s.agentRequest(booted, p.IsHost()))
 	if err != nil {
 		s.serviceError(w, err)
 		return
-	}
-	// A pending reboot or power-off, until the agent's heartbeat answers it.
-	cfg.Power = s.svc.PendingPower(host)
-	if p.IsHost() {
-		// The guest's version stays on the boot server while the agent may run it (gc).
-		var guest []string
-		if cfg.Guest != nil {
-			guest = []string{cfg.Guest.Guest.Image + "/" + cfg.Guest.Resolved.Version}
-		}
-		s.svc.NoteBooted(host, true, guest, s.opt.Now())
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, cfg)
 }
 
-// AgentConfigFor is the configuration host's node agent gets from snap at now: the
-// resolver's assignment (sitemgmt/resolve) as the agent's document. An unknown host is a
-// *resolve.UnknownHostError (404).
-func (s *Server) AgentConfigFor(snap *service.Snapshot, host string, now time.Time) (*wire.AgentConfig, error) {
-	return s.agentConfigFor(snap, host, now, resolve.Running{})
-}
-
-func (s *Server) agentConfigFor(snap *service.Snapshot, host string, now time.Time, b resolve.Running) (*wire.AgentConfig, error) {
-	h := snap.Host(host)
-	if h == nil {
-		return nil, &resolve.UnknownHostError{Name: host}
-	}
-	return snap.Resolver.AgentConfig(h, resolve.Query{At: now, BootServer: s.opt.BootServer, Held: s.svc.Held(),
-		Interference: s.svc.InterferenceProfile}, b)
+// agentRequest is the context of an agent configuration asked of this server now;
+// byAgent: the host's own agent asks (service.AgentRequest.ByAgent).
+func (s *Server) agentRequest(booted resolve.Running, byAgent bool) service.AgentRequest {
+	return service.AgentRequest{At: s.opt.Now(), BootServer: s.opt.BootServer, Booted: booted, ByAgent: byAgent}
 }
 
 // ---- guest secrets ----
@@ -318,13 +299,13 @@ func (s *Server) guestSecrets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "this site manager hands out no guest secrets: start overtime serve with --munge-key FILE")
 		return
 	}
-	cfg, err := s.AgentConfigFor(s.svc.Snapshot(), host, s.opt.Now())
-	if err != nil {
+	if _, err := s.svc.Hosts.GuestSecretsFor(host, s.agentRequest(resolve.Running{}, false)); err != nil {
+		var none *service.NoGuestSecrets
+		if errors.As(err, &none) {
+			writeError(w, http.StatusForbidden, err.Error())
+			return
+		}
 		s.serviceError(w, err)
-		return
-	}
-	if cfg.Guest == nil || cfg.Guest.ImageKind != model.ImageCompute {
-		writeError(w, http.StatusForbidden, "host "+host+" runs no compute guest in mode "+cfg.Mode+" now: no guest secrets")
 		return
 	}
 	key, err := os.ReadFile(s.opt.MungeKeyFile)
@@ -359,7 +340,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hb.Host = host
-	st, err := s.svc.PutHeartbeat(hb, s.opt.Now(), s.remoteIP(r))
+	st, err := s.svc.Agents.PutHeartbeat(hb, s.opt.Now(), s.remoteIP(r))
 	if err != nil {
 		s.serviceError(w, err)
 		return
@@ -380,12 +361,12 @@ func (s *Server) remoteIP(r *http.Request) string {
 // agentStatusList lists the last heartbeat of every host of the current site that has
 // posted one since this server started (?pool= narrows to one pool), by host name.
 func (s *Server) agentStatusList(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.svc.AgentStatuses(r.URL.Query().Get("pool"), s.opt.Now()))
+	writeJSON(w, http.StatusOK, s.svc.Agents.Statuses(r.URL.Query().Get("pool"), s.opt.Now()))
 }
 
 func (s *Server) agentStatusOne(w http.ResponseWriter, r *http.Request) {
 	host := r.PathValue("host")
-	st, ok, err := s.svc.AgentStatus(host, s.opt.Now())
+	st, ok, err := s.svc.Agents.Status(host, s.opt.Now())
 	if err != nil {
 		s.serviceError(w, err)
 		return

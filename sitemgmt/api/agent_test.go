@@ -22,6 +22,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
+	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/vocab/client"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/wire"
@@ -458,7 +459,7 @@ func TestAgentStatusStale(t *testing.T) {
 	}
 }
 
-// AgentConfigFor directly: guests that cannot run say why, a pool without a boot server
+// service.Hosts.AgentConfig directly: guests that cannot run say why, a pool without a boot server
 // uses the site's, a site without a guest runs none.
 func TestAgentConfigResolution(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
@@ -467,7 +468,7 @@ func TestAgentConfigResolution(t *testing.T) {
 	wed := env.Now
 	at := func(host string, tm time.Time) *wire.AgentConfig {
 		t.Helper()
-		cfg, err := env.API.AgentConfigFor(env.Svc.Snapshot(), host, tm)
+		cfg, err := env.Svc.Hosts.AgentConfig(host, service.AgentRequest{At: tm})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -522,7 +523,7 @@ func TestAgentConfigResolution(t *testing.T) {
 		Guest: &model.Guest{Image: "compute-guest"}}, nil); status(err) != 400 || !strings.Contains(err.Error(), "only desktop and cluster modes run a compute guest") {
 		t.Fatalf("guest on local-disk: %v", err)
 	}
-	if _, err := env.API.AgentConfigFor(env.Svc.Snapshot(), "nope", wed); err == nil || err.Error() != `host "nope" not found` {
+	if _, err := env.Svc.Hosts.AgentConfig("nope", service.AgentRequest{At: wed}); err == nil || err.Error() != `host "nope" not found` {
 		t.Fatalf("unknown host: %v", err)
 	}
 	// Policies through the API: a bad one is refused with the reason.

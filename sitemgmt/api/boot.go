@@ -23,7 +23,7 @@ import (
 // for, and the address the request came in on (the last fallback for a site without
 // boot servers, so that the script's URLs still point somewhere that answers).
 func (s *Server) bootQuery(r *http.Request) resolve.Query {
-	return resolve.Query{At: s.opt.Now(), BootServer: s.opt.BootServer, Self: r.Host, Held: s.svc.Held()}
+	return resolve.Query{At: s.opt.Now(), BootServer: s.opt.BootServer, Self: r.Host}
 }
 
 // bootChain is the DHCP filename for iPXE clients: a two-line script that chains to the
@@ -92,40 +92,18 @@ const (
 	bootPXELinux = "pxelinux"
 )
 
+// renderBoot renders the PC's boot answer (service.Hosts.BootAnswer), with this server's
+// boot file check (imageCheck, files.go), in the format fn writes.
 func (s *Server) renderBoot(w http.ResponseWriter, r *http.Request, mac, kind string, fn func(io.Writer, render.Boot) error) {
-	a := s.svc.Snapshot().Resolver.MAC(mac, s.bootQuery(r))
-	if a.Host != nil {
-		// What this PC may boot from now on stays on its boot server (image gc).
-		var given []string
-		if a.Image != nil && a.ImageUnavailable == "" {
-			given = append(given, a.Mode.Image+"/"+a.Image.Version)
-		}
-		for _, e := range a.Others {
-			if e.Image != nil {
-				given = append(given, e.Mode.Image+"/"+e.Image.Version)
-			}
-		}
-		s.svc.NoteBooted(a.Host.Name, false, given, s.opt.Now())
-	}
-	b := a.Boot()
+	b := s.svc.Hosts.BootAnswer(mac, s.bootQuery(r), s.imageCheck)
 	b.Timeout = s.opt.MenuTimeout
-	if gate := b.Check; gate != nil {
-		b.Check = func(m *model.Mode, v *model.ImageVersion) string {
-			if why := gate(m, v); why != "" {
-				return why
-			}
-			return s.imageCheck(m, v)
-		}
-	} else {
-		b.Check = s.imageCheck
-	}
 	var buf bytes.Buffer
 	if err := fn(&buf, b); err != nil {
 		s.bootError(w, r, err)
 		return
 	}
 	writeText(w, buf.Bytes())
-	s.metrics.bootScript(kind, a.Mode)
+	s.metrics.bootScript(kind, b.Mode)
 }
 
 // bootError: rendering failed on data that passed validation. Log it loudly; the client

@@ -5,11 +5,9 @@ import (
 	"net/http"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
-	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
-	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
-// CSV host import (the format and its meaning: sitefile.ParseHostsCSV, ImportHosts). The
+// CSV host import (service.Hosts.ReadImport and Import, as the web UI's import page). The
 // whole file is checked first (each bad row is reported with its line number) and then
 // written as one validated change, so a file with one bad row changes nothing. With
 // ?dryRun=true the answer lists what would change; `overtime host import` shows that
@@ -20,15 +18,18 @@ func (s *Server) importHosts(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	hosts, err := sitefile.ParseHostsCSV(bytes.NewReader(body))
+	hosts, _, err := s.svc.Hosts.ReadImport(bytes.NewReader(body), "")
 	if err != nil {
 		s.httpError(w, err)
 		return
 	}
-	s.update(w, r, func(site *model.Site) (int, error) {
-		sitefile.ImportHosts(site, hosts)
-		return http.StatusOK, nil
-	})
+	changes, err := s.svc.Hosts.Import(r.Context(), principal(r).Check, hosts, dryRun(r))
+	s.metrics.siteWrite(dryRun(r), changes, err)
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dryRun": dryRun(r), "changes": changeList(changes)})
 }
 
 // mayImportHosts admits the import: only site and pool admins may change hosts'

@@ -231,7 +231,7 @@ func (c *siteCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	snap := s.svc.Snapshot()
 	now := s.opt.Now() // the clock heartbeats are stamped and modes evaluated with
-	statuses := s.svc.AgentStatusesByHost(now)
+	statuses := s.svc.Agents.StatusesByHost(now)
 	modes := map[string]int{}
 	for _, m := range snap.Site.Modes {
 		modes[m.Name] = 0

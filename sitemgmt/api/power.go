@@ -55,7 +55,7 @@ func (s *Server) postPower(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	res, err := s.svc.RequestPower(r.Context(), p.UID, req.Op, hosts, req.Force, req.Reason, s.opt.Now())
+	res, err := s.svc.Power.Request(r.Context(), p.UID, req.Op, hosts, req.Force, req.Reason, s.opt.Now())
 	if err != nil {
 		s.serviceError(w, err)
 		return
@@ -64,7 +64,7 @@ func (s *Server) postPower(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listPower(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.svc.PowerCommands(r.URL.Query().Get("host")))
+	writeJSON(w, http.StatusOK, s.svc.Power.Commands(r.URL.Query().Get("host")))
 }
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +85,7 @@ func (s *Server) getWakes(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, model.NotFound("boot server", name))
 		return
 	}
-	wk, err := s.svc.Wakes(name, s.opt.Now())
+	wk, err := s.svc.Power.Wakes(name, s.opt.Now())
 	if err != nil {
 		s.httpError(w, err)
 		return
@@ -111,11 +111,11 @@ func (s *Server) postWakes(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	if err := s.svc.WakesSent(name, rep, s.opt.Now()); err != nil {
+	if err := s.svc.Power.WakesSent(name, rep, s.opt.Now()); err != nil {
 		s.httpError(w, err)
 		return
 	}
-	wk, err := s.svc.Wakes(name, s.opt.Now())
+	wk, err := s.svc.Power.Wakes(name, s.opt.Now())
 	if err != nil {
 		s.httpError(w, err)
 		return

@@ -55,7 +55,7 @@ func runHostPowerSuite(t *testing.T, env *testenv.Env) {
 				t.Errorf("%s: %+v %v; want %d %q", tc.who, res, err, tc.code, tc.inErr)
 			}
 		}
-		if got := env.Svc.PowerCommands(""); len(got) != 0 {
+		if got := env.Svc.Power.Commands(""); len(got) != 0 {
 			t.Fatalf("refused requests recorded commands: %+v", got)
 		}
 	})
@@ -157,7 +157,7 @@ func runHostPowerSuite(t *testing.T, env *testenv.Env) {
 		}
 		id := wake.ID("pc-a04", d.Next)
 		has := func(at time.Time) bool {
-			wk, err := env.Svc.Wakes("bs1", at)
+			wk, err := env.Svc.Power.Wakes("bs1", at)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +171,7 @@ func runHostPowerSuite(t *testing.T, env *testenv.Env) {
 		if !has(at) {
 			t.Fatalf("no scheduled wake for pc-a04 %v before %s at %v", lead, d.NextMode, d.Next)
 		}
-		if err := env.Svc.WakesSent("bs1", wire.WakesSent{Sent: []string{id}}, at); err != nil {
+		if err := env.Svc.Power.WakesSent("bs1", wire.WakesSent{Sent: []string{id}}, at); err != nil {
 			t.Fatal(err)
 		}
 		if has(at.Add(time.Second)) {

@@ -164,7 +164,7 @@ func (s *Server) postJobReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jr.Host = host
-	jr, err = s.svc.PutJobReport(jr, s.opt.Now())
+	jr, err = s.svc.Agents.PutJobReport(jr, s.opt.Now())
 	if err != nil {
 		s.httpError(w, err)
 		return
@@ -183,7 +183,7 @@ func (s *Server) getJobReport(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	if !q.Has("host") {
-		list := s.svc.JobReportsOf(id)
+		list := s.svc.Agents.JobReportsOf(id)
 		if len(list) == 0 {
 			writeError(w, http.StatusNotFound, "no interference report for job "+id+" (none has arrived from an Overtime node, or they were among the oldest dropped)")
 			return
@@ -196,7 +196,7 @@ func (s *Server) getJobReport(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, model.Invalid("host: %v", err))
 		return
 	}
-	jr, ok := s.svc.JobReport(id, host)
+	jr, ok := s.svc.Agents.JobReport(id, host)
 	if !ok {
 		writeError(w, http.StatusNotFound, "no interference report for job "+id+" from host "+host+" (none has arrived from it, or it was among the oldest dropped)")
 		return
@@ -205,5 +205,5 @@ func (s *Server) getJobReport(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listJobReports(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.svc.JobReports(r.URL.Query().Get("host")))
+	writeJSON(w, http.StatusOK, s.svc.Agents.JobReports(r.URL.Query().Get("host")))
 }

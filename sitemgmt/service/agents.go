@@ -340,16 +340,16 @@ func withStale(st wire.HostStatus, now time.Time) wire.AgentStatus {
 // authenticated host), received at received from remote. It answers with what is stored
 // for the host afterwards: hb, or a newer heartbeat that overtook it (accepted, not
 // stored). A host the site does not have is a *resolve.UnknownHostError.
-func (s *Service) PutHeartbeat(hb wire.Heartbeat, received time.Time, remote string) (wire.HostStatus, error) {
+func (ag *Agents) PutHeartbeat(hb wire.Heartbeat, received time.Time, remote string) (wire.HostStatus, error) {
 	if err := hb.Validate(); err != nil {
 		return wire.HostStatus{}, err
 	}
-	if s.Snapshot().Host(hb.Host) == nil {
+	if ag.s.Snapshot().Host(hb.Host) == nil {
 		return wire.HostStatus{}, &resolve.UnknownHostError{Name: hb.Host}
 	}
-	st := s.agents.put(wire.HostStatus{Heartbeat: hb, Received: received.UTC(), Remote: remote})
+	st := ag.s.agents.put(wire.HostStatus{Heartbeat: hb, Received: received.UTC(), Remote: remote})
 	// The newest heartbeat answers the host's pending power commands (power.go).
-	s.ackPower(st, received)
+	ag.s.Power.ack(st, received)
 	return st, nil
 }
 
@@ -357,31 +357,31 @@ func (s *Service) PutHeartbeat(hb wire.Heartbeat, received time.Time, remote str
 // known; kept across restarts and replicas with a StateStore). The agent configuration
 // hands it back to the host (resolve.Query.Interference), whose agent forgets it at
 // every reboot.
-func (s *Service) InterferenceProfile(host string) *wire.InterferenceProfile {
-	return s.agents.profile(host)
+func (ag *Agents) InterferenceProfile(host string) *wire.InterferenceProfile {
+	return ag.s.agents.profile(host)
 }
 
-// AgentStatus is host's last heartbeat as of now; ok is false when the host has posted
+// Status is host's last heartbeat as of now; ok is false when the host has posted
 // none (kept across restarts and replicas with a StateStore). A host the site does not have is a
 // *resolve.UnknownHostError.
-func (s *Service) AgentStatus(host string, now time.Time) (st wire.AgentStatus, ok bool, err error) {
-	if s.Snapshot().Host(host) == nil {
+func (ag *Agents) Status(host string, now time.Time) (st wire.AgentStatus, ok bool, err error) {
+	if ag.s.Snapshot().Host(host) == nil {
 		return wire.AgentStatus{}, false, &resolve.UnknownHostError{Name: host}
 	}
-	hs, ok := s.agents.get(host)
+	hs, ok := ag.s.agents.get(host)
 	if !ok {
 		return wire.AgentStatus{}, false, nil
 	}
 	return withStale(hs, now), true, nil
 }
 
-// AgentStatuses lists the last heartbeat of every host of the current site that has
+// Statuses lists the last heartbeat of every host of the current site that has
 // posted one (pool != "": of that pool's hosts only), by
 // host name.
-func (s *Service) AgentStatuses(pool string, now time.Time) []wire.AgentStatus {
-	site := s.Snapshot().Site
+func (ag *Agents) Statuses(pool string, now time.Time) []wire.AgentStatus {
+	site := ag.s.Snapshot().Site
 	out := []wire.AgentStatus{}
-	for _, st := range s.agents.all() {
+	for _, st := range ag.s.agents.all() {
 		h := site.Host(st.Host)
 		if h == nil || (pool != "" && h.Pool != pool) {
 			continue
@@ -392,11 +392,11 @@ func (s *Service) AgentStatuses(pool string, now time.Time) []wire.AgentStatus {
 	return out
 }
 
-// AgentStatusesByHost is every kept heartbeat as of now, by host name, whether or not the
+// StatusesByHost is every kept heartbeat as of now, by host name, whether or not the
 // site still has the host: a caller that walks the site's hosts joins by name in constant
-// time (AgentStatuses looks every status's host up in the site, which is linear).
-func (s *Service) AgentStatusesByHost(now time.Time) map[string]*wire.AgentStatus {
-	all := s.agents.all()
+// time (Statuses looks every status's host up in the site, which is linear).
+func (ag *Agents) StatusesByHost(now time.Time) map[string]*wire.AgentStatus {
+	all := ag.s.agents.all()
 	out := make(map[string]*wire.AgentStatus, len(all))
 	for i := range all {
 		st := withStale(all[i], now)
@@ -416,7 +416,7 @@ func (s *Service) AgentStatusesByHost(now time.Time) map[string]*wire.AgentStatu
 // The summary is always made here from the checked numbers and the authenticated host's
 // name, whatever the agent sent: it is the one free-text field of a report, and a text
 // posted by one host must not be able to claim it speaks for another host's run.
-func (s *Service) PutJobReport(jr wire.JobReport, received time.Time) (wire.JobReport, error) {
+func (ag *Agents) PutJobReport(jr wire.JobReport, received time.Time) (wire.JobReport, error) {
 	if err := jr.Validate(); err != nil {
 		return wire.JobReport{}, err
 	}
@@ -425,27 +425,27 @@ func (s *Service) PutJobReport(jr wire.JobReport, received time.Time) (wire.JobR
 	}
 	jr.Summary = wire.ReportSummary(jr)
 	jr.Received = received.UTC()
-	s.agents.putReport(jr)
+	ag.s.agents.putReport(jr)
 	return jr, nil
 }
 
 // JobReport is host's report of job; ok is false when none arrived (or it was dropped
 // beyond maxReports). There is no "latest of any host": JobReportsOf gives them all.
-func (s *Service) JobReport(job, host string) (wire.JobReport, bool) {
-	return s.agents.report(job, host)
+func (ag *Agents) JobReport(job, host string) (wire.JobReport, bool) {
+	return ag.s.agents.report(job, host)
 }
 
 // JobReportsOf is every host's report of job, sorted by host (none: empty). A job
 // requeued onto another host has a report from each; a host that never ran the job may
 // have posted one too, which stands beside the others under its own name.
-func (s *Service) JobReportsOf(job string) []wire.JobReport {
-	return s.agents.reportsOf(job)
+func (ag *Agents) JobReportsOf(job string) []wire.JobReport {
+	return ag.s.agents.reportsOf(job)
 }
 
 // JobReports lists the reports kept, oldest first (host != "": of that host only).
-func (s *Service) JobReports(host string) []wire.JobReport {
+func (ag *Agents) JobReports(host string) []wire.JobReport {
 	out := []wire.JobReport{}
-	for _, jr := range s.agents.reportsSince(0) {
+	for _, jr := range ag.s.agents.reportsSince(0) {
 		if host == "" || jr.Host == host {
 			out = append(out, jr)
 		}

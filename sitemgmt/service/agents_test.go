@@ -33,7 +33,7 @@ func memService(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Service{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := newService(nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.snap.Store(snap)
 	return s
 }
@@ -82,7 +82,7 @@ func TestHeartbeatOrder(t *testing.T) {
 			var answer wire.HostStatus
 			for i, p := range tc.posts {
 				hb := wire.Heartbeat{Host: "pc1", Instance: p.instance, Seq: p.seq, Time: t0.Add(p.agent), Restarts: i}
-				st, err := svc.PutHeartbeat(hb, t0.Add(p.received), "10.0.0.1")
+				st, err := svc.Agents.PutHeartbeat(hb, t0.Add(p.received), "10.0.0.1")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -95,7 +95,7 @@ func TestHeartbeatOrder(t *testing.T) {
 				t.Errorf("revision %d, want %d", rev, tc.rev)
 			}
 			last := tc.posts[len(tc.posts)-1].received
-			st, ok, err := svc.AgentStatus("pc1", t0.Add(last+time.Minute))
+			st, ok, err := svc.Agents.Status("pc1", t0.Add(last+time.Minute))
 			if err != nil || !ok || st.Restarts != tc.kept {
 				t.Fatalf("stored %+v %v %v, want post %d", st, ok, err, tc.kept)
 			}
@@ -110,20 +110,20 @@ func TestHeartbeatOrder(t *testing.T) {
 
 func TestAgentStatus(t *testing.T) {
 	s := memService(t)
-	if _, err := s.PutHeartbeat(wire.Heartbeat{Host: "ghost", Time: t0}, t0, ""); !errors.As(err, new(*resolve.UnknownHostError)) {
+	if _, err := s.Agents.PutHeartbeat(wire.Heartbeat{Host: "ghost", Time: t0}, t0, ""); !errors.As(err, new(*resolve.UnknownHostError)) {
 		t.Fatalf("heartbeat of a host the site lacks: %v", err)
 	}
-	if _, err := s.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: t0, Pressure: 101}, t0, ""); err == nil {
+	if _, err := s.Agents.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: t0, Pressure: 101}, t0, ""); err == nil {
 		t.Fatal("invalid heartbeat kept")
 	}
-	if _, ok, err := s.AgentStatus("pc1", t0); ok || err != nil {
+	if _, ok, err := s.Agents.Status("pc1", t0); ok || err != nil {
 		t.Fatalf("status before any heartbeat: %v %v", ok, err)
 	}
-	if _, _, err := s.AgentStatus("ghost", t0); !errors.As(err, new(*resolve.UnknownHostError)) {
+	if _, _, err := s.Agents.Status("ghost", t0); !errors.As(err, new(*resolve.UnknownHostError)) {
 		t.Fatalf("status of a host the site lacks: %v", err)
 	}
 	for _, h := range []string{"pc2", "pc1"} {
-		if _, err := s.PutHeartbeat(wire.Heartbeat{Host: h, Time: t0}, t0, ""); err != nil {
+		if _, err := s.Agents.PutHeartbeat(wire.Heartbeat{Host: h, Time: t0}, t0, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -138,7 +138,7 @@ func TestAgentStatus(t *testing.T) {
 		{"other", t0, "pc2", false},
 		{"nope", t0, "", false},
 	} {
-		list := s.AgentStatuses(tc.pool, tc.at)
+		list := s.Agents.Statuses(tc.pool, tc.at)
 		hosts := ""
 		for i, st := range list {
 			if i > 0 {
@@ -165,15 +165,15 @@ func report(job, host string) wire.JobReport {
 // most goes first, so a host flooding reports of made-up jobs evicts only its own.
 func TestJobReports(t *testing.T) {
 	s := memService(t)
-	jr, err := s.PutJobReport(report("1", "pc1"), t0.In(time.FixedZone("x", 3600)))
+	jr, err := s.Agents.PutJobReport(report("1", "pc1"), t0.In(time.FixedZone("x", 3600)))
 	if err != nil || jr.Summary == "" || jr.Received != t0 || jr.Received.Location() != time.UTC {
 		t.Fatalf("kept %+v %v", jr, err)
 	}
-	if _, err := s.PutJobReport(report("x1", "pc1"), t0); err == nil {
+	if _, err := s.Agents.PutJobReport(report("x1", "pc1"), t0); err == nil {
 		t.Fatal("report with an invalid job id kept")
 	}
 	mustPut := func(job, host string) {
-		if _, err := s.PutJobReport(report(job, host), t0); err != nil {
+		if _, err := s.Agents.PutJobReport(report(job, host), t0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,7 +181,7 @@ func TestJobReports(t *testing.T) {
 	mustPut("1", "pc2") // requeued: runs again, now on pc2
 	again := report("1", "pc2")
 	again.ThrottledSeconds = 7
-	if _, err := s.PutJobReport(again, t0); err != nil { // pc2's agent reposts its run
+	if _, err := s.Agents.PutJobReport(again, t0); err != nil { // pc2's agent reposts its run
 		t.Fatal(err)
 	}
 	jobs := func(list []wire.JobReport) string {
@@ -191,21 +191,21 @@ func TestJobReports(t *testing.T) {
 		}
 		return out
 	}
-	if got := jobs(s.JobReports("")); got != "1@pc1 2@pc2 1@pc2 " {
+	if got := jobs(s.Agents.JobReports("")); got != "1@pc1 2@pc2 1@pc2 " {
 		t.Fatalf("reports %q", got)
 	}
-	if got := jobs(s.JobReports("pc1")); got != "1@pc1 " {
+	if got := jobs(s.Agents.JobReports("pc1")); got != "1@pc1 " {
 		t.Fatalf("pc1's reports %q", got)
 	}
 	// Job 1's reports side by side, by host, though pc2's arrived last.
-	if got := jobs(s.JobReportsOf("1")); got != "1@pc1 1@pc2 " {
+	if got := jobs(s.Agents.JobReportsOf("1")); got != "1@pc1 1@pc2 " {
 		t.Fatalf("job 1's reports %q", got)
 	}
-	if got := s.JobReportsOf("3"); got == nil || len(got) != 0 {
+	if got := s.Agents.JobReportsOf("3"); got == nil || len(got) != 0 {
 		t.Fatalf("job 3's reports %v, want none", got)
 	}
 	for _, tc := range []struct{ host, want string }{{"pc2", "pc2"}, {"pc1", "pc1"}} {
-		r, ok := s.JobReport("1", tc.host)
+		r, ok := s.Agents.JobReport("1", tc.host)
 		if !ok || r.Host != tc.want {
 			t.Fatalf("job 1 of host %q: %+v %v, want %s's", tc.host, r, ok, tc.want)
 		}
@@ -214,7 +214,7 @@ func TestJobReports(t *testing.T) {
 		}
 	}
 	for _, host := range []string{"pc3", ""} {
-		if r, ok := s.JobReport("1", host); ok {
+		if r, ok := s.Agents.JobReport("1", host); ok {
 			t.Fatalf("job 1 of host %q: %+v", host, r)
 		}
 	}
@@ -227,18 +227,18 @@ func TestJobReports(t *testing.T) {
 	for i := 0; i < maxReports-1; i++ {
 		mustPut(fmt.Sprint(1000+i), "pc1")
 	}
-	if n := len(s.JobReports("")); n != maxReports {
+	if n := len(s.Agents.JobReports("")); n != maxReports {
 		t.Fatalf("bound: %d reports kept, want %d", n, maxReports)
 	}
-	if got := jobs(s.JobReports("pc2")); got != "2@pc2 1@pc2 " {
+	if got := jobs(s.Agents.JobReports("pc2")); got != "2@pc2 1@pc2 " {
 		t.Fatalf("pc1's flood evicted pc2's reports: pc2 keeps %q", got)
 	}
 	for _, job := range []string{"1", "1000"} {
-		if _, ok := s.JobReport(job, "pc1"); ok {
+		if _, ok := s.Agents.JobReport(job, "pc1"); ok {
 			t.Fatalf("job %s's report of pc1 (among pc1's oldest) kept", job)
 		}
 	}
-	if _, ok := s.JobReport("1001", "pc1"); !ok {
+	if _, ok := s.Agents.JobReport("1001", "pc1"); !ok {
 		t.Fatal("job 1001's report of pc1 dropped: only two had to go")
 	}
 }
@@ -250,15 +250,15 @@ func TestJobReportSummary(t *testing.T) {
 	r := report("7", "pc2")
 	r.ThrottledSeconds = 30
 	r.Summary = "overtime: job 7 on pc1 60 s: throttled 0 s"
-	kept, err := s.PutJobReport(r, t0)
+	kept, err := s.Agents.PutJobReport(r, t0)
 	if err != nil || kept.Summary != wire.ReportSummary(kept) || !strings.HasPrefix(kept.Summary, "overtime: job 7 on pc2 60 s: throttled 30 s") {
 		t.Fatalf("kept %+v %v", kept, err)
 	}
-	if got, _ := s.JobReport("7", "pc2"); got.Summary != kept.Summary {
+	if got, _ := s.Agents.JobReport("7", "pc2"); got.Summary != kept.Summary {
 		t.Fatalf("stored summary %q", got.Summary)
 	}
 	r.Host = ""
-	if _, err := s.PutJobReport(r, t0); err == nil || !strings.Contains(err.Error(), "no host") {
+	if _, err := s.Agents.PutJobReport(r, t0); err == nil || !strings.Contains(err.Error(), "no host") {
 		t.Fatalf("a report without its host: %v", err)
 	}
 }
@@ -282,7 +282,7 @@ func TestSlurmFeed(t *testing.T) {
 		}
 		got <- f
 	}()
-	if _, err := s.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: t0, Mode: "desktop", OwnerState: model.StateNoUser,
+	if _, err := s.Agents.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: t0, Mode: "desktop", OwnerState: model.StateNoUser,
 		Action: model.ActionRun, GuestState: "running"}, t0, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -291,11 +291,11 @@ func TestSlurmFeed(t *testing.T) {
 		t.Fatalf("after a heartbeat: %+v", feed)
 	}
 	// A host in maintenance runs no compute guest: its node is down.
-	if _, err := s.PutHeartbeat(wire.Heartbeat{Host: "pc2", Time: t0, Mode: "maint", GuestState: "none"}, t0, ""); err != nil {
+	if _, err := s.Agents.PutHeartbeat(wire.Heartbeat{Host: "pc2", Time: t0, Mode: "maint", GuestState: "none"}, t0, ""); err != nil {
 		t.Fatal(err)
 	}
 	mustPutReport := func(job string) {
-		if _, err := s.PutJobReport(report(job, "pc1"), t0); err != nil {
+		if _, err := s.Agents.PutJobReport(report(job, "pc1"), t0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -327,7 +327,7 @@ func TestSlurmFeedCoalesced(t *testing.T) {
 	clock := func() time.Time { return t0 }
 	beat := func(seq uint64, state model.OwnerState) {
 		t.Helper()
-		if _, err := s.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: t0, Instance: "a", Seq: seq, Mode: "desktop", OwnerState: state,
+		if _, err := s.Agents.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: t0, Instance: "a", Seq: seq, Mode: "desktop", OwnerState: state,
 			Action: model.ActionRun, GuestState: "running"}, t0, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +381,7 @@ func TestSlurmFeedWakesOnChangesOnly(t *testing.T) {
 	clock := func() time.Time { return t0 }
 	beat := func(seq uint64, state model.OwnerState, at time.Time) {
 		t.Helper()
-		if _, err := s.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: at, Instance: "a", Seq: seq, Mode: "desktop", OwnerState: state,
+		if _, err := s.Agents.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: at, Instance: "a", Seq: seq, Mode: "desktop", OwnerState: state,
 			Action: model.ActionRun, GuestState: "running"}, at, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -443,7 +443,7 @@ func TestSlurmFeedDelta(t *testing.T) {
 	clock := func() time.Time { return t0 }
 	beat := func(host string, seq uint64, state model.OwnerState) {
 		t.Helper()
-		if _, err := s.PutHeartbeat(wire.Heartbeat{Host: host, Time: t0, Instance: "a", Seq: seq, Mode: "desktop", OwnerState: state,
+		if _, err := s.Agents.PutHeartbeat(wire.Heartbeat{Host: host, Time: t0, Instance: "a", Seq: seq, Mode: "desktop", OwnerState: state,
 			Action: model.ActionRun, GuestState: "running"}, t0, ""); err != nil {
 			t.Fatal(err)
 		}

@@ -50,7 +50,7 @@ func feedFanout(b *testing.B, site *model.Site, k int, shared bool, d time.Durat
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &Service{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := newService(nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.snap.Store(snap)
 	now := time.Now()
 	beat := func(i int, seq uint64) {
@@ -59,7 +59,7 @@ func feedFanout(b *testing.B, site *model.Site, k int, shared bool, d time.Durat
 		if i%20 == 19 {
 			owner = model.StateOwnerActive
 		}
-		if _, err := s.PutHeartbeat(wire.Heartbeat{Host: h, Time: now, Instance: "x", Seq: seq, Mode: "desktop", ConfigFrom: "api",
+		if _, err := s.Agents.PutHeartbeat(wire.Heartbeat{Host: h, Time: now, Instance: "x", Seq: seq, Mode: "desktop", ConfigFrom: "api",
 			OwnerState: owner, Action: model.ActionRun, GuestState: "running", CPUs: 8, MemoryMB: 12288}, time.Now(), ""); err != nil {
 			b.Fatal(err)
 		}

@@ -30,14 +30,14 @@ func TestInterferenceProfileKept(t *testing.T) {
 		t.Helper()
 		seq++
 		at := t0.Add(time.Duration(seq) * time.Second)
-		_, err := svc.PutHeartbeat(wire.Heartbeat{Host: "pc1", Instance: "i", Seq: seq, Time: at, OwnerState: model.StateNoUser,
+		_, err := svc.Agents.PutHeartbeat(wire.Heartbeat{Host: "pc1", Instance: "i", Seq: seq, Time: at, OwnerState: model.StateNoUser,
 			Interference: p, Slowdown: 0.004, Cap: 0.5}, at, "")
 		if err == nil {
 			err = svc.FlushState(ctx)
 		}
 		return err
 	}
-	if svc.InterferenceProfile("pc1") != nil {
+	if svc.Agents.InterferenceProfile("pc1") != nil {
 		t.Fatal("profile before any heartbeat")
 	}
 	if err := post(nil); err != nil {
@@ -66,19 +66,19 @@ func TestInterferenceProfileKept(t *testing.T) {
 	if cs.puts != writes {
 		t.Errorf("repeating the same profile made %d writes, want 0", cs.puts-writes)
 	}
-	if p := svc.InterferenceProfile("pc1"); p == nil || p.CPUSlowdown != 0.03 {
+	if p := svc.Agents.InterferenceProfile("pc1"); p == nil || p.CPUSlowdown != 0.03 {
 		t.Fatalf("profile after heartbeats without one: %+v", p)
 	}
 	if err := post(profileAt(t0.Add(-time.Hour), 0.5)); err != nil {
 		t.Fatal(err)
 	}
-	if p := svc.InterferenceProfile("pc1"); p.CPUSlowdown != 0.03 {
+	if p := svc.Agents.InterferenceProfile("pc1"); p.CPUSlowdown != 0.03 {
 		t.Errorf("an older profile replaced the newer: %+v", p)
 	}
 	if err := post(profileAt(t0.Add(time.Hour), 0.07)); err != nil {
 		t.Fatal(err)
 	}
-	if p := svc.InterferenceProfile("pc1"); p.CPUSlowdown != 0.07 {
+	if p := svc.Agents.InterferenceProfile("pc1"); p.CPUSlowdown != 0.07 {
 		t.Errorf("a later profile was not taken: %+v", p)
 	}
 	bad := profileAt(t0.Add(2*time.Hour), -1)
@@ -87,14 +87,14 @@ func TestInterferenceProfileKept(t *testing.T) {
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "cpuSlowdown") {
 		t.Errorf("invalid profile: %v, want an invalid error naming cpuSlowdown", err)
 	}
-	if p := svc.InterferenceProfile("pc1"); p.CPUSlowdown != 0.07 {
+	if p := svc.Agents.InterferenceProfile("pc1"); p.CPUSlowdown != 0.07 {
 		t.Errorf("an invalid profile was kept: %+v", p)
 	}
 	// Another replica that accepted a later heartbeat before it saw the profile wrote
 	// the host's document without one: the profile stays.
 	doc := []byte(`{"rev":` + "99999999999999999" + `,"status":{"host":"pc1","instance":"i","seq":1000,"time":"2026-12-02T11:00:00Z","received":"2026-12-02T11:00:00Z"}}`)
 	svc.mergeDoc(stateBeats, "pc1", doc, false, true)
-	if st, _, _ := svc.AgentStatus("pc1", t0); st.Seq != 1000 || st.Interference == nil || st.Interference.CPUSlowdown != 0.07 {
+	if st, _, _ := svc.Agents.Status("pc1", t0); st.Seq != 1000 || st.Interference == nil || st.Interference.CPUSlowdown != 0.07 {
 		t.Errorf("merging a replica's heartbeat without the profile: %+v", st)
 	}
 }

@@ -25,20 +25,22 @@ import (
 )
 
 // Power is the queue of power commands and the wakes sent.
-type Power struct{ s *Service }
+type Power struct {
+	s     *Service
+	state powerState // the commands, kept like heartbeats (state.go)
+}
 
 // Power commands (overtime host reboot|poweroff|wake, Slurm's SuspendProgram, scheduled
-// wakes) and the audit trail. Both are runtime state kept like heartbeats (state.go): in
-// memory, and in the directory's ou=state when the backend is a StateStore, so that
-// every replica hands a pending command to the agent that asks it, and a restart loses
-// neither commands nor the trail.
+// wakes) are runtime state kept like heartbeats (state.go): in memory, and in the
+// directory's ou=state when the backend is a StateStore, so that every replica hands a
+// pending command to the agent that asks it, and a restart loses no command. Each
+// request and each end of a command is recorded in the audit trail (audit.go).
 //
 //   - power/ID: one document per command (wire.PowerRecord). A reboot or power-off is
 //     handed to the host's agent in its configuration while pending; it ends when the
 //     agent's heartbeat reports the ID done or refused, or when another agent instance
 //     started after it (the PC restarted). A wake is handed to the host's boot server
 //     (Wakes) and ends when the boot server reports the packets sent.
-//   - audit/ID: one document per entry (wire.AuditEntry), IDs sortable by time.
 //
 // Writes are rare (people and Slurm's SuspendProgram make commands; acknowledgements
 // are one per command), so a new command is written before it is answered, and
@@ -46,11 +48,9 @@ type Power struct{ s *Service }
 
 const (
 	statePower = "power"
-	stateAudit = "audit"
-	// maxPowerRecords and maxAudit bound what is kept (memory and directory); the oldest
-	// finished commands and the oldest entries go first. An entry is ~300 bytes.
+	// maxPowerRecords bounds the commands kept (memory and directory); the oldest
+	// finished commands go first.
 	maxPowerRecords = 10000
-	maxAudit        = 50000
 	// UserSlurm is who Slurm's SuspendProgram's power-offs are by; UserSchedule who
 	// scheduled wakes are by.
 	UserSlurm    = "slurm"
@@ -61,15 +61,14 @@ type powerState struct {
 	mu       sync.Mutex
 	writeMu  sync.Mutex // serialises RequestPower: decide, write, commit
 	cmds     map[string]wire.PowerRecord
-	audit    map[string]wire.AuditEntry
-	dirty    map[string]bool // "power/ID" or "audit/ID" to write
+	dirty    map[string]bool // command IDs to write
 	dead     map[string]bool // to delete
 	failures map[string]string
 }
 
 func (p *powerState) init() {
 	if p.cmds == nil {
-		p.cmds, p.audit = map[string]wire.PowerRecord{}, map[string]wire.AuditEntry{}
+		p.cmds = map[string]wire.PowerRecord{}
 		p.dirty, p.dead, p.failures = map[string]bool{}, map[string]bool{}, map[string]string{}
 	}
 }
@@ -84,33 +83,6 @@ func newID(prefix string, now time.Time) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s%s-%06d-%s", prefix, now.UTC().Format("20060102T150405.000000Z"), idSeq.Add(1)%1000000, hex.EncodeToString(b[:]))
-}
-
-type actorKey struct{}
-
-type actor struct {
-	uid string
-	now func() time.Time
-}
-
-// WithUser is ctx carrying the uid of the person a request acts for and the API's clock
-// (nil: time.Now): the audit trail records them for site writes (Update), which take an
-// Authorizer, not a user, and must stamp entries on the same clock as power commands
-// (`overtime serve --now` moves it).
-func WithUser(ctx context.Context, uid string, now func() time.Time) context.Context {
-	return context.WithValue(ctx, actorKey{}, actor{uid, now})
-}
-
-func actorFrom(ctx context.Context) (string, time.Time) {
-	a, _ := ctx.Value(actorKey{}).(actor)
-	uid, now := a.uid, time.Now()
-	if uid == "" {
-		uid = "system"
-	}
-	if a.now != nil {
-		now = a.now()
-	}
-	return uid, now
 }
 
 // ---- requests ----
@@ -128,7 +100,7 @@ func actorFrom(ctx context.Context) (string, time.Time) {
 //
 // A new command supersedes the host's pending ones (a wake cancels a pending power-off).
 // The accepted commands are in the directory before RequestPower returns.
-func (s *Service) RequestPower(ctx context.Context, by string, op wire.PowerOp, hosts []string, force bool, reason string, now time.Time) (*wire.HostPowerResponse, error) {
+func (pw *Power) Request(ctx context.Context, by string, op wire.PowerOp, hosts []string, force bool, reason string, now time.Time) (*wire.HostPowerResponse, error) {
 	if !slices.Contains(wire.PowerOps, op) {
 		return nil, model.Invalid("op %q: must be reboot, poweroff or wake", op)
 	}
@@ -141,7 +113,8 @@ func (s *Service) RequestPower(ctx context.Context, by string, op wire.PowerOp, 
 	if len(hosts) > wire.MaxPowerHosts {
 		return nil, model.Invalid("%d hosts in one request; at most %d", len(hosts), wire.MaxPowerHosts)
 	}
-	p := &s.power
+	s := pw.s
+	p := &pw.state
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	snap := s.Snapshot()
@@ -193,18 +166,17 @@ func (s *Service) RequestPower(ctx context.Context, by string, op wire.PowerOp, 
 			}
 		}
 	}
+	var trail []wire.AuditEntry
 	p.mu.Lock()
 	for _, rec := range put {
 		p.cmds[rec.ID] = rec
 		if rec.Final() { // superseded: its end belongs in the trail like any other
-			e := finishEntry(rec, now)
-			p.audit[e.ID] = e
-			p.markLocked(s, stateAudit, e.ID)
+			trail = append(trail, finishEntry(rec, now))
 		}
 	}
 	p.evictLocked(s.state != nil)
 	p.mu.Unlock()
-	s.addAudit(powerAudit(by, op, force, reason, res, now))
+	s.addAudit(append(trail, powerAudit(by, op, force, reason, res, now))...)
 	return res, nil
 }
 
@@ -259,27 +231,26 @@ func (p *powerState) pendingLocked() map[string][]wire.PowerRecord {
 
 // CancelPower ends host's pending power-offs, with why (Slurm resumed the host: its
 // earlier SuspendProgram power-off must not switch off the PC it now wants).
-func (s *Service) CancelPower(host, why string, now time.Time) {
-	p := &s.power
+func (pw *Power) Cancel(host, why string, now time.Time) {
+	p := &pw.state
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.init()
 	for _, r := range p.pendingLocked()[host] {
 		if r.Op == wire.OpPowerOff {
-			p.finishLocked(s, r, wire.CommandRefused, why, now)
+			p.finishLocked(pw.s, r, wire.CommandRefused, why, now)
 		}
 	}
 }
 
-// finishLocked ends r with state and result, queues it and its audit entry.
+// finishLocked ends r with state and result, queues it and records its end in the audit
+// trail (whose lock is taken under p.mu, never the other way round).
 func (p *powerState) finishLocked(s *Service, r wire.PowerRecord, state wire.CommandState, result string, now time.Time) {
 	r.State, r.Result, r.Updated = state, result, now.UTC()
 	p.cmds[r.ID] = r
 	delete(p.failures, r.ID)
-	p.markLocked(s, statePower, r.ID)
-	e := finishEntry(r, now)
-	p.audit[e.ID] = e
-	p.markLocked(s, stateAudit, e.ID)
+	p.markLocked(s, r.ID)
+	s.addAudit(finishEntry(r, now))
 }
 
 // finishEntry is the audit entry of a command's end.
@@ -291,17 +262,16 @@ func finishEntry(r wire.PowerRecord, now time.Time) wire.AuditEntry {
 	return wire.AuditEntry{ID: newID("", now), Time: now.UTC(), Kind: wire.AuditPower, User: r.By, Target: r.Host, Hosts: []string{r.Host}, Summary: sum}
 }
 
-func (p *powerState) markLocked(s *Service, kind, id string) {
+func (p *powerState) markLocked(s *Service, id string) {
 	if s.state == nil {
 		return
 	}
-	k := kind + "/" + id
-	delete(p.dead, k)
-	p.dirty[k] = true
+	delete(p.dead, id)
+	p.dirty[id] = true
 	s.agents.wake()
 }
 
-// evictLocked drops the oldest finished commands and audit entries beyond the bounds.
+// evictLocked drops the oldest finished commands beyond maxPowerRecords.
 func (p *powerState) evictLocked(durable bool) {
 	if len(p.cmds) > maxPowerRecords {
 		var fin []wire.PowerRecord
@@ -314,24 +284,8 @@ func (p *powerState) evictLocked(durable bool) {
 		for _, r := range fin[:min(len(fin), len(p.cmds)-maxPowerRecords)] {
 			delete(p.cmds, r.ID)
 			if durable {
-				delete(p.dirty, statePower+"/"+r.ID)
-				p.dead[statePower+"/"+r.ID] = true
-			}
-		}
-	}
-	if len(p.audit) > maxAudit {
-		ids := slices.Sorted(func(yield func(string) bool) {
-			for id := range p.audit {
-				if !yield(id) {
-					return
-				}
-			}
-		})
-		for _, id := range ids[:len(p.audit)-maxAudit] {
-			delete(p.audit, id)
-			if durable {
-				delete(p.dirty, stateAudit+"/"+id)
-				p.dead[stateAudit+"/"+id] = true
+				delete(p.dirty, r.ID)
+				p.dead[r.ID] = true
 			}
 		}
 	}
@@ -342,8 +296,8 @@ func (p *powerState) evictLocked(durable bool) {
 // PendingPower is the command host's agent is to carry out: its newest pending reboot or
 // power-off (nil: none). GET /api/v1/agent/config hands it out until the agent's
 // heartbeat reports it done or refused.
-func (s *Service) PendingPower(host string) *wire.PowerCommand {
-	p := &s.power
+func (pw *Power) Pending(host string) *wire.PowerCommand {
+	p := &pw.state
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var best *wire.PowerRecord
@@ -363,8 +317,9 @@ func (s *Service) PendingPower(host string) *wire.PowerCommand {
 // ackPower reads what host's newest heartbeat says of its pending commands: the agent's
 // answer to an ID (done, refused), or a new agent instance, which means the PC restarted
 // after the command (a reboot done, a power-off followed by a wake).
-func (s *Service) ackPower(st wire.HostStatus, now time.Time) {
-	p := &s.power
+func (pw *Power) ack(st wire.HostStatus, now time.Time) {
+	s := pw.s
+	p := &pw.state
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.init()
@@ -386,8 +341,8 @@ func (s *Service) ackPower(st wire.HostStatus, now time.Time) {
 }
 
 // PowerCommands lists the commands kept, newest first (host != "": of that host only).
-func (s *Service) PowerCommands(host string) []wire.PowerRecord {
-	p := &s.power
+func (pw *Power) Commands(host string) []wire.PowerRecord {
+	p := &pw.state
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := []wire.PowerRecord{}
@@ -428,7 +383,8 @@ func wakeAddr(bs *model.BootServer) string {
 
 // Wakes is what boot server server is to send now: pending wake commands of the hosts it
 // serves, and the scheduled wakes due (sitemgmt/wake) not sent yet.
-func (s *Service) Wakes(server string, now time.Time) (wire.Wakes, error) {
+func (pw *Power) Wakes(server string, now time.Time) (wire.Wakes, error) {
+	s := pw.s
 	snap := s.Snapshot()
 	bs := snap.Site.BootServer(server)
 	if bs == nil {
@@ -436,7 +392,7 @@ func (s *Service) Wakes(server string, now time.Time) (wire.Wakes, error) {
 	}
 	out := wire.Wakes{Server: server, Wakes: []wire.Wake{}}
 	addr := wakeAddr(bs)
-	p := &s.power
+	p := &pw.state
 	p.mu.Lock()
 	p.init()
 	for _, r := range p.cmds {
@@ -453,7 +409,7 @@ func (s *Service) Wakes(server string, now time.Time) (wire.Wakes, error) {
 		out.Wakes = append(out.Wakes, wire.Wake{ID: r.ID, Host: h.Name, MAC: h.MAC, Addr: addr, By: r.By, Reason: r.Reason, Due: r.Requested})
 	}
 	p.mu.Unlock()
-	for _, w := range s.scheduledWakes(snap, server, now) {
+	for _, w := range pw.scheduledWakes(snap, server, now) {
 		out.Wakes = append(out.Wakes, w)
 	}
 	sort.Slice(out.Wakes, func(i, j int) bool { return out.Wakes[i].Host < out.Wakes[j].Host })
@@ -462,7 +418,8 @@ func (s *Service) Wakes(server string, now time.Time) (wire.Wakes, error) {
 
 // scheduledWakes are the wakes sitemgmt/wake finds due for server's hosts at now, less
 // those already sent (recorded under their ID).
-func (s *Service) scheduledWakes(snap *Snapshot, server string, now time.Time) []wire.Wake {
+func (pw *Power) scheduledWakes(snap *Snapshot, server string, now time.Time) []wire.Wake {
+	s := pw.s
 	bs := snap.Site.BootServer(server)
 	if bs == nil {
 		return nil
@@ -493,7 +450,7 @@ func (s *Service) scheduledWakes(snap *Snapshot, server string, now time.Time) [
 	}
 	loc := snap.Engine.Location()
 	var out []wire.Wake
-	p := &s.power
+	p := &pw.state
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range wake.Due(in, boot, now) {
@@ -509,7 +466,8 @@ func (s *Service) scheduledWakes(snap *Snapshot, server string, now time.Time) [
 // WakesSent records boot server server's report: the wakes in sent left it (a wake
 // command is then done: Wake-on-LAN has no answer), those in failed did not (kept
 // pending, with the error shown, and handed out again).
-func (s *Service) WakesSent(server string, rep wire.WakesSent, now time.Time) error {
+func (pw *Power) WakesSent(server string, rep wire.WakesSent, now time.Time) error {
+	s := pw.s
 	snap := s.Snapshot()
 	if snap.Site.BootServer(server) == nil {
 		return model.Invalid("unknown boot server %q", server)
@@ -518,10 +476,10 @@ func (s *Service) WakesSent(server string, rep wire.WakesSent, now time.Time) er
 		return model.Invalid("too many wakes in one report")
 	}
 	sched := map[string]wire.Wake{}
-	for _, w := range s.scheduledWakes(snap, server, now) {
+	for _, w := range pw.scheduledWakes(snap, server, now) {
 		sched[w.ID] = w
 	}
-	p := &s.power
+	p := &pw.state
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.init()
@@ -558,178 +516,78 @@ func (s *Service) WakesSent(server string, rep wire.WakesSent, now time.Time) er
 	return nil
 }
 
-// ---- audit ----
-
-// addAudit keeps an entry and queues it for the directory.
-func (s *Service) addAudit(e wire.AuditEntry) {
-	p := &s.power
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.init()
-	p.audit[e.ID] = e
-	p.markLocked(s, stateAudit, e.ID)
-	p.evictLocked(s.state != nil)
-}
-
-// auditDiffChanges is how many changes of one write get their field diffs in the audit
-// entry (a CSV import of a whole building lists every host, but diffs only the first).
-const auditDiffChanges = 50
-
-// auditSiteWrite records a successful site write (the one write path, update) with its
-// change list and, per change, its field diff (model.FieldDiff: old → new): who changed
-// what, and from what to what.
-func (s *Service) auditSiteWrite(ctx context.Context, cur, next *model.Site, done []model.Change) {
-	if len(done) == 0 {
-		return
-	}
-	user, now := actorFrom(ctx)
-	var detail, hosts []string
-	var sums []string
-	for i, c := range done {
-		sums = append(sums, c.String())
-		detail = append(detail, c.String())
-		if i < auditDiffChanges {
-			for _, l := range model.FieldDiff(cur, next, c) {
-				detail = append(detail, "    "+l)
-			}
-		}
-		if c.Kind == model.EntityHost {
-			hosts = append(hosts, c.Name)
-		}
-	}
-	target := string(done[0].Kind) + " " + done[0].Name
-	if len(done) > 1 {
-		target = fmt.Sprintf("%d entities", len(done))
-	}
-	sum := fmt.Sprintf("site changed: %s", strings.Join(sums[:min(3, len(sums))], "; "))
-	if len(sums) > 3 {
-		sum += fmt.Sprintf("; … (%d changes)", len(sums))
-	}
-	s.addAudit(wire.AuditEntry{ID: newID("", now), Time: now.UTC(), Kind: wire.AuditSite, User: user, Target: target, Hosts: hosts, Summary: sum, Detail: detail})
-}
-
-// Audit lists the trail, oldest first: entries concerning host (if not ""), at or after
-// since (if not zero).
-func (s *Service) Audit(host string, since time.Time) []wire.AuditEntry {
-	p := &s.power
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := []wire.AuditEntry{}
-	for _, e := range p.audit {
-		if (host == "" || slices.Contains(e.Hosts, host)) && (since.IsZero() || !e.Time.Before(since)) {
-			out = append(out, e)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Time.Equal(out[j].Time) {
-			return out[i].Time.Before(out[j].Time)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
-}
-
 // ---- the store ----
 
-// mergeDoc takes a power or audit document from the store. A command the store holds in
+// mergeDoc takes a power command document from the store. A command the store holds in
 // a later state wins; a final state never goes back to pending; our own unwritten change
 // wins over what the store still has.
-func (p *powerState) mergeDoc(log *slog.Logger, kind, key string, doc []byte, deleted bool) {
+func (p *powerState) mergeDoc(log *slog.Logger, key string, doc []byte, deleted bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.init()
-	if p.dirty[kind+"/"+key] {
+	if p.dirty[key] {
 		return
 	}
-	switch kind {
-	case statePower:
-		if deleted {
-			delete(p.cmds, key)
-			return
-		}
-		var r wire.PowerRecord
-		if err := json.Unmarshal(doc, &r); err != nil || r.ID != key || names.Hostname(r.Host) != nil {
-			log.Warn("state: skipping a power command document that does not decode", "id", key, "err", err)
-			return
-		}
-		if cur, ok := p.cmds[key]; ok && (cur.Final() && !r.Final() || r.Updated.Before(cur.Updated)) {
-			return
-		}
-		p.cmds[key] = r
-	case stateAudit:
-		if deleted {
-			delete(p.audit, key)
-			return
-		}
-		var e wire.AuditEntry
-		if err := json.Unmarshal(doc, &e); err != nil || e.ID != key {
-			log.Warn("state: skipping an audit document that does not decode", "id", key, "err", err)
-			return
-		}
-		p.audit[key] = e
+	if deleted {
+		delete(p.cmds, key)
+		return
 	}
+	var r wire.PowerRecord
+	if err := json.Unmarshal(doc, &r); err != nil || r.ID != key || names.Hostname(r.Host) != nil {
+		log.Warn("state: skipping a power command document that does not decode", "id", key, "err", err)
+		return
+	}
+	if cur, ok := p.cmds[key]; ok && (cur.Final() && !r.Final() || r.Updated.Before(cur.Updated)) {
+		return
+	}
+	p.cmds[key] = r
 }
 
-// flushPower writes the queued power and audit documents; what fails stays queued.
-func (s *Service) flushPower(ctx context.Context) (int, error) {
-	p := &s.power
+// flush writes the queued power command documents; what fails stays queued.
+func (pw *Power) flush(ctx context.Context) error {
+	p := &pw.state
 	p.mu.Lock()
 	p.init()
 	type w struct {
-		key string
+		id  string
 		doc []byte
 	}
 	var todo []w
-	for k := range p.dirty {
-		kind, id, _ := strings.Cut(k, "/")
-		var v any
-		if kind == statePower {
-			r, ok := p.cmds[id]
-			if !ok {
-				continue
+	for id := range p.dirty {
+		if r, ok := p.cmds[id]; ok {
+			if doc, err := json.Marshal(r); err == nil {
+				todo = append(todo, w{id, doc})
 			}
-			v = r
-		} else {
-			e, ok := p.audit[id]
-			if !ok {
-				continue
-			}
-			v = e
-		}
-		doc, err := json.Marshal(v)
-		if err == nil {
-			todo = append(todo, w{k, doc})
 		}
 	}
-	for k := range p.dead {
-		todo = append(todo, w{key: k})
+	for id := range p.dead {
+		todo = append(todo, w{id: id})
 	}
 	clear(p.dirty)
 	clear(p.dead)
 	p.mu.Unlock()
 	var errs []error
 	for _, x := range todo {
-		kind, id, _ := strings.Cut(x.key, "/")
 		var err error
 		if x.doc == nil {
-			err = s.state.DeleteState(ctx, kind, id)
+			err = pw.s.state.DeleteState(ctx, statePower, x.id)
 		} else {
-			err = s.state.PutState(ctx, kind, id, x.doc)
+			err = pw.s.state.PutState(ctx, statePower, x.id, x.doc)
 		}
 		if err != nil {
 			errs = append(errs, err)
 			p.mu.Lock()
 			if x.doc == nil {
-				if !p.dirty[x.key] {
-					p.dead[x.key] = true
+				if !p.dirty[x.id] {
+					p.dead[x.id] = true
 				}
-			} else if !p.dead[x.key] {
-				p.dirty[x.key] = true
+			} else if !p.dead[x.id] {
+				p.dirty[x.id] = true
 			}
 			p.mu.Unlock()
 		}
 	}
-	return len(todo), errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 func (p *powerState) pendingWrites() int {

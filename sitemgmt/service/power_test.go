@@ -25,33 +25,33 @@ func TestReplicasSharePowerCommands(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	hb := wire.Heartbeat{Host: "pc-a02", Instance: "agent-1", Seq: 1, Time: now, Mode: "desktop", OwnerState: model.StateNoUser, Action: model.ActionRun, Sessions: 1}
-	if _, err := a.PutHeartbeat(hb, now, "10.0.0.2"); err != nil {
+	if _, err := a.Agents.PutHeartbeat(hb, now, "10.0.0.2"); err != nil {
 		t.Fatal(err)
 	}
 	// b refuses a power-off by the sessions a's heartbeat reported.
 	poll.Until(t, "b sees the heartbeat", 10*time.Second, func() bool {
-		st, ok, _ := b.AgentStatus("pc-a02", now)
+		st, ok, _ := b.Agents.Status("pc-a02", now)
 		return ok && st.Sessions == 1
 	})
-	res, err := b.RequestPower(ctx, "alice", wire.OpPowerOff, []string{"pc-a02"}, false, "", now)
+	res, err := b.Power.Request(ctx, "alice", wire.OpPowerOff, []string{"pc-a02"}, false, "", now)
 	if err != nil || res.Hosts[0].Accepted || !strings.Contains(res.Hosts[0].Reason, "logged in") {
 		t.Fatalf("power-off with a session, on the other replica: %+v %v", res, err)
 	}
-	res, err = b.RequestPower(ctx, "alice", wire.OpReboot, []string{"pc-a02"}, true, "kernel update", now)
+	res, err = b.Power.Request(ctx, "alice", wire.OpReboot, []string{"pc-a02"}, true, "kernel update", now)
 	if err != nil || !res.Hosts[0].Accepted {
 		t.Fatalf("reboot: %+v %v", res, err)
 	}
 	id := res.Hosts[0].ID
 	poll.Until(t, "a hands the reboot made on b to the agent", 10*time.Second, func() bool {
-		c := a.PendingPower("pc-a02")
+		c := a.Power.Pending("pc-a02")
 		return c != nil && c.ID == id && c.Force && c.Reason == "kernel update"
 	})
 	hb.Seq, hb.Power = 2, &wire.CommandStatus{ID: id, State: wire.CommandDone}
-	if _, err := a.PutHeartbeat(hb, now.Add(time.Second), "10.0.0.2"); err != nil {
+	if _, err := a.Agents.PutHeartbeat(hb, now.Add(time.Second), "10.0.0.2"); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "b sees the command done", 10*time.Second, func() bool {
-		return b.PendingPower("pc-a02") == nil && slices.ContainsFunc(b.PowerCommands("pc-a02"), func(r wire.PowerRecord) bool { return r.ID == id && r.State == wire.CommandDone })
+		return b.Power.Pending("pc-a02") == nil && slices.ContainsFunc(b.Power.Commands("pc-a02"), func(r wire.PowerRecord) bool { return r.ID == id && r.State == wire.CommandDone })
 	})
 	for _, s := range []*service.Service{a, b} {
 		if err := s.FlushState(ctx); err != nil || s.StatePending() != 0 {
@@ -59,7 +59,7 @@ func TestReplicasSharePowerCommands(t *testing.T) {
 		}
 	}
 	c := replica(t, env)
-	if l := c.PowerCommands("pc-a02"); len(l) != 1 || l[0].State != wire.CommandDone {
+	if l := c.Power.Commands("pc-a02"); len(l) != 1 || l[0].State != wire.CommandDone {
 		t.Errorf("restarted replica's commands: %+v", l)
 	}
 	var kinds []string

@@ -55,11 +55,11 @@ func TestReplicasShareState(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 
 	hb := wire.Heartbeat{Host: host, Instance: "agent-1", Seq: 1, Time: now, Mode: "desktop", OwnerState: model.StateNoUser, Action: model.ActionRun, GuestState: "running"}
-	if _, err := a.PutHeartbeat(hb, now, "10.0.0.9"); err != nil {
+	if _, err := a.Agents.PutHeartbeat(hb, now, "10.0.0.9"); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "replica b sees the heartbeat posted to a", 10*time.Second, func() bool {
-		st, ok, err := b.AgentStatus(host, now)
+		st, ok, err := b.Agents.Status(host, now)
 		return err == nil && ok && st.Instance == "agent-1" && st.OwnerState == model.StateNoUser && st.Remote == "10.0.0.9"
 	})
 
@@ -78,7 +78,7 @@ func TestReplicasShareState(t *testing.T) {
 	}()
 	hb.Seq, hb.OwnerState, hb.Action = 2, model.StateOwnerActive, model.ActionThrottle
 	start := time.Now()
-	if _, err := a.PutHeartbeat(hb, now.Add(time.Second), "10.0.0.9"); err != nil {
+	if _, err := a.Agents.PutHeartbeat(hb, now.Add(time.Second), "10.0.0.9"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -94,11 +94,11 @@ func TestReplicasShareState(t *testing.T) {
 
 	// A job report posted to b is readable on a.
 	jr := wire.JobReport{Job: "4711", Host: host, Start: now.Add(-time.Hour), End: now, Seconds: 3600, GuestCPUSeconds: 3000}
-	if _, err := b.PutJobReport(jr, now); err != nil {
+	if _, err := b.Agents.PutJobReport(jr, now); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "replica a has the report posted to b", 10*time.Second, func() bool {
-		r, ok := a.JobReport("4711", host)
+		r, ok := a.Agents.JobReport("4711", host)
 		return ok && r.GuestCPUSeconds == 3000
 	})
 	aFeed, err := a.SlurmFeed(ctx, 0, 0, 0, time.Now)
@@ -114,11 +114,11 @@ func TestReplicasShareState(t *testing.T) {
 		}
 	}
 	c := replica(t, env)
-	st, ok, err := c.AgentStatus(host, now.Add(2*time.Second))
+	st, ok, err := c.Agents.Status(host, now.Add(2*time.Second))
 	if err != nil || !ok || st.Instance != "agent-1" || st.Seq != 2 || st.OwnerState != model.StateOwnerActive || st.Stale {
 		t.Errorf("restarted replica's status of %s: %+v %v %v", host, st, ok, err)
 	}
-	if r, ok := c.JobReport("4711", host); !ok || r.Host != host {
+	if r, ok := c.Agents.JobReport("4711", host); !ok || r.Host != host {
 		t.Errorf("restarted replica lost the job report: %+v %v", r, ok)
 	}
 	since := aFeed.Revision

@@ -5,9 +5,10 @@
 //
 // It also owns the site manager's runtime state, which is not configuration (agents.go):
 // the node agents' heartbeats and job reports, kept outside the site model in the
-// directory so that restarts and replicas agree (state.go), the revision the Slurm
-// feed's long poll waits on, the feed itself and Slurm power saving (slurm.go). The
-// HTTP layer only decodes, authenticates, authorises and encodes around these methods.
+// directory so that restarts and replicas agree (state.go), the audit trail of site
+// writes and power commands (audit.go), the revision the Slurm feed's long poll waits on,
+// the feed itself and Slurm power saving (slurm.go). The HTTP layer only decodes,
+// authenticates, authorises and encodes around these methods.
 package service
 
 import (
@@ -84,7 +85,7 @@ type Service struct {
 	snap       atomic.Pointer[Snapshot]
 	agents     agentState     // heartbeats and job reports (agents.go)
 	images     imageState     // boot servers' verified image versions, versions hosts were given (images.go)
-	power      powerState     // power commands and the audit trail (power.go)
+	audit      auditState     // the audit trail of site writes and power commands (audit.go)
 	state      StateStore     // where they are kept beyond this process (state.go); nil: memory only
 	slurmCache slurmFeedCache // the Slurm feed's last build (slurm.go)
 	// directory is the outcome of the last contact with the directory (directory.go).
@@ -117,13 +118,20 @@ func New(ctx context.Context, b Backend, log *slog.Logger) (*Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{backend: b, log: log}
-	s.Bookings, s.Images, s.Hosts, s.Power = &Bookings{s: s}, &Images{s: s}, &Hosts{s: s}, &Power{s: s}
-	s.Agents, s.Accounts, s.Slurm = &Agents{s: s}, &Accounts{s: s}, &Slurm{s: s}
+	s := newService(b, log)
 	if err := s.Reload(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newService is a Service with its concerns wired and no snapshot yet (New loads one;
+// tests store their own).
+func newService(b Backend, log *slog.Logger) *Service {
+	s := &Service{backend: b, log: log}
+	s.Bookings, s.Images, s.Hosts, s.Power = &Bookings{s: s}, &Images{s: s}, &Hosts{s: s}, &Power{s: s}
+	s.Agents, s.Accounts, s.Slurm = &Agents{s: s}, &Accounts{s: s}, &Slurm{s: s}
+	return s
 }
 
 // Snapshot returns the current snapshot (never nil after New).

@@ -362,7 +362,7 @@ func (s *Service) slurmPowerCommands(ctx context.Context, resume bool, results [
 	if resume {
 		for _, r := range results {
 			if r.Action == wire.PowerWake || r.Action == wire.PowerCluster {
-				s.CancelPower(r.Host, "cancelled: Slurm resumed the host (ResumeProgram)", now)
+				s.Power.Cancel(r.Host, "cancelled: Slurm resumed the host (ResumeProgram)", now)
 			}
 		}
 		return
@@ -378,7 +378,7 @@ func (s *Service) slurmPowerCommands(ctx context.Context, resume bool, results [
 	if len(hosts) == 0 {
 		return
 	}
-	res, err := s.RequestPower(ctx, UserSlurm, wire.OpPowerOff, hosts, false, "Slurm power saving: idle (SuspendProgram)", now)
+	res, err := s.Power.Request(ctx, UserSlurm, wire.OpPowerOff, hosts, false, "Slurm power saving: idle (SuspendProgram)", now)
 	if err != nil {
 		s.log.Warn("slurm suspend: power-off not recorded", "hosts", hosts, "err", err)
 		for _, h := range hosts {

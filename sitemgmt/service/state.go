@@ -321,8 +321,10 @@ func (s *Service) mergeDoc(kind, key string, doc []byte, deleted, live bool) {
 		s.agents.mergeReport(k, sr, live)
 	case stateBootImages, stateBooted:
 		s.images.mergeDoc(s.log, kind, key, doc, deleted)
-	case statePower, stateAudit:
-		s.power.mergeDoc(s.log, kind, key, doc, deleted)
+	case statePower:
+		s.Power.state.mergeDoc(s.log, key, doc, deleted)
+	case stateAudit:
+		s.audit.mergeDoc(s.log, key, doc, deleted)
 	}
 }
 
@@ -397,7 +399,7 @@ func (s *Service) FlushState(ctx context.Context) error {
 	if s.state == nil {
 		return nil
 	}
-	_, perr := s.flushPower(ctx)
+	perr := errors.Join(s.Power.flush(ctx), s.audit.flush(ctx, s.state))
 	err := s.flushAgents(ctx)
 	if err == nil {
 		err = perr
@@ -507,5 +509,5 @@ func (s *Service) StatePending() int {
 	a.mu.Lock()
 	n := len(a.dirtyBeats) + len(a.dirtyReports) + len(a.deadReports)
 	a.mu.Unlock()
-	return n + s.power.pendingWrites()
+	return n + s.Power.state.pendingWrites() + s.audit.pendingWrites()
 }

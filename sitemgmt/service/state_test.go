@@ -137,14 +137,14 @@ func TestStateQueuedDuringOutage(t *testing.T) {
 		if i%2 == 1 {
 			state = model.StateOwnerActive
 		}
-		if _, err := svc.PutHeartbeat(wire.Heartbeat{Host: "pc1", Instance: "i", Seq: uint64(i + 1), Time: at, OwnerState: state}, at, ""); err != nil {
+		if _, err := svc.Agents.PutHeartbeat(wire.Heartbeat{Host: "pc1", Instance: "i", Seq: uint64(i + 1), Time: at, OwnerState: state}, at, ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := svc.FlushState(ctx); err == nil {
 			t.Fatal("flush during an outage reported success")
 		}
 	}
-	if _, err := svc.PutJobReport(wire.JobReport{Job: "42", Host: "pc1", Start: t0, End: t0.Add(time.Minute), Seconds: 60}, t0); err != nil {
+	if _, err := svc.Agents.PutJobReport(wire.JobReport{Job: "42", Host: "pc1", Start: t0, End: t0.Add(time.Minute), Seconds: 60}, t0); err != nil {
 		t.Fatal(err)
 	}
 	if n := svc.StatePending(); n != 2 {
@@ -174,7 +174,7 @@ func TestMergeBeatLaterAcceptanceWins(t *testing.T) {
 	svc.useState(cs)
 	ctx := context.Background()
 	old := wire.Heartbeat{Host: "pc1", Time: t0, Action: model.ActionRun}
-	if _, err := svc.PutHeartbeat(old, t0, ""); err != nil {
+	if _, err := svc.Agents.PutHeartbeat(old, t0, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.FlushState(ctx); err != nil {
@@ -182,18 +182,18 @@ func TestMergeBeatLaterAcceptanceWins(t *testing.T) {
 	}
 	echo := cs.docs["heartbeats/pc1"]
 	cur := wire.Heartbeat{Host: "pc1", Instance: "new", Seq: 1, Time: t0.Add(time.Second), Action: model.ActionFreeze}
-	if _, err := svc.PutHeartbeat(cur, t0.Add(time.Second), ""); err != nil {
+	if _, err := svc.Agents.PutHeartbeat(cur, t0.Add(time.Second), ""); err != nil {
 		t.Fatal(err)
 	}
 	svc.mergeDoc(stateBeats, "pc1", echo, false, true)
-	if st, _, _ := svc.AgentStatus("pc1", t0); st.Action != model.ActionFreeze {
+	if st, _, _ := svc.Agents.Status("pc1", t0); st.Action != model.ActionFreeze {
 		t.Fatalf("the echo of an older write replaced the newer heartbeat: %+v", st)
 	}
 	// Another replica's later acceptance does replace it.
 	later := fmt.Appendf(nil, `{"rev":%d,"status":{"host":"pc1","instance":"new","seq":2,"time":%q,"action":"throttle","received":%q}}`,
 		svc.agents.rev+5, t0.Add(2*time.Second).Format(time.RFC3339), t0.Add(2*time.Second).Format(time.RFC3339))
 	svc.mergeDoc(stateBeats, "pc1", later, false, true)
-	if st, _, _ := svc.AgentStatus("pc1", t0); st.Action != model.ActionThrottle || st.Seq != 2 {
+	if st, _, _ := svc.Agents.Status("pc1", t0); st.Action != model.ActionThrottle || st.Seq != 2 {
 		t.Fatalf("another replica's later heartbeat was not taken: %+v", st)
 	}
 }
@@ -208,7 +208,7 @@ func TestReportEchoKeepsNewerReport(t *testing.T) {
 	svc.useState(cs)
 	ctx := context.Background()
 	rep := wire.JobReport{Job: "42", Host: "pc1", Start: t0, End: t0.Add(time.Minute), Seconds: 60, ThrottledSeconds: 10}
-	if _, err := svc.PutJobReport(rep, t0); err != nil {
+	if _, err := svc.Agents.PutJobReport(rep, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.FlushState(ctx); err != nil {
@@ -219,21 +219,21 @@ func TestReportEchoKeepsNewerReport(t *testing.T) {
 		t.Fatalf("the report was not written: %v", cs.docs)
 	}
 	rep.ThrottledSeconds = 12
-	if _, err := svc.PutJobReport(rep, t0.Add(time.Second)); err != nil {
+	if _, err := svc.Agents.PutJobReport(rep, t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.FlushState(ctx); err != nil { // the newer one is no longer dirty
 		t.Fatal(err)
 	}
 	svc.mergeDoc(stateReports, "42@pc1", echo, false, true)
-	if r, ok := svc.JobReport("42", "pc1"); !ok || r.ThrottledSeconds != 12 {
+	if r, ok := svc.Agents.JobReport("42", "pc1"); !ok || r.ThrottledSeconds != 12 {
 		t.Fatalf("the echo of an older write replaced the newer report: %+v %v", r, ok)
 	}
 	// Another replica's later write does replace it.
 	later := fmt.Appendf(nil, `{"rev":%d,"report":{"job":"42","host":"pc1","start":%q,"end":%q,"seconds":60,"throttledSeconds":30}}`,
 		svc.agents.rev+5, t0.Format(time.RFC3339), t0.Add(time.Minute).Format(time.RFC3339))
 	svc.mergeDoc(stateReports, "42@pc1", later, false, true)
-	if r, _ := svc.JobReport("42", "pc1"); r.ThrottledSeconds != 30 {
+	if r, _ := svc.Agents.JobReport("42", "pc1"); r.ThrottledSeconds != 30 {
 		t.Fatalf("another replica's later report was not taken: %+v", r)
 	}
 }
@@ -250,7 +250,7 @@ func TestHeartbeatDuringWriteIsWritten(t *testing.T) {
 	post := func(seq uint64, state model.OwnerState) {
 		t.Helper()
 		at := t0.Add(time.Duration(seq) * time.Second)
-		if _, err := svc.PutHeartbeat(wire.Heartbeat{Host: "pc1", Instance: "i", Seq: seq, Time: at, OwnerState: state}, at, ""); err != nil {
+		if _, err := svc.Agents.PutHeartbeat(wire.Heartbeat{Host: "pc1", Instance: "i", Seq: seq, Time: at, OwnerState: state}, at, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

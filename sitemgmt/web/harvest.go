@@ -98,7 +98,7 @@ type harvestPage struct {
 // reportsByHost groups the kept job reports by host.
 func (u *UI) reportsByHost() map[string][]wire.JobReport {
 	out := map[string][]wire.JobReport{}
-	for _, r := range u.svc.JobReports("") {
+	for _, r := range u.svc.Agents.JobReports("") {
 		out[r.Host] = append(out[r.Host], r)
 	}
 	return out
@@ -222,7 +222,7 @@ func (u *UI) harvestHost(q *Req) {
 		u.Fail(q, http.StatusNotFound, "no host "+q.PathValue("host"))
 		return
 	}
-	reports := u.svc.JobReports(h.Name)
+	reports := u.svc.Agents.JobReports(h.Name)
 	st := u.statusMap(q)[h.Name]
 	pg := harvestHostPage{Page: u.Base(q, "Harvest on "+h.Name, "harvest"), Host: h, Status: st, Agent: ViewAgent(st),
 		Chart: dayChart(reports, q.Now, q.Snap.Engine.Location())}

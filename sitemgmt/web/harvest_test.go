@@ -13,7 +13,7 @@ func TestHarvestPages(t *testing.T) {
 	e := exampleUI(t)
 	jr := wire.JobReport{Job: "4242", Host: "pc-a01", Mode: "desktop", Start: e.Now.Add(-3 * time.Hour), End: e.Now.Add(-time.Hour),
 		Seconds: 7200, GuestCPUSeconds: 7200, DesktopSlowdown: 0.031, SlowdownLow: 0.02, SlowdownHigh: 0.045, SlowdownMethod: "canary-v1"}
-	if _, err := e.Svc.PutJobReport(jr, e.Now); err != nil {
+	if _, err := e.Svc.Agents.PutJobReport(jr, e.Now); err != nil {
 		t.Fatal(err)
 	}
 	// pc-a02's agent is calibrated and harvesting: 0.5 CPU-hours so far, slowdown 2%.
@@ -21,7 +21,7 @@ func TestHarvestPages(t *testing.T) {
 		GuestCPUSeconds: 1800, Slowdown: 0.02, Cap: 0.5, CPUs: 4,
 		Interference: &wire.InterferenceProfile{Measured: e.Now.Add(-time.Hour), CPUModel: "Test CPU", CPUs: 4, Cgroup: "v2", Backend: "qemu",
 			CPUSlowdown: 0.05, MemorySlowdown: 0.08, StartCap: 0.5, Harvest: 0.7}}
-	if _, err := e.Svc.PutHeartbeat(hb, e.Now, "10.20.0.12"); err != nil {
+	if _, err := e.Svc.Agents.PutHeartbeat(hb, e.Now, "10.20.0.12"); err != nil {
 		t.Fatal(err)
 	}
 	admin := loginAs(t, e, "admin")

@@ -127,4 +127,6 @@ func hostRows(q *Req, hosts []*model.Host, statuses map[string]*wire.AgentStatus
 }
 
 // statusMap is the agents' last heartbeats by host.
-func (u *UI) statusMap(q *Req) map[string]*wire.AgentStatus { return u.svc.AgentStatusesByHost(q.Now) }
+func (u *UI) statusMap(q *Req) map[string]*wire.AgentStatus {
+	return u.svc.Agents.StatusesByHost(q.Now)
+}

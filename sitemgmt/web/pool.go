@@ -2,9 +2,11 @@ package web
 
 // Pool and host pages (docs/admin-guide.md): the pools a user may see, a pool's hosts
 // with what they run now, adding, editing and removing hosts, a CSV import with a
-// preview, and power commands. Every change is one u.Update (nothing half-saved) judged
-// by the user's principal; the MayAdminPool checks here only decide which controls are
-// shown and refuse early with a clear page, the server's authz decides regardless.
+// preview, and power commands. Every change is one named operation of the service
+// (service.Hosts: Add, Edit, Delete, ReadImport and Import; service.Power.Request), the
+// ones the API calls, judged by the user's principal (nothing half-saved); the
+// MayAdminPool checks here only decide which controls are shown and refuse early with a
+// clear page, the server's authz decides regardless.
 
 import (
 	"errors"
@@ -17,7 +19,7 @@ import (
 	"strings"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
-	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
+	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
@@ -77,6 +79,19 @@ func readHostForm(q *Req, fields ...string) hostForm {
 }
 
 func (f *hostForm) has(field string) bool { return slices.Contains(f.Fields, field) }
+
+// fields are what the form sets of a host.
+func (f *hostForm) fields() service.HostFields {
+	return service.HostFields{MAC: f.MAC, IP: f.IP, BootServer: f.BootServer, Pool: f.Pool}
+}
+
+// noteWrite tells the server's metrics the outcome of a write made through a named
+// operation of the service, as UI.Update does for its own.
+func (u *UI) noteWrite(dryRun bool, changes []model.Change, err error) {
+	if u.opt.OnWrite != nil {
+		u.opt.OnWrite(dryRun, changes, err)
+	}
+}
 
 // check validates each field on its own (the model's own validators, so the messages are
 // the ones the API gives), before the whole change is tried.
@@ -252,13 +267,8 @@ func (u *UI) addHost(q *Req) {
 		u.renderPool(q, p, http.StatusBadRequest, f, nil)
 		return
 	}
-	_, err := u.Update(q, false, func(site *model.Site) error {
-		if site.Host(f.Name) != nil {
-			return model.Conflict("duplicate host %q", f.Name)
-		}
-		site.Hosts = append(site.Hosts, model.Host{Name: f.Name, MAC: f.MAC, IP: f.IP, Pool: p.Name, BootServer: f.BootServer})
-		return nil
-	})
+	changes, err := u.svc.Hosts.Add(q.Context(), q.P.Check, f.Name, f.fields())
+	u.noteWrite(false, changes, err)
 	if err != nil {
 		status, _ := ErrorStatus(err)
 		if pe := f.failed(err); pe != "" {
@@ -288,7 +298,7 @@ func (u *UI) requestPower(q *Req, op wire.PowerOp, hosts []*model.Host, reason s
 		}
 		names = append(names, h.Name)
 	}
-	res, err := u.svc.RequestPower(q.Context(), q.P.UID, op, names, false, reason, q.Now)
+	res, err := u.svc.Power.Request(q.Context(), q.P.UID, op, names, false, reason, q.Now)
 	if err != nil {
 		status, _ := ErrorStatus(err)
 		return nil, status, err
@@ -415,7 +425,7 @@ func (u *UI) renderHost(q *Req, h *model.Host, status int, f hostForm, with func
 			pg.PoolNames = append(pg.PoolNames, p.Name)
 		}
 	}
-	pg.Commands = u.svc.PowerCommands(h.Name)
+	pg.Commands = u.svc.Power.Commands(h.Name)
 	if len(pg.Commands) > 10 {
 		pg.Commands = pg.Commands[:10]
 	}
@@ -447,14 +457,8 @@ func (u *UI) editHost(q *Req) {
 		return
 	}
 	name := h.Name
-	changes, err := u.Update(q, false, func(site *model.Site) error {
-		cur := site.Host(name)
-		if cur == nil {
-			return model.Invalid("host %s was removed meanwhile", name)
-		}
-		cur.MAC, cur.IP, cur.BootServer, cur.Pool = f.MAC, f.IP, f.BootServer, f.Pool
-		return nil
-	})
+	changes, err := u.svc.Hosts.Edit(q.Context(), q.P.Check, name, f.fields())
+	u.noteWrite(false, changes, err)
 	if err != nil {
 		status, _ := ErrorStatus(err)
 		if pe := f.failed(err); pe != "" {
@@ -483,14 +487,8 @@ func (u *UI) deleteHost(q *Req) {
 		return
 	}
 	name, pool := h.Name, h.Pool
-	_, err := u.Update(q, false, func(site *model.Site) error {
-		n := len(site.Hosts)
-		site.Hosts = slices.DeleteFunc(site.Hosts, func(x model.Host) bool { return x.Name == name })
-		if len(site.Hosts) == n {
-			return model.Invalid("host %s was removed meanwhile", name)
-		}
-		return nil
-	})
+	changes, err := u.svc.Hosts.Delete(q.Context(), q.P.Check, name)
+	u.noteWrite(false, changes, err)
 	if err != nil {
 		status, msg := ErrorStatus(err)
 		u.renderHost(q, h, status, f, func(pg *hostPage) { pg.DeleteError = msg })
@@ -547,8 +545,8 @@ func (u *UI) importPage(q *Req) {
 const maxCSV = 8 << 20
 
 // importPost previews (dry run) or, with confirm=1, applies a CSV of hosts for the pool:
-// the API's format and parser (sitefile.ParseHostsCSV, ImportHosts); rows must be hosts
-// of this pool. Nothing is written at preview or when any row is wrong.
+// the API's operation (service.Hosts.ReadImport, Import), with the pool page's rule that
+// rows must be hosts of this pool. Nothing is written at preview or when any row is wrong.
 func (u *UI) importPost(q *Req) {
 	p := u.poolOf(q, true)
 	if p == nil {
@@ -580,7 +578,7 @@ func (u *UI) importPost(q *Req) {
 		again(http.StatusBadRequest)
 		return
 	}
-	hosts, err := sitefile.ParseHostsCSV(strings.NewReader(data))
+	hosts, refused, err := u.svc.Hosts.ReadImport(strings.NewReader(data), p.Name)
 	if err != nil {
 		pg.Errors = []string{err.Error()}
 		status, _ := ErrorStatus(err)
@@ -588,27 +586,16 @@ func (u *UI) importPost(q *Req) {
 		return
 	}
 	lines := csvLines(data, hosts)
-	site := q.Snap.Site
-	for _, h := range hosts {
-		at := lineLabel(lines, h.Name)
-		if h.Pool != p.Name {
-			pg.Errors = append(pg.Errors, fmt.Sprintf("%shost %s is for pool %s: this page imports hosts of pool %s only", at, h.Name, h.Pool, p.Name))
-		} else if cur := site.Host(h.Name); cur != nil && cur.Pool != p.Name {
-			pg.Errors = append(pg.Errors, fmt.Sprintf("%shost %s exists in pool %s: move it on its own page", at, h.Name, cur.Pool))
-		}
-		if h.BootServer != "" && site.BootServer(h.BootServer) == nil {
-			pg.Errors = append(pg.Errors, fmt.Sprintf("%shost %s: unknown boot server %q", at, h.Name, h.BootServer))
-		}
+	for _, r := range refused {
+		pg.Errors = append(pg.Errors, lineLabel(lines, r.Host)+r.Problem)
 	}
 	if len(pg.Errors) > 0 {
 		again(http.StatusBadRequest)
 		return
 	}
 	apply := q.PostFormValue("confirm") == "1"
-	changes, err := u.Update(q, !apply, func(site *model.Site) error {
-		sitefile.ImportHosts(site, hosts)
-		return nil
-	})
+	changes, err := u.svc.Hosts.Import(q.Context(), q.P.Check, hosts, !apply)
+	u.noteWrite(!apply, changes, err)
 	if err != nil {
 		status, msg := ErrorStatus(err)
 		pg.Errors = []string{annotateLine(msg, lines)}

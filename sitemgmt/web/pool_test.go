@@ -245,8 +245,8 @@ func TestPoolAdminConfined(t *testing.T) {
 	if code != http.StatusForbidden || !strings.Contains(poolFieldBlock(t, body, "add-bs"), "may not change its bootServer") {
 		t.Errorf("pool admin setting a boot server: %d\n%s", code, body)
 	}
-	if len(e.Svc.PowerCommands("")) != 0 {
-		t.Errorf("power commands were recorded: %v", e.Svc.PowerCommands(""))
+	if len(e.Svc.Power.Commands("")) != 0 {
+		t.Errorf("power commands were recorded: %v", e.Svc.Power.Commands(""))
 	}
 	after := e.Svc.Snapshot().Site
 	if len(after.Hosts) != len(before.Hosts) || after.Host("pc-a01").Pool != "lab-a" || after.Host("pc-b09") != nil || after.Host("pc-a09") != nil {
@@ -343,7 +343,7 @@ func TestPowerButtons(t *testing.T) {
 			t.Errorf("%s adding a host: %d, want 403", who, code)
 		}
 	}
-	if cmds := e.Svc.PowerCommands(""); len(cmds) != 0 {
+	if cmds := e.Svc.Power.Commands(""); len(cmds) != 0 {
 		t.Fatalf("refused requests recorded commands: %v", cmds)
 	}
 
@@ -354,7 +354,7 @@ func TestPowerButtons(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, "wake: 2 accepted, 0 refused") {
 		t.Fatalf("wake: %d\n%s", code, body)
 	}
-	if cmds := e.Svc.PowerCommands("pc-a01"); len(cmds) != 1 || cmds[0].By != "admin" || cmds[0].Reason != "lab test" {
+	if cmds := e.Svc.Power.Commands("pc-a01"); len(cmds) != 1 || cmds[0].By != "admin" || cmds[0].Reason != "lab test" {
 		t.Errorf("recorded: %+v", cmds)
 	}
 	// No agent runs: the reboot is refused per host with the service's reason.

@@ -163,7 +163,7 @@ func propagate(b *testing.B, a, bb *service.Service, host string, n int) []float
 					woke <- time.Time{}
 					return
 				}
-				st, ok, _ := bb.AgentStatus(host, time.Now())
+				st, ok, _ := bb.Agents.Status(host, time.Now())
 				if ok && st.OwnerState == state && st.Seq == uint64(1000+i) {
 					woke <- time.Now()
 					return
@@ -172,7 +172,7 @@ func propagate(b *testing.B, a, bb *service.Service, host string, n int) []float
 			}
 		}()
 		start := time.Now()
-		if _, err := a.PutHeartbeat(wire.Heartbeat{Host: host, Instance: "bench", Seq: uint64(1000 + i), Time: start,
+		if _, err := a.Agents.PutHeartbeat(wire.Heartbeat{Host: host, Instance: "bench", Seq: uint64(1000 + i), Time: start,
 			Mode: "desktop", OwnerState: state, Action: model.ActionRun}, start, ""); err != nil {
 			b.Fatal(err)
 		}
@@ -180,8 +180,8 @@ func propagate(b *testing.B, a, bb *service.Service, host string, n int) []float
 		select {
 		case at = <-woke:
 		case <-time.After(20 * time.Second):
-			sa, _, _ := a.AgentStatus(host, time.Now())
-			sb, _, _ := bb.AgentStatus(host, time.Now())
+			sa, _, _ := a.Agents.Status(host, time.Now())
+			sb, _, _ := bb.Agents.Status(host, time.Now())
 			b.Fatalf("sample %d: the other replica did not see the heartbeat within 20 s: posted %+v, seen %+v (%d writes pending)", i, sa, sb, a.StatePending())
 		}
 		if at.IsZero() {

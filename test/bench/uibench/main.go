@@ -176,7 +176,7 @@ func heartbeats(svc *service.Service, now time.Time) int {
 		case 3:
 			hb.OwnerState, hb.Action, hb.GuestState = model.StateOwnerActive, model.ActionFreeze, "paused"
 		}
-		_, err := svc.PutHeartbeat(hb, now, "127.0.0.1")
+		_, err := svc.Agents.PutHeartbeat(hb, now, "127.0.0.1")
 		check(err)
 		n++
 	}
