@@ -109,7 +109,7 @@ func TestCalibrationFreezesGuestAndReportsProfile(t *testing.T) {
 	if got := a.LastHeartbeat().Interference; got != nil {
 		t.Fatalf("profile still sent after the configuration carries it: %+v", got)
 	}
-	if got := a.ctl.Config().StartCap; got != 0.5 {
+	if got := a.control.ctl.Config().StartCap; got != 0.5 {
 		t.Errorf("controller StartCap %v, want the profile's 0.5", got)
 	}
 	select {

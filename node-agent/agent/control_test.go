@@ -151,10 +151,10 @@ func TestAdaptiveCapFollowsSlowdown(t *testing.T) {
 	tick(200*time.Millisecond, 20*time.Millisecond, 200*time.Millisecond)
 	want := estimate.Desktop(signals.WindowOf(before, sig.Snapshot())).Slowdown
 	if !(be.limit < 1*0.5) {
-		t.Fatalf("desktop at %.1f%% slowdown: limit %v CPUs, want cut to at most half of 1 within the tick", 100*a.est.Slowdown, be.limit)
+		t.Fatalf("desktop at %.1f%% slowdown: limit %v CPUs, want cut to at most half of 1 within the tick", 100*a.control.est.Slowdown, be.limit)
 	}
-	if a.est.Slowdown != want || !(want > 0.05 && want < 0.1) {
-		t.Errorf("estimate %v, want the estimator's %v (between 5 and 10%%)", a.est.Slowdown, want)
+	if a.control.est.Slowdown != want || !(want > 0.05 && want < 0.1) {
+		t.Errorf("estimate %v, want the estimator's %v (between 5 and 10%%)", a.control.est.Slowdown, want)
 	}
 	cut := be.limit
 	if got, _ := strconv.ParseFloat(metricValue(t, a, "overtime_agent_guest_cpu_cap"), 64); math.Abs(got-cut/4) > 1e-9 {
