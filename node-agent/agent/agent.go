@@ -7,6 +7,22 @@
 // the backend's event watcher and the heartbeat talk to it through channels. A signal is
 // acted on as soon as it arrives: the reaction latency is one channel hop plus the
 // backend call (a cgroup write or one ~20 ms virsh call).
+//
+// The Agent is a thin loop over parts that each do one job and own their state, one file
+// each: sensing (sensing.go: events into the policy's observation), guestLifecycle
+// (guest.go: prepare, start, freeze, thaw, limit, stop, adopt, restart with backoff),
+// interferenceControl (control.go: the adaptive controller, a signals tick into the
+// guest's CPU limit), calibration (calibrate.go), jobAccounting (jobs.go: counters and
+// the SPANK plugin's job calls), switcher (switch.go: restarts, power-offs, notices) and
+// heartbeats (heartbeats.go). The decision itself is the policy package's (policy.Engine,
+// policy.ExamDecision); config.go fetches, checks and caches the configuration.
+//
+// A key press reaches the guest's CPU limit in one path: Run → signal (sensing.Observe)
+// → decideAndAct (policy.Engine.Decide, interferenceControl.Owner) → act
+// (interferenceControl.ThrottleLimit) → guestLifecycle.Act → guestLifecycle.ApplyLimit →
+// guest.Backend.SetCPULimit (the container backend writes the cgroup's cpu.max; a guest
+// not running yet gets the limit in its start's spec); the controller's later steps take
+// controlTick → interferenceControl.Tick → guestLifecycle.ApplyLimit.
 package agent
 
 import (
