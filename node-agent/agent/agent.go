@@ -280,11 +280,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.fetchLoop(ctx)
 	go a.hb.Loop(ctx, a.o.Heartbeat)
 	go func() {
-		if err := a.control.sig.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := a.control.Signals().Run(ctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("desktop signals unavailable: no adaptive control, no slowdown estimates", "err", err)
 		}
 	}()
-	ticks := a.control.sig.Ticks()
+	ticks := a.control.Signals().Ticks()
 	events := a.guest.Watch(ctx)
 
 	timer := time.NewTimer(time.Hour)
@@ -535,7 +535,7 @@ func (a *Agent) maybeCalibrate(ctx context.Context) {
 	if !a.cal.Enabled() || a.cfg == nil {
 		return
 	}
-	if a.cal.running {
+	if a.cal.Running() {
 		if a.sense.Sessions() > 0 || a.dec.State == model.StateOwnerActive {
 			a.log.Info("someone arrived: calibration cancelled")
 			a.cal.Cancel()
@@ -550,7 +550,7 @@ func (a *Agent) maybeCalibrate(ctx context.Context) {
 		return
 	}
 	rctx := a.cal.Begin(ctx)
-	// The decision freezes the guest while a.cal.running (calibration.Decision).
+	// The decision freezes the guest while the run is in progress (calibration.Decision).
 	a.decideAndAct(ctx, time.Time{})
 	if !a.guest.Frozen() {
 		a.log.Warn("calibration due but the guest could not be frozen; not calibrating", "why", reason)

@@ -125,6 +125,9 @@ func (cal *calibration) Begin(ctx context.Context) context.Context {
 // Enabled reports whether this agent calibrates at all (Options.Calibrate).
 func (cal *calibration) Enabled() bool { return cal.c != nil }
 
+// Running reports whether a run is in progress.
+func (cal *calibration) Running() bool { return cal.running }
+
 // Cancel asks the run in progress to stop (someone arrived); its result still comes.
 func (cal *calibration) Cancel() { cal.cancel() }
 

@@ -158,6 +158,10 @@ func (c *interferenceControl) ThrottleLimit() float64 {
 	return c.capLimit(c.ctl.Cap())
 }
 
+// Signals is the desktop signals the controller measures with (Run samples them; the
+// job counters read their totals).
+func (c *interferenceControl) Signals() Signals { return c.sig }
+
 // Estimate is the last tick's estimate of the desktop's slowdown.
 func (c *interferenceControl) Estimate() estimate.Estimate { return c.est }
 
