@@ -7,42 +7,46 @@
 // the backend's event watcher and the heartbeat talk to it through channels. A signal is
 // acted on as soon as it arrives: the reaction latency is one channel hop plus the
 // backend call (a cgroup write or one ~20 ms virsh call).
+//
+// The Agent is a thin loop over parts that each do one job and own their state, one file
+// each: sensing (sensing.go: events into the policy's observation), guestLifecycle
+// (guest.go: prepare, start, freeze, thaw, limit, stop, adopt, restart with backoff),
+// interferenceControl (control.go: the adaptive controller, a signals tick into the
+// guest's CPU limit), calibration (calibrate.go), jobAccounting (jobs.go: counters and
+// the SPANK plugin's job calls), switcher (switch.go: restarts, power-offs, notices) and
+// heartbeats (heartbeats.go). The decision itself is the policy package's (policy.Engine,
+// policy.ExamDecision); config.go fetches, checks and caches the configuration.
+//
+// A key press reaches the guest's CPU limit in one path: Run → signal (sensing.Observe)
+// → decideAndAct (policy.Engine.Decide, interferenceControl.Owner) → act
+// (interferenceControl.ThrottleLimit) → guestLifecycle.Act → guestLifecycle.ApplyLimit →
+// guest.Backend.SetCPULimit (the container backend writes the cgroup's cpu.max; a guest
+// not running yet gets the limit in its start's spec); the controller's later steps take
+// controlTick → interferenceControl.Tick → guestLifecycle.ApplyLimit.
 package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"runtime"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/overtime-hpc/overtime/images/artefact"
 	"github.com/overtime-hpc/overtime/internal/paths"
-	"github.com/overtime-hpc/overtime/node-agent/coursevm"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/node-agent/hostinfo"
 	"github.com/overtime-hpc/overtime/node-agent/interference/calibrate"
-	"github.com/overtime-hpc/overtime/node-agent/interference/controller"
-	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
 	"github.com/overtime-hpc/overtime/node-agent/interference/signals"
 	"github.com/overtime-hpc/overtime/node-agent/policy"
 	"github.com/overtime-hpc/overtime/node-agent/powerctl"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
+	"github.com/overtime-hpc/overtime/node-agent/switching"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
@@ -117,7 +121,11 @@ type Options struct {
 	Version   string
 }
 
-// Agent is one node agent.
+// Agent is one node agent: the decision loop (Run) over parts that each do one job and
+// own their state — sensing (the observation), the guest's lifecycle, the interference
+// controller, the calibration, job accounting, switching the PC, heartbeats. The loop
+// holds the configuration in force and the decision, and is the only caller of the
+// parts' loop-owned operations.
 type Agent struct {
 	o   Options
 	m   *metrics
@@ -126,58 +134,23 @@ type Agent struct {
 	signals chan sensor.Event
 	configs chan configUpdate
 
-	// Loop state (owned by Run's goroutine).
+	// The decision loop's state (owned by Run's goroutine).
 	cfg     *wire.AgentConfig
 	cfgFrom string
 	engine  *policy.Engine
-	obs     policy.Observation
 	dec     policy.Decision
-	applied applied
-	backoff time.Duration
-	retryAt time.Time
 	// nextCheck is when the periodic status check (tick) is due: an absolute time, so
 	// that events more frequent than CheckEvery (the signals' 250 ms ticks) cannot keep
 	// postponing it.
-	nextCheck   time.Time
-	startedAt   time.Time
-	restarts    int
-	lastStatus  guest.Status
-	sawSessions bool
-	// secrets are the compute guest's, as last fetched (memory only); noSecretsLogged
-	// keeps a site without them from filling the log.
-	secrets         *wire.GuestSecrets
-	noSecretsLogged bool
-	sw              switchState // switch.go
+	nextCheck time.Time
 
-	hbMu sync.Mutex
-	hb   wire.Heartbeat
-	// instance and hbSeq order this process's heartbeats for the site manager
-	// (wire.Heartbeat.Instance, Seq): goroutines post them concurrently, and the clock
-	// that stamps them can be stepped by hours.
-	instance string
-	hbSeq    uint64 // guarded by hbMu
-
-	guestPID atomic.Int64 // main process of the running guest (0: none), for GuestCPU
-
-	// The adaptive controller (control.go), owned by Run's goroutine.
-	sig      Signals
-	ctl      *controller.Controller
-	lastTick signals.Totals
-	est      estimate.Estimate // the last tick's
-
-	cal calState // the host's calibration (calibrate.go), owned by Run's goroutine
-
-	cnt      counters            // totals for job reports (jobs.go)
-	jobsMu   sync.Mutex          // guards jobStart
-	jobStart map[string]Counters // job id -> counters at its start
-}
-
-// applied is what the agent last did to the guest (to skip redundant backend calls).
-type applied struct {
-	running bool
-	frozen  bool
-	limit   float64
-	spec    string // JSON of the spec the guest was started with
+	sense   sensing              // sensing.go
+	guest   *guestLifecycle      // guest.go
+	control *interferenceControl // control.go
+	cal     *calibration         // calibrate.go
+	jobs    *jobAccounting       // jobs.go
+	sw      *switcher            // switch.go
+	hb      *heartbeats          // heartbeats.go
 }
 
 type configUpdate struct {
@@ -233,26 +206,28 @@ func New(o Options) (*Agent, error) {
 	if o.Uptime == "" {
 		o.Uptime = "/proc/uptime"
 	}
-	instance, err := newInstanceID()
+	hb, err := newHeartbeats(o.Site, o.Log, o.StateDir, o.Uptime)
 	if err != nil {
 		return nil, err
 	}
 	a := &Agent{
-		o: o, log: o.Log, instance: instance,
+		o: o, log: o.Log, hb: hb,
 		signals: make(chan sensor.Event, 256),
 		configs: make(chan configUpdate, 1),
 	}
-	a.m = newMetrics(func() (throttled, frozen float64) {
-		t, f, _ := a.cnt.seconds(o.Now())
-		return t, f
-	})
+	a.jobs = &jobAccounting{site: o.Site, log: o.Log, now: o.Now, psi: o.DesktopCPUPressure}
+	a.m = newMetrics(a.jobs.Seconds)
 	a.m.guestCap.Set(1)
-	a.backoff = o.RestartBackoff
-	a.sig = o.Signals
-	if a.sig == nil {
-		a.sig = a.newSignals()
+	a.sense = sensing{m: a.m}
+	a.guest = newGuestLifecycle(o, a.m)
+	sig := o.Signals
+	if sig == nil {
+		sig = newSignals(a.guest.PID)
 	}
-	a.initCalibration()
+	a.control = newInterferenceControl(sig, o.HostCPUs, a.m)
+	a.jobs.snapshot = sig.Snapshot
+	a.cal = newCalibration(o.Calibrate, o.Uptime, o.Now, o.Log)
+	a.sw = &switcher{machine: o.Machine, notifier: o.Notifier, booted: o.Booted, log: o.Log}
 	return a, nil
 }
 
@@ -265,13 +240,18 @@ func (a *Agent) MetricsHandler() http.Handler {
 func (a *Agent) Signals() chan<- sensor.Event { return a.signals }
 
 // LastHeartbeat is the most recent heartbeat document (what /status shows).
-func (a *Agent) LastHeartbeat() wire.Heartbeat {
-	a.hbMu.Lock()
-	defer a.hbMu.Unlock()
-	return a.hb
-}
+func (a *Agent) LastHeartbeat() wire.Heartbeat { return a.hb.Last() }
 
-func (a *Agent) cachePath() string { return filepath.Join(a.o.StateDir, "config.json") }
+// GuestCPU is the CPU time of the running guest's process and its threads (QEMU; a
+// container's init), for the desktop-load sensor, which counts everything else. Safe
+// from any goroutine.
+func (a *Agent) GuestCPU() time.Duration { return a.guest.CPU() }
+
+// Counters returns the job accounting's totals now (safe from any goroutine).
+func (a *Agent) Counters() Counters { return a.jobs.Counters() }
+
+// JobHandler serves the SPANK plugin's calls (mounted next to /metrics): jobs.go.
+func (a *Agent) JobHandler(mux *http.ServeMux) { a.jobs.Handler(mux) }
 
 // Run works until ctx is done. The guest is left as it is when Run returns: it keeps its
 // limits, and the next agent adopts it.
@@ -298,14 +278,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		}(s)
 	}
 	go a.fetchLoop(ctx)
-	go a.heartbeatLoop(ctx)
+	go a.hb.Loop(ctx, a.o.Heartbeat)
 	go func() {
-		if err := a.sig.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := a.control.Signals().Run(ctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("desktop signals unavailable: no adaptive control, no slowdown estimates", "err", err)
 		}
 	}()
-	ticks := a.sig.Ticks()
-	events := a.watch(ctx)
+	ticks := a.control.Signals().Ticks()
+	events := a.guest.Watch(ctx)
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -357,13 +337,13 @@ func (a *Agent) armTimer(t *time.Timer) {
 			next = d
 		}
 	}
-	if !a.retryAt.IsZero() && a.retryAt.Before(next) {
-		next = a.retryAt
+	if r := a.guest.RetryAt(); !r.IsZero() && r.Before(next) {
+		next = r
 	}
 	if a.cfg != nil && !a.cfg.NextChange.IsZero() && a.cfg.NextChange.Before(next) && a.cfg.NextChange.After(now) {
 		next = a.cfg.NextChange
 	}
-	if w := a.sw.wake; !w.IsZero() && w.Before(next) {
+	if w := a.sw.Wake(); !w.IsZero() && w.Before(next) {
 		next = w
 	}
 	d := next.Sub(now)
@@ -379,30 +359,10 @@ func (a *Agent) armTimer(t *time.Timer) {
 	t.Reset(d)
 }
 
-// signal folds a sensor event into the observation.
+// signal folds a sensor event into the observation (sensing).
 func (a *Agent) signal(ev sensor.Event) {
-	a.m.signals.WithLabelValues(string(ev.Kind)).Inc()
 	a.log.Debug("signal", "kind", ev.Kind, "source", ev.Source, "time", ev.Time, "value", ev.Value)
-	switch ev.Kind {
-	case sensor.KindInput:
-		if ev.Time.After(a.obs.LastInput) {
-			a.obs.LastInput = ev.Time
-		}
-	case sensor.KindSessions:
-		// Logging in is activity; sessions that exist when the agent starts are not news.
-		if a.sawSessions && ev.Sessions.Total() > a.obs.LocalSessions+a.obs.RemoteSessions && ev.Time.After(a.obs.LastInput) {
-			a.obs.LastInput = ev.Time
-		}
-		a.sawSessions = true
-		a.calSessions(a.obs.LocalSessions+a.obs.RemoteSessions, ev.Sessions.Total(), ev.Time)
-		a.obs.LocalSessions, a.obs.RemoteSessions = ev.Sessions.Local, ev.Sessions.Remote
-	case sensor.KindPressure:
-		a.obs.Pressure = ev.Value
-		a.m.pressure.Set(ev.Value)
-	case sensor.KindLoad:
-		a.obs.Load = ev.Value
-		a.m.load.Set(ev.Value)
-	}
+	a.sense.Observe(ev)
 }
 
 // apply takes a new configuration (already checked) into force.
@@ -410,15 +370,15 @@ func (a *Agent) apply(ctx context.Context, c *wire.AgentConfig, from string) {
 	first := a.cfg == nil
 	// A configuration without the running guest (a mode without one, an exam, another
 	// guest) stops it: act only ever sees the guest of the configuration in force.
-	if prev := a.cfg; prev != nil && prev.Guest != nil && a.applied.running &&
+	if prev := a.cfg; prev != nil && prev.Guest != nil && a.guest.Running() &&
 		(c.Guest == nil || c.Guest.Name != prev.Guest.Name || c.Guest.Backend != prev.Guest.Backend) {
 		if b := a.o.Backends[prev.Guest.Backend]; b != nil {
 			a.log.Info("the new configuration has no place for the running guest: stopping it", "guest", prev.Guest.Name, "mode", c.Mode)
-			a.stopGuest(ctx, b, prev.Guest.Name)
+			a.guest.Stop(ctx, b, prev.Guest.Name, a.dec.Action)
 		}
 	}
 	a.cfg = c
-	a.sw.cfgAt = a.o.Now()
+	a.sw.Configured(a.o.Now())
 	a.setConfigSource(from)
 	a.examMarker(c)
 	if a.engine == nil || !reflect.DeepEqual(a.engine.Policy(), c.Policy) {
@@ -432,99 +392,13 @@ func (a *Agent) apply(ctx context.Context, c *wire.AgentConfig, from string) {
 	} else {
 		a.engine.SetPolicy(c.Policy)
 	}
-	a.configureController()
-	a.obs.Kind, a.obs.HasGuest = c.Kind, c.Guest != nil
+	a.control.Configure(c)
+	a.sense.SetMode(c.Kind, c.Guest != nil)
 	a.publishCourseVM(ctx, c)
 	if first {
-		a.adopt(ctx)
+		a.guest.Adopt(ctx, c)
 	}
 	a.decideAndAct(ctx, time.Time{})
-}
-
-// publishCourseVM tells the session's course-VM player what to show: the course VM of a
-// course-vm mode in the read-only image export, or nothing (the file removed). A failure
-// is logged; the player keeps what it showed.
-func (a *Agent) publishCourseVM(ctx context.Context, c *wire.AgentConfig) {
-	if a.o.CourseVMFile == "" {
-		return
-	}
-	spec := CourseVMSpec(c, a.o.ImageRoot)
-	if spec != nil && spec.Dir != "" && c.CourseVM.NFS != "" {
-		// The player reads the version directory: mount it from the boot server first.
-		if err := a.ensureImage(ctx, spec.Dir, c.CourseVM.NFS, artefact.SumsFile); err != nil {
-			a.log.Error("course VM image", "err", err)
-			spec = &coursevm.Spec{Mode: c.Mode, Image: c.CourseVM.Image, Unavailable: err.Error()}
-		}
-	}
-	if err := coursevm.WriteSpec(a.o.CourseVMFile, spec); err != nil {
-		a.log.Error("course VM spec not written", "file", a.o.CourseVMFile, "err", err)
-	}
-}
-
-// CourseVMSpec is what the course-VM player shows under configuration c (nil: nothing).
-func CourseVMSpec(c *wire.AgentConfig, imageRoot string) *coursevm.Spec {
-	if c.Kind != model.KindCourseVM {
-		return nil
-	}
-	if c.CourseVM == nil {
-		why := c.CourseVMUnavailable
-		if why == "" {
-			why = "the site manager named no course VM"
-		}
-		return &coursevm.Spec{Mode: c.Mode, Unavailable: why}
-	}
-	if imageRoot == "" {
-		return &coursevm.Spec{Mode: c.Mode, Image: c.CourseVM.Image, Unavailable: "no image root (mount the image export and pass --image-root)"}
-	}
-	v := c.CourseVM.Resolved
-	return &coursevm.Spec{Mode: c.Mode, Image: c.CourseVM.Image, Version: v.Version,
-		Dir: filepath.Join(imageRoot, filepath.FromSlash(v.Path)), URL: c.CourseVM.ImageURL}
-}
-
-func (a *Agent) setConfigSource(from string) {
-	a.cfgFrom = from
-	setOne(a.m.configFrom, []string{"api", "cache", "none"}, from)
-}
-
-// adopt finds a guest left running by a previous agent and takes over its state.
-func (a *Agent) adopt(ctx context.Context) {
-	if a.cfg.Guest == nil {
-		return
-	}
-	b, err := a.backend()
-	if err != nil {
-		return
-	}
-	st, err := b.Status(ctx, a.cfg.Guest.Name)
-	if err != nil || st.State == guest.StateAbsent {
-		return
-	}
-	a.applied = applied{running: st.State == guest.StateRunning || st.State == guest.StatePaused,
-		frozen: st.State == guest.StatePaused, limit: st.CPULimit}
-	a.lastStatus = st
-	a.guestPID.Store(int64(st.PID))
-	if spec, err := a.spec(a.cfg); err == nil {
-		a.applied.spec = specKey(spec)
-		// The previous agent may have died between starting the guest and limiting it.
-		if r, ok := b.(guest.Reasserter); ok {
-			if err := r.Reassert(ctx, spec); err != nil {
-				a.log.Warn("re-applying the adopted guest's limits", "guest", a.cfg.Guest.Name, "err", err)
-			}
-		}
-	}
-	a.startedAt = a.o.Now()
-	a.log.Info("adopted running guest", "guest", a.cfg.Guest.Name, "state", st.State, "pid", st.PID, "cpuLimit", st.CPULimit)
-}
-
-func (a *Agent) backend() (guest.Backend, error) {
-	if a.cfg == nil || a.cfg.Guest == nil {
-		return nil, errors.New("no guest configured")
-	}
-	b := a.o.Backends[a.cfg.Guest.Backend]
-	if b == nil {
-		return nil, guest.Unavailable(a.cfg.Guest.Backend, "not built into this agent")
-	}
-	return b, nil
 }
 
 // decideAndAct runs the policy on the current observation and applies the result.
@@ -534,14 +408,10 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 	if a.cfg == nil {
 		return
 	}
-	a.obs.Now = a.o.Now()
+	obs := a.sense.At(a.o.Now())
 	a.foldCounters(false) // the time until now counts under the previous decision
-	d := a.engine.Decide(a.obs)
-	if a.cfg.Exam && d.Action != model.ActionEvict {
-		d.Reason = "exam: no compute guest"
-	}
-	d.State, d.Action = examDecision(a.cfg, d.State, d.Action)
-	if act := a.calibrationDecision(d.Action); act != d.Action {
+	d := policy.ExamDecision(a.engine.Decide(obs), a.cfg.Exam)
+	if act := a.cal.Decision(d.Action); act != d.Action {
 		d.Action, d.Reason = act, "calibrating: the guest is frozen for the run"
 	}
 	if d.Changed || d.State != a.dec.State {
@@ -553,36 +423,67 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 	setOne(a.m.action, guestActions, string(d.Action))
 	// The owner's arrival puts the controller's start cap in force with this very
 	// decision, before any measurement.
-	a.sig.SetOwnerActive(d.State == model.StateOwnerActive)
-	a.ctl.Owner(a.obs.Now, a.ownerActive())
+	a.control.Owner(obs.Now, d.State, d.Action)
 	changed := a.act(ctx)
-	a.m.guestCap.Set(a.capFraction())
+	a.m.guestCap.Set(a.guest.CapFraction())
 	if changed && !since.IsZero() {
 		a.m.reaction.WithLabelValues(string(d.Action)).Observe(a.o.Now().Sub(since).Seconds())
 	}
 	a.foldCounters(d.Action != prevAction)
 	// The owner state matters to Slurm too (node features desk-empty / owner-active).
 	if d.Action != prevAction || d.State != prevState {
-		a.updateHeartbeat()
-		go a.sendHeartbeat(context.WithoutCancel(ctx))
+		a.announce(ctx)
 	}
 	a.planSwitch(ctx)
+}
+
+// act brings the guest to the decided action, with the throttle's CPU limit from the
+// interference controller; it reports whether it changed anything.
+func (a *Agent) act(ctx context.Context) bool {
+	action := a.dec.Action
+	limit := 0.0
+	if action == model.ActionThrottle {
+		limit = a.control.ThrottleLimit() // fixed ThrottleCPU, or the adaptive controller's cap
+	}
+	return a.guest.Act(ctx, a.cfg, action, limit, a.control.KeepFor(action, limit))
+}
+
+// controlTick runs on each signals tick: the controller's step (interferenceControl.Tick)
+// and, when its cap moved enough, the guest's new limit (guestLifecycle.ApplyLimit).
+func (a *Agent) controlTick(ctx context.Context, t signals.Totals) {
+	limit, ok := a.control.Tick(a.o.Now(), t, a.controlInput())
+	if !ok || a.cfg == nil {
+		return
+	}
+	if err := a.guest.ApplyLimit(ctx, a.cfg, limit); err != nil {
+		return
+	}
+	est := a.control.Estimate()
+	a.log.Debug("adaptive cap", "cap", a.control.Cap(), "cpuLimit", limit, "slowdown", est.Slowdown, "method", est.Method)
+	a.foldCounters(false) // the time until now counts under the previous cap
+	a.m.guestCap.Set(a.guest.CapFraction())
+}
+
+// controlInput is the decision and the guest in force, as the controller needs them.
+func (a *Agent) controlInput() controlInput {
+	ap := a.guest.Applied()
+	return controlInput{state: a.dec.State, action: a.dec.Action, running: ap.running, frozen: ap.frozen, limit: ap.limit}
 }
 
 // foldCounters accounts the time since the last fold under what was in force, and takes
 // what is in force now (transition: the decision entered a new action).
 func (a *Agent) foldCounters(transition bool) {
-	running := a.applied.running
+	ap := a.guest.Applied()
 	in := inForce{
-		throttled: running && !a.applied.frozen && a.applied.limit > 0,
-		frozen:    running && a.applied.frozen,
+		throttled: ap.running && !ap.frozen && ap.limit > 0,
+		frozen:    ap.running && ap.frozen,
 		active:    a.dec.State == model.StateOwnerActive,
 		state:     a.dec.State, action: a.dec.Action,
 	}
 	if a.cfg != nil {
 		in.host, in.mode = a.cfg.Host, a.cfg.Mode
 	}
-	a.cnt.fold(a.o.Now(), in, transition)
+	a.jobs.Fold(in, transition)
 }
 
 var (
@@ -598,242 +499,18 @@ func strs[T ~string](v []T) []string {
 	return out
 }
 
-// act brings the guest to the decided action; it reports whether it changed anything.
-func (a *Agent) act(ctx context.Context) bool {
-	if a.cfg.Guest == nil {
-		return false
-	}
-	b, err := a.backend()
-	if err != nil {
-		a.log.Error("guest backend", "err", err)
-		return false
-	}
-	name := a.cfg.Guest.Name
-	action := a.dec.Action
-	changed := false
-	fail := func(op string, err error) {
-		a.m.actionError.WithLabelValues(op).Inc()
-		a.log.Error("guest "+op, "guest", name, "err", err)
-	}
-	spec, specErr := a.spec(a.cfg)
-	// A new guest definition (image version, size) replaces the running guest.
-	if a.applied.running && specErr == nil && a.applied.spec != "" && a.applied.spec != specKey(spec) && action != model.ActionEvict {
-		a.log.Info("guest definition changed: replacing the guest", "guest", name)
-		a.stopGuest(ctx, b, name)
-		changed = true
-	}
-	switch action {
-	case model.ActionEvict:
-		if a.applied.running {
-			a.stopGuest(ctx, b, name)
-			changed = true
-		}
-	case model.ActionFreeze:
-		if a.applied.running && !a.applied.frozen {
-			if err := b.Freeze(ctx, name); err != nil {
-				fail("freeze", err)
-			} else {
-				a.applied.frozen, changed = true, true
-				a.refreshStatus(ctx, b, name)
-			}
-		}
-	case model.ActionRun, model.ActionThrottle:
-		limit := 0.0
-		if action == model.ActionThrottle {
-			limit = a.throttleLimit() // fixed ThrottleCPU, or the adaptive controller's cap
-		}
-		if !a.applied.running {
-			if specErr != nil {
-				fail("start", specErr)
-				return changed
-			}
-			if now := a.o.Now(); now.Before(a.retryAt) {
-				return changed // backing off after a crash
-			}
-			spec.CPULimit = limit
-			if err := a.prepareGuest(ctx, &spec); err != nil {
-				fail("start", err)
-				a.scheduleRetry()
-				return changed
-			}
-			if err := b.Start(ctx, spec); err != nil {
-				fail("start", err)
-				a.scheduleRetry()
-				return changed
-			}
-			a.applied = applied{running: true, limit: limit, spec: specKey(spec)}
-			a.startedAt = a.o.Now()
-			if st, err := b.Status(ctx, name); err == nil {
-				a.lastStatus = st
-				a.guestPID.Store(int64(st.PID))
-			}
-			a.log.Info("guest started", "guest", name, "backend", b.Kind(), "cpuLimit", limit)
-			return true
-		}
-		if a.applied.frozen {
-			if err := b.Thaw(ctx, name); err != nil {
-				fail("thaw", err)
-			} else {
-				a.applied.frozen, changed = false, true
-				a.refreshStatus(ctx, b, name)
-			}
-		}
-		// Under the adaptive controller a small move of its cap waits for its tick
-		// (applyCap), which calls the backend only for a change worth it.
-		if a.applied.limit != limit && !(action == model.ActionThrottle && a.adaptive() && a.capClose(limit, a.applied.limit)) {
-			if err := b.SetCPULimit(ctx, name, limit); err != nil {
-				fail("cpu-limit", err)
-			} else {
-				a.applied.limit, changed = limit, true
-			}
-		}
-	}
-	return changed
-}
-
-// refreshStatus reads the guest's status after a freeze or thaw, so that the heartbeat
-// sent with the decision says what is in force (Slurm resumes a node on "running", not
-// on the next periodic check).
-func (a *Agent) refreshStatus(ctx context.Context, b guest.Backend, name string) {
-	if st, err := b.Status(ctx, name); err == nil {
-		a.lastStatus = st
-	}
-}
-
-// prepareGuest makes what the spec names available before a start: the guest's image
-// version (mounted read-only from the boot server's export when the image root does not
-// already show it) and, for a compute guest in a container, its secrets.
-func (a *Agent) prepareGuest(ctx context.Context, spec *guest.Spec) error {
-	g := a.cfg.Guest
-	dir := filepath.Join(a.o.ImageRoot, filepath.FromSlash(g.Resolved.Path))
-	if err := a.ensureImage(ctx, dir, g.NFS, model.ImageRoot); err != nil {
-		return fmt.Errorf("image %s %s: %w", g.Image, g.Resolved.Version, err)
-	}
-	if g.ImageKind != model.ImageCompute || g.Backend != model.BackendContainer {
-		return nil
-	}
-	sec, err := a.o.Site.GuestSecrets(ctx)
-	var status interface{ HTTPStatus() int }
-	switch {
-	case err == nil:
-		a.secrets = sec
-	case errors.As(err, &status) && status.HTTPStatus() == http.StatusNotFound:
-		// The site hands out none (overtime serve without --munge-key): the image
-		// must bring its own, or its init says what is missing.
-		if !a.noSecretsLogged {
-			a.log.Warn("the site manager hands out no guest secrets; starting the guest without", "err", err)
-			a.noSecretsLogged = true
-		}
-		a.secrets = nil
-	case a.secrets != nil:
-		// Unreachable now: the secrets of this boot's earlier start (memory only).
-		a.log.Warn("guest secrets: site manager unreachable; using the ones fetched earlier", "err", err)
-	default:
-		return fmt.Errorf("guest secrets: %w", err)
-	}
-	if a.secrets != nil && len(a.secrets.MungeKey) > 0 {
-		spec.Secrets = map[string][]byte{"munge.key": a.secrets.MungeKey}
-	}
-	return nil
-}
-
-// ensureImage mounts an image version directory (a guest's, a course VM's) read-only
-// from its boot server (nfs: "server:/export/path") at dir, below ImageRoot, when dir does
-// not show probe yet: a desktop mounts only the versions it runs, not the whole export.
-func (a *Agent) ensureImage(ctx context.Context, dir, nfs, probe string) error {
-	if _, err := os.Stat(filepath.Join(dir, probe)); err == nil || nfs == "" {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	// NFSv3 like the root (stateless: a boot server restart is invisible), no locks.
-	argv := []string{"mount", "-t", "nfs", "-o", "ro,nosuid,nodev,vers=3,proto=tcp,nolock", nfs, dir}
-	if inPrivateMountNS() {
-		// The unit's sandboxing (PrivateTmp, ProtectHome) gives the agent a mount
-		// namespace of its own; a mount made in it would be invisible to the session's
-		// course-VM player. Mounted in the system's namespace, it propagates here too.
-		argv = append([]string{"nsenter", "--mount=/proc/1/ns/mnt", "--"}, argv...)
-	}
-	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("mounting %s at %s: %v: %s", nfs, dir, err, strings.TrimSpace(string(out)))
-	}
-	a.log.Info("image mounted", "nfs", nfs, "at", dir)
-	return nil
-}
-
-// inPrivateMountNS reports whether systemd started this agent in a mount namespace other
-// than the system's (PID 1's). Only under systemd (INVOCATION_ID): elsewhere (tests, a
-// shell) a private namespace is the caller's choice and mounts stay in it.
-func inPrivateMountNS() bool {
-	if os.Getenv("INVOCATION_ID") == "" {
-		return false
-	}
-	self, err1 := os.Readlink("/proc/self/ns/mnt")
-	init, err2 := os.Readlink("/proc/1/ns/mnt")
-	return err1 == nil && err2 == nil && self != init
-}
-
-func (a *Agent) stopGuest(ctx context.Context, b guest.Backend, name string) {
-	if err := b.Stop(ctx, name); err != nil {
-		a.m.actionError.WithLabelValues("stop").Inc()
-		a.log.Error("guest stop", "guest", name, "err", err)
-		return
-	}
-	a.log.Info("guest stopped", "guest", name, "action", a.dec.Action)
-	a.applied = applied{}
-	a.guestPID.Store(0)
-}
-
-func (a *Agent) scheduleRetry() {
-	a.retryAt = a.o.Now().Add(a.backoff)
-	a.log.Info("guest restart backing off", "delay", a.backoff)
-	a.backoff *= 2
-	if a.backoff > a.o.MaxBackoff {
-		a.backoff = a.o.MaxBackoff
-	}
-}
-
 // guestEvent handles a state change the backend reported.
 func (a *Agent) guestEvent(ctx context.Context, ev guest.Event) {
-	if a.cfg == nil || a.cfg.Guest == nil || ev.Name != a.cfg.Guest.Name {
-		return
-	}
-	switch ev.State {
-	case guest.StateCrashed, guest.StateShutoff:
-		if !a.applied.running {
-			return // we stopped it
-		}
-		// The event may be about the previous guest of the same name (replaced after a
-		// definition change): believe the backend's current status.
-		if b, err := a.backend(); err == nil {
-			if st, err := b.Status(ctx, ev.Name); err == nil && (st.State == guest.StateRunning || st.State == guest.StatePaused) {
-				return
-			}
-		}
-		a.guestGone(ctx, string(ev.State)+": "+ev.Reason)
+	if gone, why := a.guest.Event(ctx, a.cfg, ev); gone {
+		a.guestGone(ctx, why)
 	}
 }
 
-// guestGone: the guest stopped without the agent asking (crash, power-off inside).
+// guestGone: the guest stopped without the agent asking (crash, power-off inside); the
+// site manager learns it at once.
 func (a *Agent) guestGone(ctx context.Context, why string) {
-	a.restarts++
-	a.m.restarts.Inc()
-	if a.o.Now().Sub(a.startedAt) > 10*time.Minute {
-		a.backoff = a.o.RestartBackoff
-	}
-	a.log.Warn("guest stopped by itself; restarting with backoff", "guest", a.cfg.Guest.Name, "why", why, "restarts", a.restarts)
-	if b, err := a.backend(); err == nil {
-		// Discard what is left (state directory, a crashed domain record).
-		_ = b.Stop(ctx, a.cfg.Guest.Name)
-	}
-	a.applied = applied{}
-	a.scheduleRetry()
-	a.updateHeartbeat()
-	go a.sendHeartbeat(context.WithoutCancel(ctx))
+	a.guest.Gone(ctx, a.cfg, why)
+	a.announce(ctx)
 }
 
 // tick runs on the timer: policy deadlines, restart after backoff, a status check
@@ -843,242 +520,116 @@ func (a *Agent) tick(ctx context.Context) {
 	if a.cfg == nil {
 		return
 	}
-	a.lastStatus = guest.Status{}
-	if a.cfg.Guest != nil {
-		if b, err := a.backend(); err == nil {
-			st, err := b.Status(ctx, a.cfg.Guest.Name)
-			if err == nil {
-				a.lastStatus = st
-				a.guestPID.Store(int64(st.PID))
-				switch st.State {
-				case guest.StateAbsent, guest.StateCrashed, guest.StateShutoff:
-					if a.applied.running {
-						a.guestGone(ctx, "status "+string(st.State)+": "+st.Reason)
-					}
-				}
-			} else {
-				a.lastStatus.Reason = err.Error()
-			}
-		} else {
-			a.lastStatus.Reason = err.Error()
-		}
+	if gone, why := a.guest.Check(ctx, a.cfg); gone {
+		a.guestGone(ctx, why)
 	}
 	a.decideAndAct(ctx, time.Time{})
 	a.maybeCalibrate(ctx)
-	a.account()
+	a.guest.Account()
 	a.updateHeartbeat()
 }
 
-// GuestCPU is the CPU time of the running guest's process and its threads (QEMU; a
-// container's init), for the desktop-load sensor, which counts everything else. Safe
-// from any goroutine.
-func (a *Agent) GuestCPU() time.Duration {
-	pid := a.guestPID.Load()
-	if pid <= 0 {
-		return 0
+// maybeCalibrate starts a calibration when one is due (tick), and cancels a running one
+// when someone arrives.
+func (a *Agent) maybeCalibrate(ctx context.Context) {
+	if !a.cal.Enabled() || a.cfg == nil {
+		return
 	}
-	b, err := os.ReadFile("/proc/" + strconv.FormatInt(pid, 10) + "/stat")
-	if err != nil {
-		return 0
+	if a.cal.Running() {
+		if a.sense.Sessions() > 0 || a.dec.State == model.StateOwnerActive {
+			a.log.Info("someone arrived: calibration cancelled")
+			a.cal.Cancel()
+		}
+		return
 	}
-	st := string(b)
-	f := strings.Fields(st[strings.LastIndexByte(st, ')')+2:])
-	if len(f) < 15 {
-		return 0
+	s := a.cal.Snapshot(a.cfg, a.sense.Sessions(), a.sense.LastLogout(), a.jobs.Running())
+	due, reason := a.cal.Due(s, a.log)
+	if !due || !a.guest.Running() {
+		// Without a running guest there is nothing to freeze, and the guest's backend
+		// is in doubt: wait for it.
+		return
 	}
-	// utime, stime, cutime, cstime (fields 14-17) in clock ticks (USER_HZ 100 on Linux).
-	var ticks int64
-	for _, i := range []int{11, 12, 13, 14} {
-		v, _ := strconv.ParseInt(f[i], 10, 64)
-		ticks += v
+	rctx := a.cal.Begin(ctx)
+	// The decision freezes the guest while the run is in progress (calibration.Decision).
+	a.decideAndAct(ctx, time.Time{})
+	if !a.guest.Frozen() {
+		a.log.Warn("calibration due but the guest could not be frozen; not calibrating", "why", reason)
+		a.cal.Abort()
+		return
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond
+	a.log.Info("calibrating: guest frozen for the run", "why", reason)
+	a.cal.Start(rctx, s)
 }
 
-// account refreshes the guest gauges from the last status check. (Throttled and frozen
-// seconds come from the job counters, folded at every decision: metrics.go.)
-func (a *Agent) account() {
-	a.m.guestCPU.Set(a.lastStatus.CPUTime.Seconds())
-	setOne(a.m.guestState, []string{"running", "paused", "absent", "shutoff", "crashed"}, string(a.lastStatus.State))
+// calibrated ends a run (the loop, on a.cal.done): thaw the guest, send the profile.
+func (a *Agent) calibrated(ctx context.Context, r calResult) {
+	a.cal.End()
+	switch {
+	case r.err != nil:
+		a.log.Error("calibration failed", "why", r.reason, "err", r.err)
+	case !r.ran:
+		a.log.Info("calibration not run", "why", r.reason)
+	default:
+		p := a.cal.Pending(a.cfg)
+		if p != nil {
+			a.log.Info("calibrated", "cpuSlowdown", p.CPUSlowdown, "memorySlowdown", p.MemorySlowdown, "startCap", p.StartCap, "harvest", p.Harvest)
+		}
+	}
+	a.decideAndAct(ctx, time.Time{}) // thaws the guest
+	a.announce(ctx)
 }
 
-// spec builds the backend's guest spec from the configuration.
-func (a *Agent) spec(c *wire.AgentConfig) (guest.Spec, error) {
-	g := c.Guest
-	if g == nil {
-		return guest.Spec{}, errors.New("no guest")
+// planSwitch decides and carries out restarts, power-offs and notices (switcher).
+func (a *Agent) planSwitch(ctx context.Context) {
+	if a.cfg == nil {
+		return
 	}
-	if a.o.ImageRoot == "" {
-		return guest.Spec{}, errors.New("no image root (mount the image export and pass --image-root)")
+	act, changed := a.sw.Plan(ctx, a.cfg, a.o.Now(), a.sense.Sessions(), a.jobs.Running())
+	switch {
+	case act != switching.None:
+		// The site manager learns first: once the PC is down nobody can tell it.
+		a.updateHeartbeat()
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		a.hb.Send(hctx)
+		cancel()
+		a.sw.Switch(ctx, act)
+	case changed:
+		a.announce(ctx)
 	}
-	dir := filepath.Join(a.o.ImageRoot, filepath.FromSlash(g.Resolved.Path))
-	vcpus := g.VCPUs
-	if vcpus <= 0 || vcpus > a.o.HostCPUs {
-		vcpus = a.o.HostCPUs
-	}
-	mem := g.MemoryMB
-	capMB := a.o.HostMemMB * c.Policy.GuestMemory / 100
-	if mem <= 0 || (capMB > 0 && mem > capMB) {
-		mem = capMB
-	}
-	if mem < 64 {
-		mem = 64
-	}
-	mac, err := GuestMAC(c.MAC)
-	if err != nil {
-		return guest.Spec{}, err
-	}
-	s := guest.Spec{
-		Name: g.Name, VCPUs: vcpus, MemoryMB: mem,
-		BaseImage: filepath.Join(dir, model.ImageRoot), BaseFormat: "squashfs",
-		StateDir: filepath.Join(a.o.StateDir, "guest", g.Name),
-		Network:  g.Network, Bridge: g.Bridge, MAC: mac,
-		CPUIdle: true, Host: c.Host, AgentURL: a.o.GuestAgentURL,
-	}
-	for _, p := range g.Ports {
-		h, gp, _ := strings.Cut(p, ":")
-		hp, _ := strconv.Atoi(h)
-		gpp, _ := strconv.Atoi(gp)
-		s.Ports = append(s.Ports, guest.PortForward{HostPort: hp, GuestPort: gpp})
-	}
-	switch g.Backend {
-	case model.BackendQEMU, model.BackendXen:
-		// The image's own kernel and initrd, booted directly; the root is the read-only
-		// squashfs through the transient overlay.
-		s.Kernel = filepath.Join(dir, model.ImageKernel)
-		s.Initrd = filepath.Join(dir, model.ImageInitrd)
-		s.Cmdline = strings.TrimSpace("root=/dev/vda rootfstype=squashfs ro console=ttyS0 panic=30 overtime.guest=" +
-			c.Host + " " + g.KernelArgs)
-		if g.Backend == model.BackendXen {
-			s.Cmdline = strings.Replace(s.Cmdline, "/dev/vda", "/dev/xvda", 1)
-			s.Cmdline = strings.Replace(s.Cmdline, "console=ttyS0", "console=hvc0", 1)
-		}
-	case model.BackendContainer:
-		s.Cmdline = g.KernelArgs // empty: the image's /sbin/init
-	}
-	return s, nil
 }
 
-func specKey(s guest.Spec) string {
-	s.CPULimit = 0
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
-// watch starts the backend's event stream when it has one (nil channel otherwise).
-func (a *Agent) watch(ctx context.Context) <-chan guest.Event {
-	out := make(chan guest.Event, 16)
-	n := 0
-	for _, b := range a.o.Backends {
-		w, ok := b.(guest.Watcher)
-		if !ok {
-			continue
-		}
-		ch, err := w.Watch(ctx)
-		if guest.IsUnavailable(err) {
-			// Normal on a desktop that only has some backends installed; a guest of this
-			// kind would fail at start with the same reason.
-			a.log.Info("backend unavailable on this desktop", "backend", b.Kind(), "err", err)
-			continue
-		}
-		if err != nil {
-			a.log.Warn("guest events unavailable; status checks only", "backend", b.Kind(), "err", err)
-			continue
-		}
-		n++
-		go func() {
-			for ev := range ch {
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	if n == 0 {
-		return nil
-	}
-	return out
-}
-
-// fetchLoop gets the configuration now, at the schedule's next change and every Refresh.
-func (a *Agent) fetchLoop(ctx context.Context) {
-	failing := false
-	for {
-		wait := a.o.Refresh
-		c, err := a.o.Site.AgentConfig(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			if !failing {
-				a.log.Warn("site manager unreachable; keeping the last good configuration", "err", err)
-			}
-			failing = true
-			wait = min(wait, 15*time.Second)
-		default:
-			if failing {
-				a.log.Info("site manager reachable again")
-			}
-			failing = false
-			if err := checkConfig(c, a.o.MAC); err != nil {
-				a.m.rejected.Inc()
-				a.log.Error("configuration from the site manager refused; keeping the previous one", "err", err)
-				break
-			}
-			if b, err := json.Marshal(c); err == nil {
-				if err := writeAtomic(a.cachePath(), b); err != nil {
-					a.log.Warn("caching the configuration", "err", err)
-				}
-			}
-			select {
-			case a.configs <- configUpdate{c, "api"}:
-			case <-ctx.Done():
-				return
-			}
-			if !c.NextChange.IsZero() {
-				if d := c.NextChange.Sub(c.Generated) + time.Second; d > 0 && d < wait {
-					wait = d
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-	}
+// announce refreshes the heartbeat document and posts it in the background: the site
+// manager learns a change of the loop's state without waiting for the next interval.
+func (a *Agent) announce(ctx context.Context) {
+	a.updateHeartbeat()
+	go a.hb.Send(context.WithoutCancel(ctx))
 }
 
 // updateHeartbeat refreshes the heartbeat document from the loop's state (the last
 // status check's view of the guest).
 func (a *Agent) updateHeartbeat() {
+	g := a.guest
+	st, ap := g.LastStatus(), g.Applied()
 	hb := wire.Heartbeat{
 		Time: a.o.Now(), ConfigFrom: a.cfgFrom, OwnerState: a.dec.State, Action: a.dec.Action,
-		Pressure: a.obs.Pressure, Restarts: a.restarts, Version: a.o.Version,
-		GuestState: string(a.lastStatus.State), GuestCPUSeconds: a.lastStatus.CPUTime.Seconds(),
-		GuestReason: wire.OneLine(a.lastStatus.Reason, wire.MaxGuestReason),
+		Pressure: a.sense.Pressure(), Restarts: g.Restarts(), Version: a.o.Version,
+		GuestState: string(st.State), GuestCPUSeconds: st.CPUTime.Seconds(),
+		GuestReason: wire.OneLine(st.Reason, wire.MaxGuestReason),
 	}
-	hb.Sessions = a.obs.LocalSessions + a.obs.RemoteSessions
-	hb.Jobs = a.runningJobs()
-	hb.Switch = wire.OneLine(a.sw.status, wire.MaxGuestReason)
-	if ans := a.sw.answer; ans != nil {
-		c := *ans
-		c.Reason = wire.OneLine(c.Reason, wire.MaxGuestReason)
-		hb.Power = &c
-	}
-	hb.BootSeconds = a.bootSeconds()
-	hb.Interference = a.pendingProfile()
-	if a.applied.running {
-		hb.Slowdown = min(max(a.est.Slowdown, 0), 10) // the heartbeat's range; NaN-free (estimate.Desktop)
-		if a.applied.limit > 0 {
-			hb.Cap = a.applied.limit / float64(a.o.HostCPUs)
+	hb.Sessions = a.sense.Sessions()
+	hb.Jobs = a.jobs.Running()
+	a.sw.Report(&hb)
+	hb.BootSeconds = a.hb.BootSeconds()
+	hb.Interference = a.cal.Pending(a.cfg)
+	if ap.running {
+		hb.Slowdown = min(max(a.control.Estimate().Slowdown, 0), 10) // the heartbeat's range; NaN-free (estimate.Desktop)
+		if ap.limit > 0 {
+			hb.Cap = ap.limit / float64(a.o.HostCPUs)
 		}
 	}
 	if a.cfg != nil {
 		hb.Host, hb.Mode = a.cfg.Host, a.cfg.Mode
-		if spec, err := a.spec(a.cfg); err == nil && !a.cfg.Exam {
+		if spec, err := g.Spec(a.cfg); err == nil && !a.cfg.Exam {
 			// What the guest may use, as Slurm should record it (no GPUs are passed
 			// through yet).
 			hb.CPUs, hb.MemoryMB = spec.VCPUs, spec.MemoryMB
@@ -1092,46 +643,5 @@ func (a *Agent) updateHeartbeat() {
 			hb.GuestState = "none"
 		}
 	}
-	a.hbMu.Lock()
-	a.hbSeq++
-	hb.Instance, hb.Seq = a.instance, a.hbSeq
-	a.hb = hb
-	a.hbMu.Unlock()
-}
-
-// newInstanceID is a random id for this agent process's heartbeats: unique across
-// restarts without any state, which a stateless PC does not keep.
-func newInstanceID() (string, error) {
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("agent: instance id: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
-
-func (a *Agent) sendHeartbeat(ctx context.Context) {
-	hb := a.LastHeartbeat()
-	if hb.Host == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := a.o.Site.Heartbeat(ctx, hb); err != nil {
-		a.log.Debug("heartbeat", "err", err)
-	}
-}
-
-// heartbeatLoop posts the state every Heartbeat interval. The document is refreshed by
-// the loop's goroutine through a request, so that it reads consistent state.
-func (a *Agent) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(a.o.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			a.sendHeartbeat(ctx)
-		}
-	}
+	a.hb.Record(hb)
 }

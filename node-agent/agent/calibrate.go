@@ -10,6 +10,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -38,16 +39,19 @@ func ProfileRun(parent *cgroup.Group) calibrate.RunFunc {
 	}
 }
 
-// calState is the calibration's part of the loop's state.
-type calState struct {
+// calibration is the host's calibration: whether one is due, the run in progress (the
+// guest stays frozen for it: Decision), the profile to send until the configuration
+// carries it. Owned by Run's goroutine; the loop starts and ends runs
+// (Agent.maybeCalibrate, Agent.calibrated).
+type calibration struct {
 	c       *calibrate.Calibrator // nil: calibration off
 	env     calibrate.Env         // this host's, read once at start (Backend from the config)
-	running bool                  // a run is in progress: the guest stays frozen
+	uptime  string                // Options.Uptime
+	now     func() time.Time
+	running bool // a run is in progress: the guest stays frozen
 	cancel  context.CancelFunc
 	done    chan calResult
-	// lastLogout: when the last user session ended (zero: none since the agent started).
-	lastLogout time.Time
-	reason     string // the last Due answer, logged when it changes
+	reason  string // the last Due answer, logged when it changes
 }
 
 type calResult struct {
@@ -56,33 +60,35 @@ type calResult struct {
 	err    error
 }
 
-// initCalibration sets the calibrator up (New).
-func (a *Agent) initCalibration() {
-	a.cal.done = make(chan calResult, 1)
-	if a.o.Calibrate == nil {
-		return
+// newCalibration sets the calibrator up (New); run nil: calibration off.
+func newCalibration(run calibrate.RunFunc, uptime string, now func() time.Time, log *slog.Logger) *calibration {
+	cal := &calibration{done: make(chan calResult, 1), uptime: uptime, now: now}
+	if run == nil {
+		return cal
 	}
 	env, err := calibrate.Environment()
 	if err != nil {
-		a.log.Warn("host environment for calibration partly unreadable", "err", err)
+		log.Warn("host environment for calibration partly unreadable", "err", err)
 	}
-	a.cal.env = env
-	a.cal.c = &calibrate.Calibrator{Run: a.o.Calibrate, Now: a.o.Now}
+	cal.env = env
+	cal.c = &calibrate.Calibrator{Run: run, Now: now}
+	return cal
 }
 
-// calSnapshot is what the agent observed, for calibrate.Due.
-func (a *Agent) calSnapshot() calibrate.Snapshot {
-	env := a.cal.env
-	if a.cfg != nil && a.cfg.Guest != nil {
-		env.Backend = string(a.cfg.Guest.Backend)
+// Snapshot is what the agent observed, for calibrate.Due: the configuration in force,
+// the sessions and when the last one ended, the running jobs.
+func (cal *calibration) Snapshot(c *wire.AgentConfig, sessions int, lastLogout time.Time, jobs int) calibrate.Snapshot {
+	env := cal.env
+	if c != nil && c.Guest != nil {
+		env.Backend = string(c.Guest.Backend)
 	}
-	return calibrate.Snapshot{Config: a.cfg, Env: env, Sessions: a.obs.LocalSessions + a.obs.RemoteSessions,
-		LastLogout: a.cal.lastLogout, Boot: a.bootTime(), Jobs: a.runningJobs()}
+	return calibrate.Snapshot{Config: c, Env: env, Sessions: sessions,
+		LastLogout: lastLogout, Boot: cal.bootTime(), Jobs: jobs}
 }
 
 // bootTime is when this PC booted (Options.Uptime; zero when unreadable).
-func (a *Agent) bootTime() time.Time {
-	b, err := os.ReadFile(a.o.Uptime)
+func (cal *calibration) bootTime() time.Time {
+	b, err := os.ReadFile(cal.uptime)
 	if err != nil {
 		return time.Time{}
 	}
@@ -94,94 +100,72 @@ func (a *Agent) bootTime() time.Time {
 	if err != nil || v <= 0 {
 		return time.Time{}
 	}
-	return a.o.Now().Add(-time.Duration(v * float64(time.Second)))
+	return cal.now().Add(-time.Duration(v * float64(time.Second)))
 }
 
-// maybeCalibrate starts a calibration when one is due (tick), and cancels a running one
-// when someone arrives.
-func (a *Agent) maybeCalibrate(ctx context.Context) {
-	c := a.cal.c
-	if c == nil || a.cfg == nil {
-		return
+// Due reports whether a calibration is due under s, and why; a changed reason is logged.
+func (cal *calibration) Due(s calibrate.Snapshot, log *slog.Logger) (bool, string) {
+	due, reason := cal.c.Due(s)
+	if reason != cal.reason {
+		cal.reason = reason
+		log.Debug("calibration", "due", due, "why", reason)
 	}
-	if a.cal.running {
-		if a.obs.LocalSessions+a.obs.RemoteSessions > 0 || a.dec.State == model.StateOwnerActive {
-			a.log.Info("someone arrived: calibration cancelled")
-			a.cal.cancel()
-		}
-		return
-	}
-	s := a.calSnapshot()
-	due, reason := c.Due(s)
-	if reason != a.cal.reason {
-		a.cal.reason = reason
-		a.log.Debug("calibration", "due", due, "why", reason)
-	}
-	if !due || !a.applied.running {
-		// Without a running guest there is nothing to freeze, and the guest's backend
-		// is in doubt: wait for it.
-		return
-	}
-	a.cal.running = true
+	return due, reason
+}
+
+// Begin marks a run as in progress, so that the next decision freezes the guest
+// (Decision); Start then runs it, or Abort takes it back.
+func (cal *calibration) Begin(ctx context.Context) context.Context {
+	cal.running = true
 	rctx, cancel := context.WithCancel(ctx)
-	a.cal.cancel = cancel
-	// The decision freezes the guest while a.cal.running (calibrationDecision).
-	a.decideAndAct(ctx, time.Time{})
-	if !a.applied.frozen {
-		a.log.Warn("calibration due but the guest could not be frozen; not calibrating", "why", reason)
-		a.cal.running = false
-		cancel()
-		return
-	}
-	a.log.Info("calibrating: guest frozen for the run", "why", reason)
+	cal.cancel = cancel
+	return rctx
+}
+
+// Enabled reports whether this agent calibrates at all (Options.Calibrate).
+func (cal *calibration) Enabled() bool { return cal.c != nil }
+
+// Running reports whether a run is in progress.
+func (cal *calibration) Running() bool { return cal.running }
+
+// Cancel asks the run in progress to stop (someone arrived); its result still comes.
+func (cal *calibration) Cancel() { cal.cancel() }
+
+// Abort takes back a run that could not start (the guest was not frozen).
+func (cal *calibration) Abort() {
+	cal.running = false
+	cal.cancel()
+}
+
+// Start runs the calibration in a goroutine; its result arrives on done.
+func (cal *calibration) Start(ctx context.Context, s calibrate.Snapshot) {
 	go func() {
-		ran, why, err := c.Maybe(rctx, s)
-		a.cal.done <- calResult{ran, why, err}
+		ran, why, err := cal.c.Maybe(ctx, s)
+		cal.done <- calResult{ran, why, err}
 	}()
 }
 
-// calibrated ends a run (the loop, on a.cal.done): thaw the guest, send the profile.
-func (a *Agent) calibrated(ctx context.Context, r calResult) {
-	a.cal.running = false
-	if a.cal.cancel != nil {
-		a.cal.cancel()
+// End marks the run as over (its result came).
+func (cal *calibration) End() {
+	cal.running = false
+	if cal.cancel != nil {
+		cal.cancel()
 	}
-	switch {
-	case r.err != nil:
-		a.log.Error("calibration failed", "why", r.reason, "err", r.err)
-	case !r.ran:
-		a.log.Info("calibration not run", "why", r.reason)
-	default:
-		p := a.cal.c.Pending(a.cfg)
-		if p != nil {
-			a.log.Info("calibrated", "cpuSlowdown", p.CPUSlowdown, "memorySlowdown", p.MemorySlowdown, "startCap", p.StartCap, "harvest", p.Harvest)
-		}
-	}
-	a.decideAndAct(ctx, time.Time{}) // thaws the guest
-	a.updateHeartbeat()
-	go a.sendHeartbeat(context.WithoutCancel(ctx))
 }
 
-// calibrationDecision keeps the guest frozen while a calibration runs (a guest that
-// would run or be throttled; evicting, freezing and stopping stand).
-func (a *Agent) calibrationDecision(action model.GuestAction) model.GuestAction {
-	if a.cal.running && (action == model.ActionRun || action == model.ActionThrottle) {
+// Decision keeps the guest frozen while a calibration runs (a guest that would run or
+// be throttled; evicting, freezing and stopping stand).
+func (cal *calibration) Decision(action model.GuestAction) model.GuestAction {
+	if cal.running && (action == model.ActionRun || action == model.ActionThrottle) {
 		return model.ActionFreeze
 	}
 	return action
 }
 
-// calSessions follows the sessions for the calibration's "nobody logged in since".
-func (a *Agent) calSessions(before, after int, at time.Time) {
-	if before > 0 && after == 0 {
-		a.cal.lastLogout = at
-	}
-}
-
-// pendingProfile is the calibration to send in the heartbeat (nil: none).
-func (a *Agent) pendingProfile() *wire.InterferenceProfile {
-	if a.cal.c == nil {
+// Pending is the calibration to send in the heartbeat under configuration c (nil: none).
+func (cal *calibration) Pending(c *wire.AgentConfig) *wire.InterferenceProfile {
+	if cal.c == nil {
 		return nil
 	}
-	return a.cal.c.Pending(a.cfg)
+	return cal.c.Pending(c)
 }

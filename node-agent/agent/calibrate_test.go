@@ -109,7 +109,7 @@ func TestCalibrationFreezesGuestAndReportsProfile(t *testing.T) {
 	if got := a.LastHeartbeat().Interference; got != nil {
 		t.Fatalf("profile still sent after the configuration carries it: %+v", got)
 	}
-	if got := a.ctl.Config().StartCap; got != 0.5 {
+	if got := a.control.ctl.Config().StartCap; got != 0.5 {
 		t.Errorf("controller StartCap %v, want the profile's 0.5", got)
 	}
 	select {
@@ -138,5 +138,30 @@ func TestCalibrationOff(t *testing.T) {
 	a.tick(context.Background())
 	if be.frozen || a.cal.running {
 		t.Fatal("calibration off, but the guest was frozen for one")
+	}
+}
+
+// While a run is in progress the guest is frozen instead of running or throttled;
+// evicting and freezing stand; without a run every action stands.
+func TestCalibrationDecision(t *testing.T) {
+	cal := newCalibration(nil, "/proc/uptime", time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, tc := range []struct {
+		running bool
+		in, out model.GuestAction
+	}{
+		{false, model.ActionRun, model.ActionRun},
+		{false, model.ActionThrottle, model.ActionThrottle},
+		{true, model.ActionRun, model.ActionFreeze},
+		{true, model.ActionThrottle, model.ActionFreeze},
+		{true, model.ActionFreeze, model.ActionFreeze},
+		{true, model.ActionEvict, model.ActionEvict},
+	} {
+		cal.running = tc.running
+		if got := cal.Decision(tc.in); got != tc.out {
+			t.Errorf("running %v: Decision(%s) = %s, want %s", tc.running, tc.in, got, tc.out)
+		}
+	}
+	if cal.Enabled() || cal.Pending(guestConfig(model.DefaultPolicy())) != nil {
+		t.Error("calibration off: enabled, or a profile pending")
 	}
 }

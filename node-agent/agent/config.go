@@ -1,14 +1,23 @@
 package agent
 
+// The configuration's side of the decision loop: fetching it (fetchLoop), refusing a
+// document the agent must not act on (checkConfig), keeping the last good one in tmpfs,
+// and what the desktop session is told of the configuration in force (the course VM to
+// show, the exam marker).
+
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/overtime-hpc/overtime/images/artefact"
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/node-agent/coursevm"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/names"
 	"github.com/overtime-hpc/overtime/vocab/wire"
@@ -126,3 +135,125 @@ func DefaultMAC() (string, error) {
 	}
 	return "", fmt.Errorf("no network interface with a MAC address")
 }
+
+// examMarker tells the desktop it is in an exam (overtime-exam.path locks it down) by a
+// small file that exists exactly while the configuration says exam.
+func (a *Agent) examMarker(c *wire.AgentConfig) {
+	if a.o.ExamFile == "" {
+		return
+	}
+	if !c.Exam {
+		if err := os.Remove(a.o.ExamFile); err != nil && !os.IsNotExist(err) {
+			a.log.Error("exam marker not removed", "file", a.o.ExamFile, "err", err)
+		}
+		return
+	}
+	doc := struct {
+		Mode  string    `json:"mode"`
+		Label string    `json:"label,omitempty"`
+		Until time.Time `json:"until,omitzero"`
+	}{c.Mode, c.Label, c.NextChange}
+	b, _ := json.Marshal(doc)
+	if err := os.MkdirAll(filepath.Dir(a.o.ExamFile), 0o755); err == nil {
+		err = atomicfile.WriteFile(a.o.ExamFile, append(b, '\n'), 0o644)
+		if err != nil {
+			a.log.Error("exam marker not written", "file", a.o.ExamFile, "err", err)
+		}
+	}
+}
+
+// fetchLoop gets the configuration now, at the schedule's next change and every Refresh.
+func (a *Agent) fetchLoop(ctx context.Context) {
+	failing := false
+	for {
+		wait := a.o.Refresh
+		c, err := a.o.Site.AgentConfig(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if !failing {
+				a.log.Warn("site manager unreachable; keeping the last good configuration", "err", err)
+			}
+			failing = true
+			wait = min(wait, 15*time.Second)
+		default:
+			if failing {
+				a.log.Info("site manager reachable again")
+			}
+			failing = false
+			if err := checkConfig(c, a.o.MAC); err != nil {
+				a.m.rejected.Inc()
+				a.log.Error("configuration from the site manager refused; keeping the previous one", "err", err)
+				break
+			}
+			if b, err := json.Marshal(c); err == nil {
+				if err := writeAtomic(a.cachePath(), b); err != nil {
+					a.log.Warn("caching the configuration", "err", err)
+				}
+			}
+			select {
+			case a.configs <- configUpdate{c, "api"}:
+			case <-ctx.Done():
+				return
+			}
+			if !c.NextChange.IsZero() {
+				if d := c.NextChange.Sub(c.Generated) + time.Second; d > 0 && d < wait {
+					wait = d
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// publishCourseVM tells the session's course-VM player what to show: the course VM of a
+// course-vm mode in the read-only image export, or nothing (the file removed). A failure
+// is logged; the player keeps what it showed.
+func (a *Agent) publishCourseVM(ctx context.Context, c *wire.AgentConfig) {
+	if a.o.CourseVMFile == "" {
+		return
+	}
+	spec := CourseVMSpec(c, a.o.ImageRoot)
+	if spec != nil && spec.Dir != "" && c.CourseVM.NFS != "" {
+		// The player reads the version directory: mount it from the boot server first.
+		if err := ensureImage(ctx, a.log, spec.Dir, c.CourseVM.NFS, artefact.SumsFile); err != nil {
+			a.log.Error("course VM image", "err", err)
+			spec = &coursevm.Spec{Mode: c.Mode, Image: c.CourseVM.Image, Unavailable: err.Error()}
+		}
+	}
+	if err := coursevm.WriteSpec(a.o.CourseVMFile, spec); err != nil {
+		a.log.Error("course VM spec not written", "file", a.o.CourseVMFile, "err", err)
+	}
+}
+
+// CourseVMSpec is what the course-VM player shows under configuration c (nil: nothing).
+func CourseVMSpec(c *wire.AgentConfig, imageRoot string) *coursevm.Spec {
+	if c.Kind != model.KindCourseVM {
+		return nil
+	}
+	if c.CourseVM == nil {
+		why := c.CourseVMUnavailable
+		if why == "" {
+			why = "the site manager named no course VM"
+		}
+		return &coursevm.Spec{Mode: c.Mode, Unavailable: why}
+	}
+	if imageRoot == "" {
+		return &coursevm.Spec{Mode: c.Mode, Image: c.CourseVM.Image, Unavailable: "no image root (mount the image export and pass --image-root)"}
+	}
+	v := c.CourseVM.Resolved
+	return &coursevm.Spec{Mode: c.Mode, Image: c.CourseVM.Image, Version: v.Version,
+		Dir: filepath.Join(imageRoot, filepath.FromSlash(v.Path)), URL: c.CourseVM.ImageURL}
+}
+
+func (a *Agent) setConfigSource(from string) {
+	a.cfgFrom = from
+	setOne(a.m.configFrom, []string{"api", "cache", "none"}, from)
+}
+
+func (a *Agent) cachePath() string { return filepath.Join(a.o.StateDir, "config.json") }

@@ -18,6 +18,7 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/interference/estimate"
 	"github.com/overtime-hpc/overtime/node-agent/interference/signals"
 	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Signals is what the agent measures the desktop with: a signals.Monitor in production,
@@ -38,13 +39,43 @@ type Signals interface {
 // estimate's noise.
 const capStep = 0.02
 
+// interferenceControl is the adaptive controller with its input: the desktop signals,
+// the estimate of the last tick, the controller's cap. It turns a signals tick into the
+// CPU limit the guest should have (Tick) and the throttle action into one (ThrottleLimit);
+// the guest's lifecycle applies it (guestLifecycle.ApplyLimit). Owned by Run's goroutine.
+type interferenceControl struct {
+	sig      Signals
+	hostCPUs int
+	m        *metrics
+
+	adaptive bool // the configuration in force lets the controller set the cap
+	// fixedCPU is the fixed controller's throttle (the policy's ThrottleCPU, percent).
+	fixedCPU int
+	ctl      *controller.Controller // nil until the first configuration
+	lastTick signals.Totals
+	est      estimate.Estimate // the last tick's
+}
+
+// controlInput is what the controller needs of the decision and of the guest in force.
+type controlInput struct {
+	state   model.OwnerState
+	action  model.GuestAction
+	running bool    // the guest runs
+	frozen  bool    // and is frozen
+	limit   float64 // its applied CPU limit (CPUs; 0 = none)
+}
+
+func newInterferenceControl(sig Signals, hostCPUs int, m *metrics) *interferenceControl {
+	return &interferenceControl{sig: sig, hostCPUs: hostCPUs, m: m}
+}
+
 // newSignals is the production Monitor: the desktop from the v2 desktop group when there
-// is one (else a /proc scan), the guest's cgroup from its main process, the memory
-// canary. It samples only while a guest runs.
-func (a *Agent) newSignals() Signals {
+// is one (else a /proc scan), the guest's cgroup from its main process (guestPID), the
+// memory canary. It samples only while a guest runs.
+func newSignals(guestPID func() int) Signals {
 	var h *cgroup.Hierarchy
 	guest := func() *cgroup.Group {
-		pid := int(a.guestPID.Load())
+		pid := guestPID()
 		if pid <= 0 {
 			return nil
 		}
@@ -64,16 +95,11 @@ func (a *Agent) newSignals() Signals {
 		Canary: signals.NewCanary(0), OnlyWithGuest: true})
 }
 
-// adaptive reports whether the adaptive controller sets the cap under the policy in force.
-func (a *Agent) adaptive() bool {
-	return a.cfg != nil && a.cfg.Policy.Controller != model.ControllerFixed
-}
-
-// controllerConfig is the controller's configuration for the configuration in force:
-// the pool's target, and the start from the host's calibration (the fixed ThrottleCPU
-// without one: what the pool chose before it had a measurement).
-func (a *Agent) controllerConfig() controller.Config {
-	p := a.cfg.Policy
+// controllerConfig is the controller's configuration for configuration c: the pool's
+// target, and the start from the host's calibration (the fixed ThrottleCPU without one:
+// what the pool chose before it had a measurement).
+func controllerConfig(c *wire.AgentConfig) controller.Config {
+	p := c.Policy
 	target := p.SlowdownTarget / 100
 	if target <= 0 {
 		target = model.DefaultPolicy().SlowdownTarget / 100
@@ -82,20 +108,22 @@ func (a *Agent) controllerConfig() controller.Config {
 	if fallback <= 0 {
 		fallback = controller.Defaults.StartCap
 	}
-	return controller.Config{Target: target, StartCap: controller.StartCapFor(a.cfg.Interference, target, fallback)}
+	return controller.Config{Target: target, StartCap: controller.StartCapFor(c.Interference, target, fallback)}
 }
 
-// configureController follows a new configuration: controller parameters, the canary's
-// baseline from the host's profile.
-func (a *Agent) configureController() {
-	cfg := a.controllerConfig()
-	if a.ctl == nil {
-		a.ctl = controller.New(cfg)
+// Configure follows a new configuration: fixed or adaptive, controller parameters, the
+// canary's baseline from the host's profile.
+func (c *interferenceControl) Configure(cfg *wire.AgentConfig) {
+	c.adaptive = cfg.Policy.Controller != model.ControllerFixed
+	c.fixedCPU = cfg.Policy.ThrottleCPU
+	cc := controllerConfig(cfg)
+	if c.ctl == nil {
+		c.ctl = controller.New(cc)
 	} else {
-		a.ctl.SetConfig(cfg)
+		c.ctl.SetConfig(cc)
 	}
-	if p := a.cfg.Interference; p != nil && p.CanaryNs > 0 {
-		if m, ok := a.sig.(interface{ SetCanaryBaseline(time.Duration) }); ok {
+	if p := cfg.Interference; p != nil && p.CanaryNs > 0 {
+		if m, ok := c.sig.(interface{ SetCanaryBaseline(time.Duration) }); ok {
 			m.SetCanaryBaseline(time.Duration(p.CanaryNs))
 		}
 	}
@@ -103,96 +131,94 @@ func (a *Agent) configureController() {
 
 // controlled is true when the controller's cap is the guest's limit now: adaptive,
 // throttle decided, the guest running and not frozen.
-func (a *Agent) controlled() bool {
-	return a.adaptive() && a.dec.Action == model.ActionThrottle && a.applied.running && !a.applied.frozen
+func (c *interferenceControl) controlled(in controlInput) bool {
+	return c.adaptive && in.action == model.ActionThrottle && in.running && !in.frozen
 }
 
 // ownerActive is whom the controller protects: someone at the desk, or a policy that
 // throttles in the state in force (throttle means "as the desktop allows").
-func (a *Agent) ownerActive() bool {
-	return a.dec.State == model.StateOwnerActive || a.dec.Action == model.ActionThrottle
+func ownerActive(state model.OwnerState, action model.GuestAction) bool {
+	return state == model.StateOwnerActive || action == model.ActionThrottle
 }
 
-// throttleLimit is the CPU limit (CPUs; 0 = none) of the throttle action.
-func (a *Agent) throttleLimit() float64 {
-	if !a.adaptive() {
-		return float64(a.o.HostCPUs) * float64(a.cfg.Policy.ThrottleCPU) / 100
-	}
-	return a.capLimit(a.ctl.Cap())
+// Owner follows a decision: the signals learn whether someone is at the desk, and the
+// owner's arrival puts the controller's start cap in force with this very decision,
+// before any measurement.
+func (c *interferenceControl) Owner(now time.Time, state model.OwnerState, action model.GuestAction) {
+	c.sig.SetOwnerActive(state == model.StateOwnerActive)
+	c.ctl.Owner(now, ownerActive(state, action))
 }
+
+// ThrottleLimit is the CPU limit (CPUs; 0 = none) of the throttle action: the fixed
+// ThrottleCPU, or the adaptive controller's cap.
+func (c *interferenceControl) ThrottleLimit() float64 {
+	if !c.adaptive {
+		return float64(c.hostCPUs) * float64(c.fixedCPU) / 100
+	}
+	return c.capLimit(c.ctl.Cap())
+}
+
+// Signals is the desktop signals the controller measures with (Run samples them; the
+// job counters read their totals).
+func (c *interferenceControl) Signals() Signals { return c.sig }
+
+// Estimate is the last tick's estimate of the desktop's slowdown.
+func (c *interferenceControl) Estimate() estimate.Estimate { return c.est }
+
+// Cap is the controller's cap now (fraction of the host's CPUs; 1 = uncapped).
+func (c *interferenceControl) Cap() float64 { return c.ctl.Cap() }
 
 // capLimit turns a cap (fraction; 1 = uncapped) into a CPU limit (0 = none).
-func (a *Agent) capLimit(c float64) float64 {
-	if c >= 1 {
+func (c *interferenceControl) capLimit(f float64) float64 {
+	if f >= 1 {
 		return 0
 	}
-	return float64(a.o.HostCPUs) * c
+	return float64(c.hostCPUs) * f
 }
 
-// controlTick runs on each signals tick: estimate the desktop's slowdown over the tick,
-// step the controller, and apply its cap when it moved enough.
-func (a *Agent) controlTick(ctx context.Context, t signals.Totals) {
-	prev := a.lastTick
-	a.lastTick = t
-	if prev.Time.IsZero() || a.cfg == nil {
-		return
+// Tick runs on each signals tick: estimate the desktop's slowdown over the tick and step
+// the controller. It returns the CPU limit to put on the guest when the controller sets
+// it now and its cap moved enough from the applied one to be worth a backend call (ok
+// false: leave the guest's limit as it is).
+func (c *interferenceControl) Tick(now time.Time, t signals.Totals, in controlInput) (limit float64, ok bool) {
+	prev := c.lastTick
+	c.lastTick = t
+	if prev.Time.IsZero() || c.ctl == nil {
+		return 0, false
 	}
 	w := signals.WindowOf(prev, t)
 	if w.Seconds <= 0 {
-		return
+		return 0, false
 	}
 	est := estimate.Desktop(w)
-	a.est = est
-	a.m.slowdown.Set(est.Slowdown)
-	if a.ctl == nil {
-		return
-	}
-	now := a.o.Now()
-	if !a.controlled() {
+	c.est = est
+	c.m.slowdown.Set(est.Slowdown)
+	if !c.controlled(in) {
 		// Frozen, running free or no guest: what the desktop shows now says nothing
 		// about a cap; only the owner's comings and goings count.
-		a.ctl.Owner(now, a.ownerActive())
-		return
+		c.ctl.Owner(now, ownerActive(in.state, in.action))
+		return 0, false
 	}
-	a.ctl.Step(now, est, a.ownerActive())
-	a.applyCap(ctx)
+	c.ctl.Step(now, est, ownerActive(in.state, in.action))
+	limit = c.capLimit(c.ctl.Cap())
+	if c.capClose(limit, in.limit) {
+		return 0, false
+	}
+	return limit, true
 }
 
-// applyCap sets the controller's cap on the running guest when it differs enough from
-// the applied one.
-func (a *Agent) applyCap(ctx context.Context) {
-	if !a.controlled() || a.ctl == nil {
-		return
+// KeepFor is Act's keep for the throttle limit limit: under the adaptive controller a
+// small move of its cap waits for its tick (Tick), which calls the backend only for a
+// change worth it. nil: any change is applied.
+func (c *interferenceControl) KeepFor(action model.GuestAction, limit float64) func(cur float64) bool {
+	if action != model.ActionThrottle || !c.adaptive {
+		return nil
 	}
-	limit := a.capLimit(a.ctl.Cap())
-	if a.capClose(limit, a.applied.limit) {
-		return
-	}
-	b, err := a.backend()
-	if err != nil {
-		return
-	}
-	if err := b.SetCPULimit(ctx, a.cfg.Guest.Name, limit); err != nil {
-		a.m.actionError.WithLabelValues("cpu-limit").Inc()
-		a.log.Error("guest cpu-limit", "guest", a.cfg.Guest.Name, "err", err)
-		return
-	}
-	a.log.Debug("adaptive cap", "cap", a.ctl.Cap(), "cpuLimit", limit, "slowdown", a.est.Slowdown, "method", a.est.Method)
-	a.applied.limit = limit
-	a.foldCounters(false) // the time until now counts under the previous cap
-	a.m.guestCap.Set(a.capFraction())
+	return func(cur float64) bool { return c.capClose(limit, cur) }
 }
 
 // capClose reports whether two CPU limits differ by less than capStep (both capped, or
 // both uncapped): not worth a backend call.
-func (a *Agent) capClose(limit, cur float64) bool {
-	return (limit == 0) == (cur == 0) && math.Abs(limit-cur) < capStep*float64(a.o.HostCPUs)
-}
-
-// capFraction is the applied cap as a fraction of the host's CPUs (1 = uncapped).
-func (a *Agent) capFraction() float64 {
-	if !a.applied.running || a.applied.limit <= 0 {
-		return 1
-	}
-	return a.applied.limit / float64(a.o.HostCPUs)
+func (c *interferenceControl) capClose(limit, cur float64) bool {
+	return (limit == 0) == (cur == 0) && math.Abs(limit-cur) < capStep*float64(c.hostCPUs)
 }

@@ -151,10 +151,10 @@ func TestAdaptiveCapFollowsSlowdown(t *testing.T) {
 	tick(200*time.Millisecond, 20*time.Millisecond, 200*time.Millisecond)
 	want := estimate.Desktop(signals.WindowOf(before, sig.Snapshot())).Slowdown
 	if !(be.limit < 1*0.5) {
-		t.Fatalf("desktop at %.1f%% slowdown: limit %v CPUs, want cut to at most half of 1 within the tick", 100*a.est.Slowdown, be.limit)
+		t.Fatalf("desktop at %.1f%% slowdown: limit %v CPUs, want cut to at most half of 1 within the tick", 100*a.control.est.Slowdown, be.limit)
 	}
-	if a.est.Slowdown != want || !(want > 0.05 && want < 0.1) {
-		t.Errorf("estimate %v, want the estimator's %v (between 5 and 10%%)", a.est.Slowdown, want)
+	if a.control.est.Slowdown != want || !(want > 0.05 && want < 0.1) {
+		t.Errorf("estimate %v, want the estimator's %v (between 5 and 10%%)", a.control.est.Slowdown, want)
 	}
 	cut := be.limit
 	if got, _ := strconv.ParseFloat(metricValue(t, a, "overtime_agent_guest_cpu_cap"), 64); math.Abs(got-cut/4) > 1e-9 {
@@ -289,5 +289,56 @@ func TestThawHeartbeatSaysRunning(t *testing.T) {
 	a.decideAndAct(ctx, time.Time{})
 	if hb := a.LastHeartbeat(); be.frozen || hb.Action != model.ActionRun || hb.GuestState != string(guest.StateRunning) {
 		t.Fatalf("owner gone: frozen %v, heartbeat action %s guest %q; want thawed, run, running", be.frozen, hb.Action, hb.GuestState)
+	}
+}
+
+// Tick returns a limit only when the controller sets the guest's limit now (adaptive,
+// throttle, the guest running and not frozen) and its cap moved a step from the applied
+// one; KeepFor lets the decision leave a small move to it.
+func TestControlTick(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	sig := newFakeSignals(t0)
+	c := newInterferenceControl(sig, 4, newMetrics(func() (float64, float64) { return 0, 0 }))
+	now := t0
+	tick := func(in controlInput) (float64, bool) {
+		now = now.Add(250 * time.Millisecond)
+		return c.Tick(now, sig.advance(250*time.Millisecond, 200*time.Millisecond, 20*time.Millisecond, 200*time.Millisecond, 0), in)
+	}
+	throttled := controlInput{state: model.StateOwnerActive, action: model.ActionThrottle, running: true, limit: 1}
+	if _, ok := tick(throttled); ok {
+		t.Fatal("a limit before any configuration")
+	}
+	c.Configure(guestConfig(model.DefaultPolicy())) // adaptive, start cap 25%
+	c.Owner(now, model.StateOwnerActive, model.ActionThrottle)
+	if got := c.ThrottleLimit(); got != 1 {
+		t.Fatalf("throttle limit %v, want the start cap's 1 CPU of 4", got)
+	}
+	tick(throttled) // the first tick after the configuration starts the window
+	for _, tc := range []struct {
+		name string
+		in   controlInput
+		ok   bool
+	}{
+		{"frozen", controlInput{state: model.StateOwnerActive, action: model.ActionFreeze, running: true, frozen: true, limit: 1}, false},
+		{"running free", controlInput{state: model.StateNoUser, action: model.ActionRun, running: true}, false},
+		{"no guest", controlInput{state: model.StateOwnerActive, action: model.ActionThrottle}, false},
+		{"throttled, desktop waiting", throttled, true},
+	} {
+		limit, ok := tick(tc.in)
+		if ok != tc.ok || (ok && !(limit > 0 && limit < 1)) {
+			t.Errorf("%s: limit %v ok %v, want ok %v (and a cut below 1 CPU)", tc.name, limit, ok, tc.ok)
+		}
+	}
+	if keep := c.KeepFor(model.ActionThrottle, 1); keep == nil || !keep(1.05) || keep(1.2) || keep(0) {
+		t.Error("adaptive KeepFor: want to keep a limit within a step, not one further or uncapped")
+	}
+	if c.KeepFor(model.ActionRun, 0) != nil {
+		t.Error("KeepFor run: want nil (any change applied)")
+	}
+	p := model.DefaultPolicy()
+	p.Controller = model.ControllerFixed
+	c.Configure(guestConfig(p))
+	if _, ok := tick(throttled); ok || c.KeepFor(model.ActionThrottle, 1) != nil || c.ThrottleLimit() != 1 {
+		t.Error("fixed controller: want no tick limit, no keep, ThrottleCPU's 1 CPU")
 	}
 }

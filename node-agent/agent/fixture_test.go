@@ -60,13 +60,13 @@ func TestJobAPIFixtures(t *testing.T) {
 	throttled.action, throttled.throttled = model.ActionThrottle, true
 	frozen.action, frozen.frozen = model.ActionFreeze, true
 	run.action, run.state, run.active = model.ActionRun, model.StateNoUser, false
-	a.cnt.fold(t0, throttled, true)
+	a.jobs.cnt.fold(t0, throttled, true)
 	now = t0.Add(10 * time.Second)
 	start := post("/v1/jobs/123/start", http.StatusOK)
 	now = t0.Add(70 * time.Second)
-	a.cnt.fold(now, frozen, true)
+	a.jobs.cnt.fold(now, frozen, true)
 	now = t0.Add(100 * time.Second)
-	a.cnt.fold(now, run, true)
+	a.jobs.cnt.fold(now, run, true)
 	now = t0.Add(130 * time.Second)
 	setStall("7000000")
 	// Over the job's 120 s the desktop worked 30 s and waited 1.5 s, the guest used 150 s

@@ -11,6 +11,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"os"
 	"sync"
@@ -102,10 +103,44 @@ func (c *counters) foldLocked(now time.Time) {
 // jobStarts bounds the job start snapshots kept (jobs whose end never came).
 const jobStarts = 4096
 
+// jobAccounting keeps the counters and the jobs' start snapshots, and serves the SPANK
+// plugin's calls (Handler). The loop folds what is in force into the counters at every
+// decision (Fold); the HTTP handlers read them from their own goroutines.
+type jobAccounting struct {
+	site     SiteManager
+	log      *slog.Logger
+	now      func() time.Time
+	snapshot func() signals.Totals // the desktop signals' totals now
+	psi      string                // Options.DesktopCPUPressure
+
+	cnt      counters
+	mu       sync.Mutex          // guards jobStart
+	jobStart map[string]Counters // job id -> counters at its start
+}
+
+// Fold accounts the time since the last fold under what was in force, and takes in
+// (transition: the decision entered a new action).
+func (j *jobAccounting) Fold(in inForce, transition bool) {
+	j.cnt.fold(j.now(), in, transition)
+}
+
+// Seconds folds up to now and returns the throttled and frozen totals (the metrics').
+func (j *jobAccounting) Seconds() (throttled, frozen float64) {
+	t, f, _ := j.cnt.seconds(j.now())
+	return t, f
+}
+
+// Running is the number of jobs started and not ended (safe from any goroutine).
+func (j *jobAccounting) Running() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.jobStart)
+}
+
 // Counters returns the totals now (safe from any goroutine).
-func (a *Agent) Counters() Counters {
-	now := a.o.Now()
-	c := &a.cnt
+func (j *jobAccounting) Counters() Counters {
+	now := j.now()
+	c := &j.cnt
 	c.mu.Lock()
 	c.foldLocked(now)
 	out := Counters{Time: now, Host: c.in.host, Mode: c.in.mode, OwnerState: c.in.state, Action: c.in.action,
@@ -115,11 +150,11 @@ func (a *Agent) Counters() Counters {
 		out.Actions[k] = v
 	}
 	c.mu.Unlock()
-	out.Signals = a.sig.Snapshot()
+	out.Signals = j.snapshot()
 	// The guest's CPU and steal as the signals count them: by differences while the
 	// monitor watched, so a restarted guest or an exited thread takes nothing back.
 	out.GuestCPUSeconds, out.StealSeconds = out.Signals.GuestCPU.Seconds(), out.Signals.GuestSteal.Seconds()
-	out.DesktopStall = readPSITotal(a.o.DesktopCPUPressure)
+	out.DesktopStall = readPSITotal(j.psi)
 	return out
 }
 
@@ -172,49 +207,49 @@ func Report(job string, start, end Counters) wire.JobReport {
 //	                           plugin writes it into the job's AdminComment)
 //	POST /v1/jobs/{id}/end     report since the start; posted to the site manager
 //	GET  /v1/counters          the totals now
-func (a *Agent) JobHandler(mux *http.ServeMux) {
+func (j *jobAccounting) Handler(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/counters", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.Counters())
+		writeJSON(w, http.StatusOK, j.Counters())
 	})
-	mux.HandleFunc("POST /v1/jobs/{id}/start", a.jobCall(func(w http.ResponseWriter, id string) {
-		c := a.Counters()
-		a.jobsMu.Lock()
-		if a.jobStart == nil {
-			a.jobStart = map[string]Counters{}
+	mux.HandleFunc("POST /v1/jobs/{id}/start", jobCall(func(w http.ResponseWriter, id string) {
+		c := j.Counters()
+		j.mu.Lock()
+		if j.jobStart == nil {
+			j.jobStart = map[string]Counters{}
 		}
-		if len(a.jobStart) >= jobStarts {
+		if len(j.jobStart) >= jobStarts {
 			// Forget the oldest start: its job's end never came (node rebooted, lost call).
 			var oldest string
-			for k, v := range a.jobStart {
-				if oldest == "" || v.Time.Before(a.jobStart[oldest].Time) {
+			for k, v := range j.jobStart {
+				if oldest == "" || v.Time.Before(j.jobStart[oldest].Time) {
 					oldest = k
 				}
 			}
-			delete(a.jobStart, oldest)
+			delete(j.jobStart, oldest)
 		}
-		a.jobStart[id] = c
-		a.jobsMu.Unlock()
-		a.log.Info("job started", "job", id, "mode", c.Mode, "owner", c.OwnerState, "action", c.Action)
+		j.jobStart[id] = c
+		j.mu.Unlock()
+		j.log.Info("job started", "job", id, "mode", c.Mode, "owner", c.OwnerState, "action", c.Action)
 		writeJSON(w, http.StatusOK, map[string]string{"job": id, "host": c.Host, "mode": c.Mode})
 	}))
-	mux.HandleFunc("POST /v1/jobs/{id}/progress", a.jobCall(func(w http.ResponseWriter, id string) {
-		if rep, ok := a.jobReport(w, id, false); ok {
+	mux.HandleFunc("POST /v1/jobs/{id}/progress", jobCall(func(w http.ResponseWriter, id string) {
+		if rep, ok := j.report(w, id, false); ok {
 			writeJSON(w, http.StatusOK, rep)
 		}
 	}))
-	mux.HandleFunc("POST /v1/jobs/{id}/end", a.jobCall(func(w http.ResponseWriter, id string) {
-		rep, ok := a.jobReport(w, id, true)
+	mux.HandleFunc("POST /v1/jobs/{id}/end", jobCall(func(w http.ResponseWriter, id string) {
+		rep, ok := j.report(w, id, true)
 		if !ok {
 			return
 		}
-		a.log.Info("job ended", "job", id, "summary", rep.Summary)
+		j.log.Info("job ended", "job", id, "summary", rep.Summary)
 		// Delivered in the background: the plugin's epilog must not wait for the site
 		// manager (it has a 2 s budget); the report also goes back to it for slurmd's log.
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			if _, err := a.o.Site.PostJobReport(ctx, rep); err != nil {
-				a.log.Warn("job report not delivered to the site manager", "job", id, "err", err)
+			if _, err := j.site.PostJobReport(ctx, rep); err != nil {
+				j.log.Warn("job report not delivered to the site manager", "job", id, "err", err)
 			}
 		}()
 		writeJSON(w, http.StatusOK, rep)
@@ -222,7 +257,7 @@ func (a *Agent) JobHandler(mux *http.ServeMux) {
 }
 
 // jobCall checks the job id of a /v1/jobs/{id}/... call before h runs.
-func (a *Agent) jobCall(h func(w http.ResponseWriter, id string)) http.HandlerFunc {
+func jobCall(h func(w http.ResponseWriter, id string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		if err := wire.ValidJobID(id); err != nil {
@@ -233,16 +268,16 @@ func (a *Agent) jobCall(h func(w http.ResponseWriter, id string)) http.HandlerFu
 	}
 }
 
-// jobReport is the report of job id from its start until now; end forgets the start.
+// report is the report of job id from its start until now; end forgets the start.
 // Without a start it answers 409 itself and returns false.
-func (a *Agent) jobReport(w http.ResponseWriter, id string, end bool) (wire.JobReport, bool) {
-	now := a.Counters()
-	a.jobsMu.Lock()
-	start, ok := a.jobStart[id]
+func (j *jobAccounting) report(w http.ResponseWriter, id string, end bool) (wire.JobReport, bool) {
+	now := j.Counters()
+	j.mu.Lock()
+	start, ok := j.jobStart[id]
 	if end {
-		delete(a.jobStart, id)
+		delete(j.jobStart, id)
 	}
-	a.jobsMu.Unlock()
+	j.mu.Unlock()
 	if !ok {
 		writeJSON(w, http.StatusConflict, map[string]string{"error": "no start recorded for job " + id + " on this agent (agent restarted, or the start call failed)"})
 		return wire.JobReport{}, false

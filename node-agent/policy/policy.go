@@ -184,6 +184,26 @@ func (e *Engine) Decide(o Observation) Decision {
 	return Decision{State: state, Action: next, Reason: reason, Changed: changed}
 }
 
+// ExamDecision keeps the compute guest off during an exam whatever the pool's policy
+// says: an exam PC runs nothing but the exam. It overrides the engine's decision d
+// (exam: the configuration in force says exam) with maintenance and evict.
+//
+// It is a decision about the guest, so it lives here with the engine that makes the
+// others, not with the agent's switching of the PC (node-agent/agent/switch.go, where it
+// was): restarting into an exam and keeping the guest off during one are separate rules.
+// It is applied after Decide rather than inside it, as before, so that the engine's
+// hysteresis keeps following the pool's policy.
+func ExamDecision(d Decision, exam bool) Decision {
+	if !exam {
+		return d
+	}
+	if d.Action != model.ActionEvict {
+		d.Reason = "exam: no compute guest"
+	}
+	d.State, d.Action = model.StateMaintenance, model.ActionEvict
+	return d
+}
+
 // NextDeadline is when Decide must run again if no observation changes (an idle timeout,
 // a hold or an evict deadline expires); zero when nothing is pending.
 func (e *Engine) NextDeadline() time.Time { return e.deadline }

@@ -141,3 +141,27 @@ func TestChanged(t *testing.T) {
 		t.Fatal("same observation reported a change")
 	}
 }
+
+// An exam keeps the guest off whatever the engine decided; outside an exam the
+// decision stands as it is.
+func TestExamDecision(t *testing.T) {
+	throttle := Decision{State: model.StateOwnerActive, Action: model.ActionThrottle, Reason: "input 1s ago", Changed: true}
+	evict := Decision{State: model.StateOwnerIdle, Action: model.ActionEvict, Reason: "frozen for 10m0s (evictAfter 10m0s)"}
+	for _, tc := range []struct {
+		name string
+		d    Decision
+		exam bool
+		want Decision
+	}{
+		{"no exam: as decided", throttle, false, throttle},
+		{"no exam, evict: as decided", evict, false, evict},
+		{"exam: evicted, in maintenance, with the exam as the reason", throttle, true,
+			Decision{State: model.StateMaintenance, Action: model.ActionEvict, Reason: "exam: no compute guest", Changed: true}},
+		{"exam, already evicting: the engine's reason stays", evict, true,
+			Decision{State: model.StateMaintenance, Action: model.ActionEvict, Reason: evict.Reason}},
+	} {
+		if got := ExamDecision(tc.d, tc.exam); got != tc.want {
+			t.Errorf("%s: ExamDecision(%+v, %v) = %+v, want %+v", tc.name, tc.d, tc.exam, got, tc.want)
+		}
+	}
+}
