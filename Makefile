@@ -8,6 +8,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/overtime
 AGENT := bin/overtime-agent
+DEV   := bin/overtime-dev
 PKGS  := ./...
 # Version and commit for `overtime version` and the agent's heartbeats (and, made
 # Debian-valid by scripts/deb-version.sh, the packages' version).
@@ -15,7 +16,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all deps build deb images check test unit lint fuzz demo demo-stop bench clean
+.PHONY: all deps build devtools deb images check test unit lint fuzz demo demo-stop bench clean
 
 all: build
 
@@ -27,6 +28,12 @@ deps:
 build: deps
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/overtime
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(AGENT) ./cmd/overtime-agent
+
+# The development tools (a throwaway slapd, a port forwarded into a network namespace)
+# for the demo: a binary of their own, so that overtime links none of them. No package
+# carries it (packaging/debian builds overtime and overtime-agent only).
+devtools: deps
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(DEV) ./cmd/overtime-dev
 
 # Debian packages overtime, overtime-agent, overtime-slurm in bin/deb/ (docs/packaging.md):
 # dpkg-buildpackage on a tree assembled from packaging/debian, with the same -ldflags.
@@ -65,7 +72,7 @@ fuzz: deps
 	$(GO) test -run='^$$' -fuzz=FuzzParseRule -fuzztime=$(FUZZTIME) ./sitemgmt/schedule
 	$(GO) test -run='^$$' -fuzz=FuzzEngine -fuzztime=$(FUZZTIME) ./sitemgmt/schedule
 
-demo: build
+demo: build devtools
 	@scripts/demo.sh start
 
 demo-stop:

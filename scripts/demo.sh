@@ -21,6 +21,7 @@ NS=overtime-demo
 HTTP_PORT=${OVERTIME_DEMO_PORT:-8080}
 BIN=$ROOT/bin/overtime
 AGENT=$ROOT/bin/overtime-agent
+DEV=$ROOT/bin/overtime-dev # the development tools: a throwaway slapd, the port forward
 SERVER_IP=10.20.0.1
 API=http://$SERVER_IP:8080
 
@@ -81,7 +82,7 @@ start() {
 	inns ip link set tap0 up
 
 	ROOTPW=demo-root-secret
-	inns "$BIN" dev slapd --dir "$D/slapd" --port 389 --root-password "$ROOTPW" > "$D/ldap.env"
+	inns "$DEV" slapd --dir "$D/slapd" --port 389 --root-password "$ROOTPW" > "$D/ldap.env"
 	set -a; . "$D/ldap.env"; set +a
 	export OVERTIME_LDAP_PASSWORD=$ROOTPW OVERTIME_ADMIN_PASSWORD=admin-secret
 	inns "$BIN" ldap init --site example --timezone Europe/Berlin --admin admin
@@ -92,7 +93,7 @@ start() {
 	NOW_ARGS=()
 	[ -z "${OVERTIME_DEMO_NOW:-}" ] || NOW_ARGS=(--now "$OVERTIME_DEMO_NOW")
 	start_serve "${NOW_ARGS[@]}"
-	"$BIN" dev forward --netns "$NS" --listen "127.0.0.1:$HTTP_PORT" --to "$SERVER_IP:8080" > "$D/forward.log" 2>&1 &
+	"$DEV" forward --netns "$NS" --listen "127.0.0.1:$HTTP_PORT" --to "$SERVER_IP:8080" > "$D/forward.log" 2>&1 &
 	echo $! > "$D/forward.pid"
 	wait_for "overtime serve" 20 curl -fsS "http://127.0.0.1:$HTTP_PORT/healthz"
 

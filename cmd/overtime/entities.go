@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,214 +28,308 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
-// entity describes the list/show/add/set/delete commands of one kind. add and set share
-// the flags: add starts from an empty value, set from the current one, and only flags the
-// user gave are applied.
-type entity[T any] struct {
-	use, path, short string
-	header           string
-	row              func(v *T) string
-	flags            func(f *pflag.FlagSet)
-	apply            func(f *pflag.FlagSet, c *client.Client, v *T) error
-	listQuery        func() url.Values
-	hasTimes         bool // rows show times: list asks for the site's zone (useSiteZone)
+// entityCmds are the list/show/add/set/delete commands of the site's entities: one row
+// of the table below per entity (its command, API path, table columns and add/set
+// flags), built by entity.commands; the entities' own further commands hang below them.
+func entityCmds(g *globals) []*cobra.Command {
+	var agentFields agentFieldFlags // agentcmds.go: the pool's policy, the mode's guest
+	table := []interface{ commands(*globals) *cobra.Command }{
+		entity[model.Host]{use: "host", path: "hosts", short: "Hosts (PCs)",
+			name: func(h *model.Host) *string { return &h.Name },
+			columns: []column[model.Host]{
+				{"NAME", func(h *model.Host) string { return h.Name }},
+				{"MAC", func(h *model.Host) string { return h.MAC }},
+				{"IP", func(h *model.Host) string { return h.IP }},
+				{"POOL", func(h *model.Host) string { return h.Pool }},
+				{"BOOT SERVER", func(h *model.Host) string { return h.BootServer }},
+				{"RULES", func(h *model.Host) string { return strconv.Itoa(len(h.Weekly)) }},
+			},
+			fields: []field[model.Host]{
+				stringField("mac", "MAC address", func(h *model.Host) *string { return &h.MAC }),
+				stringField("ip", "IPv4 address", func(h *model.Host) *string { return &h.IP }),
+				stringField("pool", "pool", func(h *model.Host) *string { return &h.Pool }),
+				stringField("boot-server", "boot server (default: the pool's)", func(h *model.Host) *string { return &h.BootServer }),
+				listField("rule", "weekly rule, repeatable (replaces the list)", func(h *model.Host) *[]string { return &h.Weekly }),
+			},
+			listFilters: []listFilter{{flag: "pool", usage: "only hosts of this pool", param: "pool"}},
+			more: func(g *globals) []*cobra.Command {
+				return []*cobra.Command{importCmd(g), newHostCredentialCmd(g),
+					newHostPowerCmd(g, wire.OpReboot), newHostPowerCmd(g, wire.OpPowerOff), newHostPowerCmd(g, wire.OpWake), newHostPowerStatusCmd(g)}
+			},
+		},
+		entity[model.Pool]{use: "pool", path: "pools", short: "Pools (rooms)",
+			name: func(p *model.Pool) *string { return &p.Name },
+			columns: []column[model.Pool]{
+				{"NAME", func(p *model.Pool) string { return p.Name }},
+				{"ROOM", func(p *model.Pool) string { return p.Room }},
+				{"BOOT SERVER", func(p *model.Pool) string { return p.BootServer }},
+				{"RULES", func(p *model.Pool) string { return strconv.Itoa(len(p.Weekly)) }},
+				{"DESCRIPTION", func(p *model.Pool) string { return p.Description }},
+			},
+			fields: []field[model.Pool]{
+				stringField("room", "room", func(p *model.Pool) *string { return &p.Room }),
+				stringField("description", "description", func(p *model.Pool) *string { return &p.Description }),
+				stringField("boot-server", "boot server", func(p *model.Pool) *string { return &p.BootServer }),
+				listField("rule", "weekly rule, repeatable (replaces the list)", func(p *model.Pool) *[]string { return &p.Weekly }),
+				{bind: agentFields.policyFlags, apply: func(f *pflag.FlagSet, _ *client.Client, p *model.Pool) error { return agentFields.applyPolicy(f, p) }},
+			},
+		},
+		entity[model.Mode]{use: "mode", path: "modes", short: "Boot modes",
+			name: func(m *model.Mode) *string { return &m.Name },
+			columns: []column[model.Mode]{
+				{"NAME", func(m *model.Mode) string { return m.Name }},
+				{"KIND", func(m *model.Mode) string { return string(m.Kind) }},
+				{"IMAGE", func(m *model.Mode) string { return m.Image }},
+				{"VERSION", func(m *model.Mode) string { return m.ImageVersion }},
+				{"KERNEL ARGS", func(m *model.Mode) string { return m.KernelArgs }},
+			},
+			fields: []field[model.Mode]{
+				stringField("kind", "desktop, cluster, course-vm, local-disk or maintenance", func(m *model.Mode) *model.ModeKind { return &m.Kind }),
+				stringField("image", "image", func(m *model.Mode) *string { return &m.Image }),
+				stringField("image-version", "pinned image version (default: newest)", func(m *model.Mode) *string { return &m.ImageVersion }),
+				stringField("kernel", "kernel path under the boot server's files/ (default: the image's)", func(m *model.Mode) *string { return &m.Kernel }),
+				stringField("initrd", "initrd path under files/", func(m *model.Mode) *string { return &m.Initrd }),
+				stringField("kernel-args", "extra kernel arguments", func(m *model.Mode) *string { return &m.KernelArgs }),
+				stringField("vm", "course-vm modes: the course-vm image started full screen (its newest version)", func(m *model.Mode) *string { return &m.VM }),
+				stringField("description", "description", func(m *model.Mode) *string { return &m.Description }),
+				{bind: agentFields.guestFlags, apply: func(f *pflag.FlagSet, _ *client.Client, m *model.Mode) error { return agentFields.applyGuest(f, m) }},
+			},
+		},
+		entity[model.Image]{use: "image", path: "images", short: "Images (immutable versions: see `image publish`)",
+			name: func(im *model.Image) *string { return &im.Name },
+			columns: []column[model.Image]{
+				{"NAME", func(im *model.Image) string { return im.Name }},
+				{"KIND", func(im *model.Image) string { return string(im.Kind) }},
+				{"POOL", func(im *model.Image) string { return im.Pool }},
+				{"VERSIONS", func(im *model.Image) string { return strconv.Itoa(len(im.Versions)) }},
+				{"CURRENT", imageCurrentCell},
+			},
+			fields: []field[model.Image]{
+				stringField("kind", "desktop, compute or course-vm", func(im *model.Image) *model.ImageKind { return &im.Kind }),
+				stringField("pool", "owning pool (course-vm images)", func(im *model.Image) *string { return &im.Pool }),
+				stringField("description", "description", func(im *model.Image) *string { return &im.Description }),
+			},
+			showShort: "Show an image: versions, current, sizes, where each is verified, what keeps it from gc",
+			showRun:   imageShow,
+			more: func(g *globals) []*cobra.Command {
+				return []*cobra.Command{publishCmd(g), imageImportCmd(g), imageCurrentCmd(g), imageGCCmd(g)}
+			},
+		},
+		entity[model.BootServer]{use: "bootserver", path: "bootservers", short: "Boot servers (Remote Boot Service)",
+			name: func(b *model.BootServer) *string { return &b.Name },
+			columns: []column[model.BootServer]{
+				{"NAME", func(b *model.BootServer) string { return b.Name }},
+				{"IP", func(b *model.BootServer) string { return b.IP }},
+				{"HTTP URL", func(b *model.BootServer) string { return b.HTTPURL }},
+				{"DHCP", func(b *model.BootServer) string { return string(b.DHCP) }},
+				{"SUBNET", func(b *model.BootServer) string { return b.Subnet }},
+			},
+			fields: []field[model.BootServer]{
+				stringField("ip", "server IPv4 address", func(b *model.BootServer) *string { return &b.IP }),
+				stringField("url", "HTTP base URL of overtime serve as seen by clients", func(b *model.BootServer) *string { return &b.HTTPURL }),
+				stringField("subnet", "subnet served (CIDR)", func(b *model.BootServer) *string { return &b.Subnet }),
+				stringField("dhcp", "full or proxy", func(b *model.BootServer) *model.DHCPMode { return &b.DHCP }),
+				stringField("range-from", "dynamic range start (full DHCP)", func(b *model.BootServer) *string { return &b.RangeFrom }),
+				stringField("range-to", "dynamic range end", func(b *model.BootServer) *string { return &b.RangeTo }),
+				stringField("router", "default gateway handed out", func(b *model.BootServer) *string { return &b.Router }),
+				dnsServersField(),
+				stringField("domain", "DNS domain handed out (full DHCP), e.g. lab.example.org", func(b *model.BootServer) *string { return &b.Domain }),
+				stringField("interface", "interface dnsmasq listens on", func(b *model.BootServer) *string { return &b.Interface }),
+				stringField("nfs-server", "NFS server for images (default: ip)", func(b *model.BootServer) *string { return &b.NFSServer }),
+				stringField("nfs-root", "NFS export holding images", func(b *model.BootServer) *string { return &b.NFSRoot }),
+			},
+		},
+		entity[model.Exception]{use: "exception", path: "exceptions", short: "Dated exceptions (exam, lecture, holiday)", hasTimes: true,
+			name: func(e *model.Exception) *string { return &e.Name },
+			columns: []column[model.Exception]{
+				{"NAME", func(e *model.Exception) string { return e.Name }},
+				{"KIND", func(e *model.Exception) string { return string(e.Kind) }},
+				{"START", func(e *model.Exception) string { return g.formatTime(e.Start) }},
+				{"END", func(e *model.Exception) string { return g.formatTime(e.End) }},
+				{"MODE", func(e *model.Exception) string { return e.Mode }},
+				{"TARGETS", exceptionTargetsCell},
+				{"OWNER", exceptionOwnerCell},
+			},
+			fields: []field[model.Exception]{
+				stringField("kind", "exam, lecture, holiday, maintenance or other", func(e *model.Exception) *model.ExceptionKind { return &e.Kind }),
+				timeField("start", "start (RFC 3339 or 'YYYY-MM-DD HH:MM' in the site's zone)", func(e *model.Exception) *time.Time { return &e.Start }),
+				timeField("end", "end (exclusive)", func(e *model.Exception) *time.Time { return &e.End }),
+				stringField("mode", "mode during the exception", func(e *model.Exception) *string { return &e.Mode }),
+				stringField("description", "description", func(e *model.Exception) *string { return &e.Description }),
+				targetsField(),
+			},
+		},
+		entity[model.RoleGrant]{use: "role", path: "roles", short: "Role grants (site-admin, pool-admin, lecturer, viewer, boot-server)",
+			name: func(r *model.RoleGrant) *string { return &r.Name },
+			columns: []column[model.RoleGrant]{
+				{"NAME", func(r *model.RoleGrant) string { return r.Name }},
+				{"ROLE", func(r *model.RoleGrant) string { return string(r.Role) }},
+				{"POOL", func(r *model.RoleGrant) string { return r.Pool }},
+				{"BOOT SERVER", func(r *model.RoleGrant) string { return r.BootServer }},
+				{"MEMBERS", func(r *model.RoleGrant) string { return strings.Join(r.Members, ",") }},
+			},
+			fields: []field[model.RoleGrant]{
+				stringField("role", "site-admin, pool-admin, lecturer, viewer or boot-server", func(r *model.RoleGrant) *model.RoleKind { return &r.Role }),
+				stringField("pool", "pool (pool-admin, lecturer)", func(r *model.RoleGrant) *string { return &r.Pool }),
+				stringField("boot-server", "boot server (boot-server role: the account its `overtime bootserver run` uses)", func(r *model.RoleGrant) *string { return &r.BootServer }),
+				listField("member", "member uid, repeatable (replaces the list)", func(r *model.RoleGrant) *[]string { return &r.Members }),
+			},
+		},
+	}
+	cmds := make([]*cobra.Command, len(table))
+	for i, e := range table {
+		cmds[i] = e.commands(g)
+	}
+	return cmds
 }
 
-func entityCmds(g *globals) []*cobra.Command {
-	var (
-		mac, ip, pool, bootServer, room, desc, kind, image, imageVersion, kernel, initrd, kargs string
-		httpURL, subnet, dhcp, rangeFrom, rangeTo, router, iface, nfsServer, nfsRoot, domain    string
-		start, end, mode, role, vm                                                              string
-		rules, pools, hosts, members, dnsServers                                                []string
-		listPool                                                                                string
-		agentFields                                                                             agentFieldFlags // agentcmds.go
-	)
-	host := entity[model.Host]{use: "host", path: "hosts", short: "Hosts (PCs)",
-		header: "NAME\tMAC\tIP\tPOOL\tBOOT SERVER\tRULES",
-		row: func(h *model.Host) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d", h.Name, h.MAC, h.IP, h.Pool, h.BootServer, len(h.Weekly))
-		},
-		flags: func(f *pflag.FlagSet) {
-			f.StringVar(&mac, "mac", "", "MAC address")
-			f.StringVar(&ip, "ip", "", "IPv4 address")
-			f.StringVar(&pool, "pool", "", "pool")
-			f.StringVar(&bootServer, "boot-server", "", "boot server (default: the pool's)")
-			f.StringArrayVar(&rules, "rule", nil, "weekly rule, repeatable (replaces the list)")
-		},
-		apply: func(f *pflag.FlagSet, _ *client.Client, h *model.Host) error {
-			set(f, "mac", &h.MAC, mac)
-			set(f, "ip", &h.IP, ip)
-			set(f, "pool", &h.Pool, pool)
-			set(f, "boot-server", &h.BootServer, bootServer)
-			if f.Changed("rule") {
-				h.Weekly = rules
+// imageCurrentCell is the version an image boots: its current one, else its newest.
+func imageCurrentCell(im *model.Image) string {
+	cur := ""
+	if v := im.Version(""); v != nil {
+		cur = v.Version
+		if im.Current == "" {
+			cur += " (newest)"
+		}
+	}
+	return cur
+}
+
+// exceptionTargetsCell lists an exception's targets as pool:NAME and host:NAME.
+func exceptionTargetsCell(e *model.Exception) string {
+	var t []string
+	for _, x := range e.Targets {
+		if x.Pool != "" {
+			t = append(t, "pool:"+x.Pool)
+		} else {
+			t = append(t, "host:"+x.Host)
+		}
+	}
+	return strings.Join(t, ",")
+}
+
+// exceptionOwnerCell is who booked an exception, or what manages it.
+func exceptionOwnerCell(e *model.Exception) string {
+	owner := e.Owner // who booked it; site apply leaves bookings alone
+	switch {
+	case owner != "":
+	case e.Kind == model.ExceptionPowerSave:
+		owner = "(power saving)"
+	default:
+		owner = "(site file)"
+	}
+	return owner
+}
+
+// entity is one row of entityCmds' table: the list/show/add/set/delete commands of one
+// kind of the site's entities. add and set share the fields' flags: add starts from an
+// empty value, set from the current one, and only flags the user gave are applied.
+type entity[T any] struct {
+	use, path, short string
+	name             func(v *T) *string // the key field: set from the NAME argument
+	columns          []column[T]        // of list's table
+	fields           []field[T]         // the flags of add and set, applied in this order
+	listFilters      []listFilter       // list's flags that narrow the list
+	hasTimes         bool               // rows show times: list asks for the site's zone (useSiteZone)
+	// showShort and showRun replace the generic show (which prints the entity as YAML).
+	showShort string
+	showRun   func(g *globals) func(cmd *cobra.Command, args []string) error
+	more      func(g *globals) []*cobra.Command // the entity's further commands
+}
+
+// column is one column of an entity's list table: its heading and its cell of a value.
+type column[T any] struct {
+	head string
+	cell func(v *T) string
+}
+
+// field is one or more flags of an entity's add and set commands (bind declares them on
+// each command's flag set) and how the given ones change the value (apply).
+type field[T any] struct {
+	bind  func(f *pflag.FlagSet)
+	apply func(f *pflag.FlagSet, c *client.Client, v *T) error
+}
+
+// listFilter is a flag of an entity's list command that, when given, becomes a query
+// parameter of the list request (host list --pool P: GET /api/v1/hosts?pool=P).
+type listFilter struct {
+	flag, usage, param string
+}
+
+// stringField is a string flag that, when given, replaces the field dst points to (a
+// string or a string kind such as model.ModeKind).
+func stringField[T any, K ~string](name, usage string, dst func(v *T) *K) field[T] {
+	var val string
+	return field[T]{
+		bind: func(f *pflag.FlagSet) { f.StringVar(&val, name, "", usage) },
+		apply: func(f *pflag.FlagSet, _ *client.Client, v *T) error {
+			if f.Changed(name) {
+				*dst(v) = K(val)
 			}
 			return nil
 		},
-		listQuery: func() url.Values {
-			if listPool != "" {
-				return url.Values{"pool": {listPool}}
+	}
+}
+
+// listField is a repeatable flag whose values, when given, replace the list dst points to.
+func listField[T any](name, usage string, dst func(v *T) *[]string) field[T] {
+	var vals []string
+	return field[T]{
+		bind: func(f *pflag.FlagSet) { f.StringArrayVar(&vals, name, nil, usage) },
+		apply: func(f *pflag.FlagSet, _ *client.Client, v *T) error {
+			if f.Changed(name) {
+				*dst(v) = vals
 			}
 			return nil
 		},
 	}
-	poolE := entity[model.Pool]{use: "pool", path: "pools", short: "Pools (rooms)",
-		header: "NAME\tROOM\tBOOT SERVER\tRULES\tDESCRIPTION",
-		row: func(p *model.Pool) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", p.Name, p.Room, p.BootServer, len(p.Weekly), p.Description)
-		},
-		flags: func(f *pflag.FlagSet) {
-			f.StringVar(&room, "room", "", "room")
-			f.StringVar(&desc, "description", "", "description")
-			f.StringVar(&bootServer, "boot-server", "", "boot server")
-			f.StringArrayVar(&rules, "rule", nil, "weekly rule, repeatable (replaces the list)")
-			agentFields.policyFlags(f)
-		},
-		apply: func(f *pflag.FlagSet, _ *client.Client, p *model.Pool) error {
-			set(f, "room", &p.Room, room)
-			set(f, "description", &p.Description, desc)
-			set(f, "boot-server", &p.BootServer, bootServer)
-			if f.Changed("rule") {
-				p.Weekly = rules
-			}
-			return agentFields.applyPolicy(f, p)
-		},
-	}
-	modeE := entity[model.Mode]{use: "mode", path: "modes", short: "Boot modes",
-		header: "NAME\tKIND\tIMAGE\tVERSION\tKERNEL ARGS",
-		row: func(m *model.Mode) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", m.Name, m.Kind, m.Image, m.ImageVersion, m.KernelArgs)
-		},
-		flags: func(f *pflag.FlagSet) {
-			f.StringVar(&kind, "kind", "", "desktop, cluster, course-vm, local-disk or maintenance")
-			f.StringVar(&image, "image", "", "image")
-			f.StringVar(&imageVersion, "image-version", "", "pinned image version (default: newest)")
-			f.StringVar(&kernel, "kernel", "", "kernel path under the boot server's files/ (default: the image's)")
-			f.StringVar(&initrd, "initrd", "", "initrd path under files/")
-			f.StringVar(&kargs, "kernel-args", "", "extra kernel arguments")
-			f.StringVar(&vm, "vm", "", "course-vm modes: the course-vm image started full screen (its newest version)")
-			f.StringVar(&desc, "description", "", "description")
-			agentFields.guestFlags(f)
-		},
-		apply: func(f *pflag.FlagSet, _ *client.Client, m *model.Mode) error {
-			setKind(f, "kind", &m.Kind, kind)
-			set(f, "image", &m.Image, image)
-			set(f, "image-version", &m.ImageVersion, imageVersion)
-			set(f, "kernel", &m.Kernel, kernel)
-			set(f, "initrd", &m.Initrd, initrd)
-			set(f, "kernel-args", &m.KernelArgs, kargs)
-			set(f, "vm", &m.VM, vm)
-			set(f, "description", &m.Description, desc)
-			return agentFields.applyGuest(f, m)
-		},
-	}
-	imageE := entity[model.Image]{use: "image", path: "images", short: "Images (immutable versions: see `image publish`)",
-		header: "NAME\tKIND\tPOOL\tVERSIONS\tCURRENT",
-		row: func(im *model.Image) string {
-			cur := ""
-			if v := im.Version(""); v != nil {
-				cur = v.Version
-				if im.Current == "" {
-					cur += " (newest)"
+}
+
+// timeField is a time flag read as parseTimeArg reads it (RFC 3339, or a local time in
+// the site's zone, which it asks the server for).
+func timeField[T any](name, usage string, dst func(v *T) *time.Time) field[T] {
+	var val string
+	return field[T]{
+		bind: func(f *pflag.FlagSet) { f.StringVar(&val, name, "", usage) },
+		apply: func(f *pflag.FlagSet, c *client.Client, v *T) error {
+			if f.Changed(name) {
+				t, err := parseTimeArg(c, val)
+				if err != nil {
+					return err
 				}
+				*dst(v) = t
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", im.Name, im.Kind, im.Pool, len(im.Versions), cur)
-		},
-		flags: func(f *pflag.FlagSet) {
-			f.StringVar(&kind, "kind", "", "desktop, compute or course-vm")
-			f.StringVar(&pool, "pool", "", "owning pool (course-vm images)")
-			f.StringVar(&desc, "description", "", "description")
-		},
-		apply: func(f *pflag.FlagSet, _ *client.Client, im *model.Image) error {
-			setKind(f, "kind", &im.Kind, kind)
-			set(f, "pool", &im.Pool, pool)
-			set(f, "description", &im.Description, desc)
 			return nil
 		},
 	}
-	bs := entity[model.BootServer]{use: "bootserver", path: "bootservers", short: "Boot servers (Remote Boot Service)",
-		header: "NAME\tIP\tHTTP URL\tDHCP\tSUBNET",
-		row: func(b *model.BootServer) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", b.Name, b.IP, b.HTTPURL, b.DHCP, b.Subnet)
-		},
-		flags: func(f *pflag.FlagSet) {
-			f.StringVar(&ip, "ip", "", "server IPv4 address")
-			f.StringVar(&httpURL, "url", "", "HTTP base URL of overtime serve as seen by clients")
-			f.StringVar(&subnet, "subnet", "", "subnet served (CIDR)")
-			f.StringVar(&dhcp, "dhcp", "", "full or proxy")
-			f.StringVar(&rangeFrom, "range-from", "", "dynamic range start (full DHCP)")
-			f.StringVar(&rangeTo, "range-to", "", "dynamic range end")
-			f.StringVar(&router, "router", "", "default gateway handed out")
-			f.StringArrayVar(&dnsServers, "dns-server", nil, "DNS server handed out (full DHCP), repeatable, at most 3, in order (replaces the list; --dns-server '' clears it)")
-			f.StringVar(&domain, "domain", "", "DNS domain handed out (full DHCP), e.g. lab.example.org")
-			f.StringVar(&iface, "interface", "", "interface dnsmasq listens on")
-			f.StringVar(&nfsServer, "nfs-server", "", "NFS server for images (default: ip)")
-			f.StringVar(&nfsRoot, "nfs-root", "", "NFS export holding images")
+}
+
+// dnsServersField is bootserver's --dns-server: repeatable, replacing the list, and
+// --dns-server ” clears it.
+func dnsServersField() field[model.BootServer] {
+	var vals []string
+	return field[model.BootServer]{
+		bind: func(f *pflag.FlagSet) {
+			f.StringArrayVar(&vals, "dns-server", nil, "DNS server handed out (full DHCP), repeatable, at most 3, in order (replaces the list; --dns-server '' clears it)")
 		},
 		apply: func(f *pflag.FlagSet, _ *client.Client, b *model.BootServer) error {
-			set(f, "ip", &b.IP, ip)
-			set(f, "url", &b.HTTPURL, httpURL)
-			set(f, "subnet", &b.Subnet, subnet)
-			setKind(f, "dhcp", &b.DHCP, dhcp)
-			set(f, "range-from", &b.RangeFrom, rangeFrom)
-			set(f, "range-to", &b.RangeTo, rangeTo)
-			set(f, "router", &b.Router, router)
 			if f.Changed("dns-server") {
-				b.DNSServers = slices.DeleteFunc(slices.Clone(dnsServers), func(d string) bool { return d == "" })
+				b.DNSServers = slices.DeleteFunc(slices.Clone(vals), func(d string) bool { return d == "" })
 			}
-			set(f, "domain", &b.Domain, domain)
-			set(f, "interface", &b.Interface, iface)
-			set(f, "nfs-server", &b.NFSServer, nfsServer)
-			set(f, "nfs-root", &b.NFSRoot, nfsRoot)
 			return nil
 		},
 	}
-	exc := entity[model.Exception]{use: "exception", path: "exceptions", short: "Dated exceptions (exam, lecture, holiday)", hasTimes: true,
-		header: "NAME\tKIND\tSTART\tEND\tMODE\tTARGETS\tOWNER",
-		row: func(e *model.Exception) string {
-			var t []string
-			for _, x := range e.Targets {
-				if x.Pool != "" {
-					t = append(t, "pool:"+x.Pool)
-				} else {
-					t = append(t, "host:"+x.Host)
-				}
-			}
-			owner := e.Owner // who booked it; site apply leaves bookings alone
-			switch {
-			case owner != "":
-			case e.Kind == model.ExceptionPowerSave:
-				owner = "(power saving)"
-			default:
-				owner = "(site file)"
-			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Name, e.Kind, g.formatTime(e.Start), g.formatTime(e.End), e.Mode, strings.Join(t, ","), owner)
-		},
-		flags: func(f *pflag.FlagSet) {
-			f.StringVar(&kind, "kind", "", "exam, lecture, holiday, maintenance or other")
-			f.StringVar(&start, "start", "", "start (RFC 3339 or 'YYYY-MM-DD HH:MM' in the site's zone)")
-			f.StringVar(&end, "end", "", "end (exclusive)")
-			f.StringVar(&mode, "mode", "", "mode during the exception")
-			f.StringVar(&desc, "description", "", "description")
+}
+
+// targetsField is exception's --pool and --host: given either, they replace the targets.
+func targetsField() field[model.Exception] {
+	var pools, hosts []string
+	return field[model.Exception]{
+		bind: func(f *pflag.FlagSet) {
 			f.StringArrayVar(&pools, "pool", nil, "target pool, repeatable")
 			f.StringArrayVar(&hosts, "host", nil, "target host, repeatable")
 		},
-		apply: func(f *pflag.FlagSet, c *client.Client, e *model.Exception) error {
-			setKind(f, "kind", &e.Kind, kind)
-			set(f, "mode", &e.Mode, mode)
-			set(f, "description", &e.Description, desc)
-			for _, p := range []struct {
-				flag, v string
-				t       *time.Time
-			}{{"start", start, &e.Start}, {"end", end, &e.End}} {
-				if f.Changed(p.flag) {
-					t, err := parseTimeArg(c, p.v)
-					if err != nil {
-						return err
-					}
-					*p.t = t
-				}
-			}
+		apply: func(f *pflag.FlagSet, _ *client.Client, e *model.Exception) error {
 			if f.Changed("pool") || f.Changed("host") {
 				e.Targets = nil
 				for _, p := range pools {
@@ -247,62 +342,44 @@ func entityCmds(g *globals) []*cobra.Command {
 			return nil
 		},
 	}
-	roleE := entity[model.RoleGrant]{use: "role", path: "roles", short: "Role grants (site-admin, pool-admin, lecturer, viewer, boot-server)",
-		header: "NAME\tROLE\tPOOL\tBOOT SERVER\tMEMBERS",
-		row: func(r *model.RoleGrant) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", r.Name, r.Role, r.Pool, r.BootServer, strings.Join(r.Members, ","))
-		},
-		flags: func(f *pflag.FlagSet) {
-			f.StringVar(&role, "role", "", "site-admin, pool-admin, lecturer, viewer or boot-server")
-			f.StringVar(&pool, "pool", "", "pool (pool-admin, lecturer)")
-			f.StringVar(&bootServer, "boot-server", "", "boot server (boot-server role: the account its `overtime bootserver run` uses)")
-			f.StringArrayVar(&members, "member", nil, "member uid, repeatable (replaces the list)")
-		},
-		apply: func(f *pflag.FlagSet, _ *client.Client, r *model.RoleGrant) error {
-			setKind(f, "role", &r.Role, role)
-			set(f, "pool", &r.Pool, pool)
-			set(f, "boot-server", &r.BootServer, bootServer)
-			if f.Changed("member") {
-				r.Members = members
-			}
-			return nil
-		},
-	}
-	hostCmd := host.commands(g)
-	hostCmd.AddCommand(importCmd(g), newHostCredentialCmd(g),
-		newHostPowerCmd(g, wire.OpReboot), newHostPowerCmd(g, wire.OpPowerOff), newHostPowerCmd(g, wire.OpWake), newHostPowerStatusCmd(g))
-	for _, c := range hostCmd.Commands() {
-		if c.Name() == "list" {
-			c.Flags().StringVar(&listPool, "pool", "", "only hosts of this pool")
-		}
-	}
-	imageCmd := imageE.commands(g)
-	imageCmd.AddCommand(publishCmd(g), imageImportCmd(g), imageCurrentCmd(g), imageGCCmd(g))
-	for _, c := range imageCmd.Commands() {
-		if c.Name() == "show" {
-			c.Short = "Show an image: versions, current, sizes, where each is verified, what keeps it from gc"
-			c.RunE = imageShow(g)
-		}
-	}
-	return []*cobra.Command{hostCmd, poolE.commands(g), modeE.commands(g), imageCmd, bs.commands(g), exc.commands(g), roleE.commands(g)}
 }
 
-func set(f *pflag.FlagSet, name string, dst *string, v string) {
-	if f.Changed(name) {
-		*dst = v
+func (e entity[T]) flags(f *pflag.FlagSet) {
+	for _, x := range e.fields {
+		x.bind(f)
 	}
 }
 
-func setKind[K ~string](f *pflag.FlagSet, name string, dst *K, v string) {
-	if f.Changed(name) {
-		*dst = K(v)
+func (e entity[T]) apply(f *pflag.FlagSet, c *client.Client, v *T) error {
+	for _, x := range e.fields {
+		if err := x.apply(f, c, v); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+func (e entity[T]) header() string {
+	heads := make([]string, len(e.columns))
+	for i, col := range e.columns {
+		heads[i] = col.head
+	}
+	return strings.Join(heads, "\t")
+}
+
+func (e entity[T]) row(v *T) string {
+	cells := make([]string, len(e.columns))
+	for i, col := range e.columns {
+		cells[i] = col.cell(v)
+	}
+	return strings.Join(cells, "\t")
 }
 
 func (e entity[T]) commands(g *globals) *cobra.Command {
 	root := &cobra.Command{Use: e.use, Short: e.short}
 	base := "/api/v1/" + e.path
 	var dry bool
+	filters := make([]string, len(e.listFilters))
 	list := &cobra.Command{Use: "list", Short: "List", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
@@ -310,8 +387,13 @@ func (e entity[T]) commands(g *globals) *cobra.Command {
 				return err
 			}
 			var q url.Values
-			if e.listQuery != nil {
-				q = e.listQuery()
+			for i, lf := range e.listFilters {
+				if filters[i] != "" {
+					if q == nil {
+						q = url.Values{}
+					}
+					q.Set(lf.param, filters[i])
+				}
 			}
 			var all []T
 			if _, err := c.Get(base, q, &all); err != nil {
@@ -321,12 +403,15 @@ func (e entity[T]) commands(g *globals) *cobra.Command {
 				g.useSiteZone(c)
 			}
 			return g.emit(all, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, e.header)
+				fmt.Fprintln(w, e.header())
 				for i := range all {
 					fmt.Fprintln(w, e.row(&all[i]))
 				}
 			})
 		}}
+	for i, lf := range e.listFilters {
+		list.Flags().StringVar(&filters[i], lf.flag, "", lf.usage)
+	}
 	show := &cobra.Command{Use: "show NAME", Short: "Show one", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
@@ -342,6 +427,9 @@ func (e entity[T]) commands(g *globals) *cobra.Command {
 			}
 			return g.emit(v, nil)
 		}}
+	if e.showRun != nil {
+		show.Short, show.RunE = e.showShort, e.showRun(g)
+	}
 	upsert := func(create bool) func(cmd *cobra.Command, args []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
@@ -360,8 +448,9 @@ func (e entity[T]) commands(g *globals) *cobra.Command {
 			if err := e.apply(cmd.Flags(), c, &v); err != nil {
 				return err
 			}
+			*e.name(&v) = args[0]
 			var ch client.Changes
-			if err := c.Send(http.MethodPut, path, dryQuery(dry), withName(&v, args[0]), &ch); err != nil {
+			if err := c.Send(http.MethodPut, path, dryQuery(dry), &v, &ch); err != nil {
 				return err
 			}
 			return g.emitChanges(cmd.OutOrStdout(), ch)
@@ -387,28 +476,10 @@ func (e entity[T]) commands(g *globals) *cobra.Command {
 		c.Flags().BoolVar(&dry, "dry-run", false, "validate and show the changes without writing")
 	}
 	root.AddCommand(list, show, add, setC, del)
-	return root
-}
-
-// withName sets the entity's name field (all entities have "name" as their key).
-func withName[T any](v *T, name string) any {
-	switch x := any(v).(type) {
-	case *model.Host:
-		x.Name = name
-	case *model.Pool:
-		x.Name = name
-	case *model.Mode:
-		x.Name = name
-	case *model.Image:
-		x.Name = name
-	case *model.BootServer:
-		x.Name = name
-	case *model.Exception:
-		x.Name = name
-	case *model.RoleGrant:
-		x.Name = name
+	if e.more != nil {
+		root.AddCommand(e.more(g)...)
 	}
-	return v
+	return root
 }
 
 func importCmd(g *globals) *cobra.Command {

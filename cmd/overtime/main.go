@@ -2,8 +2,10 @@
 // serve`, the API and boot script server), the boot server (`bootserver run`), the node
 // agent (`agent run`, the same command as the desktops' own binary overtime-agent), Slurm's
 // power saving programs (`slurm resume|suspend`) and the API's command-line
-// client (most other subcommands; `ldap init` and `dev` talk to the directory itself).
-// It also runs a container guest's init (container.MaybeInit).
+// client (most other subcommands; `ldap init` talks to the directory itself). It also
+// runs a container guest's init (container.MaybeInit). The development tools (a throwaway
+// slapd, a port forwarded into a network namespace) are another binary, overtime-dev,
+// which is never packaged.
 package main
 
 import (
@@ -83,7 +85,6 @@ func newRootGlobals() (*cobra.Command, *globals) {
 	root.AddCommand(
 		newServeCmd(),
 		newLDAPCmd(),
-		newDevCmd(),
 		newSiteCmd(g),
 		newModeAtCmd(g),
 		newRenderCmd(g),

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overtime-hpc/overtime/internal/cmdline"
-	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/extdir"
 	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
@@ -244,41 +242,6 @@ func newLDAPCmd() *cobra.Command {
 	f.StringVar(&apwf, "admin-password-file", "", "file with the first admin's password (else $OVERTIME_ADMIN_PASSWORD)")
 	ldapCmd.AddCommand(initCmd)
 	return ldapCmd
-}
-
-// newDevCmd holds helpers for demos and development; they are not for production.
-func newDevCmd() *cobra.Command {
-	dev := &cobra.Command{Use: "dev", Short: "Development helpers (throwaway slapd for demos)"}
-	var dir, baseDN, rootPW string
-	var port int
-	slapd := &cobra.Command{
-		Use:   "slapd",
-		Short: "Start a throwaway OpenLDAP slapd with the Overtime schema in DIR (stop with `overtime dev slapd-stop`)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			abs, err := filepath.Abs(dir)
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(abs, 0o700); err != nil {
-				return err
-			}
-			srv, err := slapdenv.Start(abs, slapdenv.Options{Port: port, BaseDN: baseDN, RootPW: rootPW})
-			if err != nil {
-				return err
-			}
-			fmt.Printf("OVERTIME_LDAP_URL=%s\nOVERTIME_LDAP_BASE=%s\nOVERTIME_LDAP_BIND_DN=%s\nSLAPD_PID=%d\n", srv.URL, srv.BaseDN, srv.RootDN, srv.PID)
-			return nil
-		},
-	}
-	slapd.Flags().StringVar(&dir, "dir", "", "directory for the database, config and pid file")
-	slapd.Flags().IntVar(&port, "port", 0, "port on 127.0.0.1 (0: pick a free one)")
-	slapd.Flags().StringVar(&baseDN, "base-dn", "dc=example,dc=org", "base DN")
-	slapd.Flags().StringVar(&rootPW, "root-password", "", "root DN password")
-	_ = slapd.MarkFlagRequired("dir")
-	_ = slapd.MarkFlagRequired("root-password")
-	dev.AddCommand(slapd, newDevForwardCmd())
-	return dev
 }
 
 // useExternalDirectory configures the external directory from its file. A configuration

@@ -1,7 +1,7 @@
 // Package slapdenv runs a throwaway OpenLDAP slapd with the Overtime schema: for the
 // integration tests of the LDAP store (real slapd, no mocks; their testing.TB helpers are
-// in internal/testenv/slapdtest) and for `overtime dev slapd` in `make demo`. It does not
-// import the testing package, so that the overtime binary does not link it.
+// in internal/testenv/slapdtest) and for `overtime-dev slapd` in `make demo`. It does not
+// import the testing package, so that the overtime-dev binary does not link it.
 //
 // Start writes a private slapd.conf into a directory, starts /usr/sbin/slapd listening on
 // 127.0.0.1 only, waits (polling with a deadline) until the server answers an anonymous
@@ -93,7 +93,7 @@ type Options struct {
 	// Attached ties slapd's life to the calling process (Linux parent-death signal), so
 	// that a test binary killed by a timeout leaves no slapd behind. slapdtest.StartT (internal/testenv/slapdtest) sets it.
 	// Without it slapd runs in a session of its own and outlives the caller, as
-	// `overtime dev slapd` needs: stop it with Stop, StopDir or by the PID in slapd.pid.
+	// `overtime-dev slapd` needs: stop it with Stop, StopDir or by the PID in slapd.pid.
 	Attached bool
 }
 

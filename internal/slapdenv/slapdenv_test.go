@@ -271,7 +271,7 @@ func addReq(dn string, kv ...string) *ldap.AddRequest {
 }
 
 // Without Attached, slapd runs in a session of its own (it outlives the caller, as
-// `overtime dev slapd` needs) and can be stopped through its pidfile from elsewhere.
+// `overtime-dev slapd` needs) and can be stopped through its pidfile from elsewhere.
 func TestDetachedStopDir(t *testing.T) {
 	needs.Servers(t, "slapd")
 	dir := t.TempDir()

@@ -5,8 +5,8 @@
 // The packages below internal/testenv are the other test environments (labs of real
 // servers, VMs, Slurm, synthetic sites) and their helpers. Production code imports none
 // of them, and so links no testing package: the binaries' TestBinaryDeps check that. The
-// helpers the binaries share with tests (internal/slapdenv for `overtime dev slapd`,
-// internal/netns for `overtime dev forward`, internal/tools) live outside. Every
+// helpers the binaries share with tests (internal/slapdenv for `overtime-dev slapd`,
+// internal/netns for `overtime-dev forward`, internal/tools) live outside. Every
 // environment that needs real servers or root skips under -short (needs.Servers).
 package testenv
 

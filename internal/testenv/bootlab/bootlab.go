@@ -80,6 +80,13 @@ func Binary(t testing.TB) string {
 	return buildCmd(t, "overtime")
 }
 
+// DevBinary builds the development tools, overtime-dev (its throwaway slapd), once per
+// process.
+func DevBinary(t testing.TB) string {
+	t.Helper()
+	return buildCmd(t, "overtime-dev")
+}
+
 // AgentBinary builds the node agent, overtime-agent, once per process.
 func AgentBinary(t testing.TB) string {
 	t.Helper()
@@ -154,10 +161,10 @@ func Start(t testing.TB, opt Options) *Lab {
 		t.Fatal(err)
 	}
 
-	// slapd, detached (overtime dev slapd), inside the namespace.
-	out, err := ns.Command(bin, "dev", "slapd", "--dir", filepath.Join(dir, "slapd"), "--port", "389", "--root-password", "lab-root-secret").Output()
+	// slapd, detached (overtime-dev slapd), inside the namespace.
+	out, err := ns.Command(DevBinary(t), "slapd", "--dir", filepath.Join(dir, "slapd"), "--port", "389", "--root-password", "lab-root-secret").Output()
 	if err != nil {
-		t.Fatalf("overtime dev slapd: %v\n%s", err, out)
+		t.Fatalf("overtime-dev slapd: %v\n%s", err, out)
 	}
 	l.env = append(l.env, "OVERTIME_LDAP_PASSWORD=lab-root-secret", "OVERTIME_ADMIN_PASSWORD="+AdminPassword)
 	sc := bufio.NewScanner(bytes.NewReader(out))

@@ -1,7 +1,7 @@
 // Package slapdtest holds the testing.TB helpers of internal/slapdenv: a throwaway slapd
 // per test, stopped when the test ends. They live apart from slapdenv because
-// `overtime dev slapd` uses slapdenv's starter, and the production binary must not link
-// the testing package.
+// `overtime-dev slapd` uses slapdenv's starter, and no binary may link the testing
+// package.
 package slapdtest
 
 import (

@@ -14,10 +14,10 @@ import (
 	"github.com/overtime-hpc/overtime/internal/netns"
 )
 
-// newDevForwardCmd forwards a loopback port into a network namespace, so that the demo's
+// newForwardCmd forwards a loopback port into a network namespace, so that the demo's
 // site manager, which runs inside the namespace next to the PXE-booted VMs, answers the
 // CLI and curl on 127.0.0.1 as it would on a real boot server.
-func newDevForwardCmd() *cobra.Command {
+func newForwardCmd() *cobra.Command {
 	var listen, to, ns string
 	cmd := &cobra.Command{
 		Use:   "forward",
