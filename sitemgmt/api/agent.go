@@ -280,7 +280,7 @@ func (s *Server) agentConfig(w http.ResponseWriter, r *http.Request) {
 		if cfg.Guest != nil {
 			guest = []string{cfg.Guest.Guest.Image + "/" + cfg.Guest.Resolved.Version}
 		}
-		s.svc.NoteBooted(host, true, guest, s.opt.Now())
+		s.svc.Images.NoteBooted(host, true, guest, s.opt.Now())
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, cfg)
@@ -298,7 +298,7 @@ func (s *Server) agentConfigFor(snap *service.Snapshot, host string, now time.Ti
 	if h == nil {
 		return nil, &resolve.UnknownHostError{Name: host}
 	}
-	return snap.Resolver.AgentConfig(h, resolve.Query{At: now, BootServer: s.opt.BootServer, Held: s.svc.Held(),
+	return snap.Resolver.AgentConfig(h, resolve.Query{At: now, BootServer: s.opt.BootServer, Held: s.svc.Images.Held(),
 		Interference: s.svc.InterferenceProfile}, b)
 }
 

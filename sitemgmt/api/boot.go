@@ -23,7 +23,7 @@ import (
 // for, and the address the request came in on (the last fallback for a site without
 // boot servers, so that the script's URLs still point somewhere that answers).
 func (s *Server) bootQuery(r *http.Request) resolve.Query {
-	return resolve.Query{At: s.opt.Now(), BootServer: s.opt.BootServer, Self: r.Host, Held: s.svc.Held()}
+	return resolve.Query{At: s.opt.Now(), BootServer: s.opt.BootServer, Self: r.Host, Held: s.svc.Images.Held()}
 }
 
 // bootChain is the DHCP filename for iPXE clients: a two-line script that chains to the
@@ -105,7 +105,7 @@ func (s *Server) renderBoot(w http.ResponseWriter, r *http.Request, mac, kind st
 				given = append(given, e.Mode.Image+"/"+e.Image.Version)
 			}
 		}
-		s.svc.NoteBooted(a.Host.Name, false, given, s.opt.Now())
+		s.svc.Images.NoteBooted(a.Host.Name, false, given, s.opt.Now())
 	}
 	b := a.Boot()
 	b.Timeout = s.opt.MenuTimeout

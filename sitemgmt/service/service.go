@@ -83,7 +83,6 @@ type Service struct {
 	writeMu    sync.Mutex
 	snap       atomic.Pointer[Snapshot]
 	agents     agentState     // heartbeats and job reports (agents.go)
-	images     imageState     // boot servers' verified image versions, versions hosts were given (images.go)
 	power      powerState     // power commands and the audit trail (power.go)
 	state      StateStore     // where they are kept beyond this process (state.go); nil: memory only
 	slurmCache slurmFeedCache // the Slurm feed's last build (slurm.go)
