@@ -491,6 +491,9 @@ func (im *Images) Publish(ctx context.Context, authz Authorizer, store *imagesto
 	if img == nil {
 		return nil, model.NotFound("image", image)
 	}
+	if store == nil {
+		return nil, model.Invalid("this site manager keeps no image store: nothing is staged to publish")
+	}
 	staged, err := store.Stage(ctx, image, version, img.Kind, req)
 	if err != nil {
 		return nil, err
