@@ -17,6 +17,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/images/artefact"
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
+	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/names"
 	"github.com/overtime-hpc/overtime/vocab/wire"
@@ -148,7 +149,7 @@ func (c *Config) verifyDir(st *imageState, rel, dir, want string) error {
 		if files, err = artefact.Verify(dir); err != nil {
 			return err
 		}
-		if !listsRoot(files, want) {
+		if !imagestore.ListsRoot(files, want) { // the site manager's store is held to the same rule
 			return fmt.Errorf("%s: %w: %s lists no root image with the published sha256 %s", dir, artefact.ErrMismatch, artefact.SumsFile, want)
 		}
 	} else {
@@ -162,18 +163,6 @@ func (c *Config) verifyDir(st *imageState, rel, dir, want string) error {
 	}
 	st.Verified[rel] = verifiedDir{RootSHA256: want, Files: stamps}
 	return nil
-}
-
-// listsRoot: the root image (root.squashfs, or for other kinds whichever file the
-// catalogue's sha256 names) is listed with the published sha256.
-func listsRoot(files []artefact.File, want string) bool {
-	hasRoot := slices.ContainsFunc(files, func(f artefact.File) bool { return f.Name == model.ImageRoot })
-	for _, f := range files {
-		if f.SHA256 == want && (f.Name == model.ImageRoot || !hasRoot) {
-			return true
-		}
-	}
-	return false
 }
 
 func mapsEqual(a, b map[string]fileStamp) bool {

@@ -88,8 +88,10 @@ type Server struct {
 	auth     authCache
 	hostAuth hostAuthCache
 	bodies   bodyBudget
-	uploads  uploads
 	metrics  *metrics // GET /metrics (metrics.go)
+
+	// store is the image store, when ImagesDir is set (upload.go).
+	store *imagestore.Store
 }
 
 // New builds the handler tree.

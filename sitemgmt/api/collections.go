@@ -156,9 +156,10 @@ func register[T any](s *Server, c collection[T]) {
 	}))
 }
 
-// addImageVersion publishes a new immutable version of an image.
+// addImageVersion publishes a new immutable version of an image
+// (service.Images.AddVersion, which checks the store's copy when this server keeps the
+// store).
 func (s *Server) addImageVersion(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
 	var v model.ImageVersion
 	if err := decodeJSON(r, &v); err != nil {
 		s.httpError(w, err)
@@ -167,32 +168,6 @@ func (s *Server) addImageVersion(w http.ResponseWriter, r *http.Request) {
 	if v.Created.IsZero() {
 		v.Created = time.Now().UTC().Truncate(time.Second)
 	}
-	add := func(site *model.Site) (int, error) {
-		im := site.Image(name)
-		if im == nil {
-			return 0, model.NotFound("image", name)
-		}
-		if im.Version(v.Version) != nil && v.Version != "" {
-			return 0, model.Conflict("image %s version %s already exists; versions are immutable, publish a new one", name, v.Version)
-		}
-		im.Versions = append(im.Versions, v)
-		return http.StatusCreated, nil
-	}
-	// The store's copy is checked outside the write lock (hashing a multi-GB image takes
-	// seconds), and only for a change the user may make: a dry run first validates and
-	// authorises it.
-	if s.opt.ImagesDir != "" && !dryRun(r) {
-		if _, err := s.svc.Update(r.Context(), principal(r).Check, true, func(site *model.Site) error {
-			_, err := add(site)
-			return err
-		}); err != nil {
-			s.httpError(w, err)
-			return
-		}
-		if err := s.storeCheck(name, &v); err != nil {
-			s.httpError(w, err)
-			return
-		}
-	}
-	s.update(w, r, add)
+	changes, err := s.svc.Images.AddVersion(r.Context(), principal(r).Check, s.store, dryRun(r), r.PathValue("name"), v)
+	s.answerImageWrite(w, r, http.StatusCreated, changes, err)
 }

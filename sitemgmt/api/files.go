@@ -4,11 +4,8 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
-	"os"
-	"path"
-	"strings"
-	"syscall"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
@@ -20,7 +17,7 @@ import (
 // Files come from directories given at start-up (Options.ImagesDir, FilesDir,
 // SyslinuxDir) through os.Root, so no request path can leave them, whatever it contains
 // (.., symlinks pointing out). Only regular files are served; directories are never
-// listed. http.ServeContent answers Range and conditional requests, which iPXE and
+// listed (imagestore.Open decides what may be served). http.ServeContent answers Range and conditional requests, which iPXE and
 // lpxelinux do not need but curl-based tools and resumable downloads use.
 
 // syslinuxModules are the files lpxelinux fetches relative to its path prefix (DHCP
@@ -51,85 +48,50 @@ func (s *Server) fileRoutes() {
 	}
 }
 
-// serveFrom serves the file named by the path value key below dir.
+// serveFrom serves the file named by the path value key below dir; which files may be
+// served is imagestore.Open's rule.
 func (s *Server) serveFrom(dir, key string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue(key)
-		if trimmed := strings.TrimSuffix(name, "/"); trimmed == "" || strings.Contains(name, "\x00") || path.Clean("/"+trimmed) != "/"+trimmed {
+		f, err := imagestore.Open(dir, r.PathValue(key))
+		switch {
+		case err == nil:
+		case errors.Is(err, imagestore.ErrBadPath):
 			writeTextError(w, http.StatusBadRequest, "invalid file path")
 			return
-		}
-		// Nothing below a dot directory is a published file: uploads are staged in
-		// {ImagesDir}/.incoming (upload.go) until they are published.
-		if strings.HasPrefix(name, ".") || strings.Contains(name, "/.") {
-			http.NotFound(w, r)
+		case errors.Is(err, imagestore.ErrNotServed):
+			http.NotFound(w, r) // below a dot directory; a directory, FIFO, device or socket
 			return
-		}
-		root, err := os.OpenRoot(dir)
-		if err != nil {
+		case errors.Is(err, imagestore.ErrDirUnusable):
 			s.opt.Log.Error("boot file directory unusable", "dir", dir, "err", err)
 			writeTextError(w, http.StatusInternalServerError, "boot file directory unusable")
 			return
-		}
-		defer root.Close()
-		// Only regular files: opening a FIFO would block the handler until some writer
-		// came, and a device or socket is nobody's kernel. Checked before opening, and
-		// the open does not block either (O_NONBLOCK, no effect on regular files) in case
-		// the file is swapped in between; the opened file's mode is what counts.
-		fi, err := root.Stat(name)
-		if err == nil && fi.Mode().IsRegular() {
-			var f *os.File
-			if f, err = root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
-				defer f.Close()
-				fi, err = f.Stat()
-				if err == nil && fi.Mode().IsRegular() {
-					// Image versions are immutable: a path names one content for ever.
-					w.Header().Set("Cache-Control", "public, max-age=86400, immutable")
-					w.Header().Set("Content-Type", "application/octet-stream")
-					http.ServeContent(w, r, "", fi.ModTime(), f)
-					return
-				}
-			}
-		}
-		switch {
-		case err == nil:
-			http.NotFound(w, r) // a directory, FIFO, device or socket
 		case errors.Is(err, fs.ErrNotExist):
 			s.opt.Log.Warn("boot file not found", "path", r.URL.Path, "remote", r.RemoteAddr)
 			http.NotFound(w, r)
+			return
 		default:
-			// Escapes from the root (.., symlinks out) land here too.
 			writeTextError(w, http.StatusForbidden, "not a boot file")
+			return
 		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			writeTextError(w, http.StatusForbidden, "not a boot file")
+			return
+		}
+		// Image versions are immutable: a path names one content for ever.
+		w.Header().Set("Cache-Control", "public, max-age=86400, immutable")
+		w.Header().Set("Content-Type", "application/octet-stream")
+		http.ServeContent(w, r, "", fi.ModTime(), f)
 	}
 }
 
 // imageCheck reports why an image version's boot files are not usable on this server,
-// or "" when they are. It runs only when the server serves the images itself
-// (Options.ImagesDir): then a version that is in the catalogue but whose files are not
-// (yet) on disk, or whose root image has another size than published, shows up in the
-// menu as unavailable and the PC falls back instead of fetching a 404 or booting a root
-// that fails its check in the initramfs.
+// or "" when they are (imagestore.Store.Unusable). It runs only when the server serves
+// the images itself (Options.ImagesDir).
 func (s *Server) imageCheck(m *model.Mode, v *model.ImageVersion) string {
-	if s.opt.ImagesDir == "" || v == nil {
+	if s.store == nil {
 		return ""
 	}
-	root, err := os.OpenRoot(s.opt.ImagesDir)
-	if err != nil {
-		return "image directory of the boot server is unusable"
-	}
-	defer root.Close()
-	for _, f := range []string{model.ImageKernel, model.ImageInitrd, model.ImageRoot} {
-		if f == model.ImageKernel && m.Kernel != "" || f == model.ImageInitrd && m.Initrd != "" {
-			continue // the mode brings its own
-		}
-		fi, err := root.Stat(path.Join(v.Path, f))
-		if err != nil || !fi.Mode().IsRegular() {
-			return "image " + m.Image + " " + v.Version + " has no " + f + " on the boot server"
-		}
-		if f == model.ImageRoot && v.Size > 0 && fi.Size() != v.Size {
-			return "image " + m.Image + " " + v.Version + " " + f + " on the boot server has the wrong size"
-		}
-	}
-	return ""
+	return s.store.Unusable(m, v)
 }

@@ -1,19 +1,9 @@
 package api
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 
-	"github.com/overtime-hpc/overtime/images/artefact"
-	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/vocab/model"
-	"github.com/overtime-hpc/overtime/vocab/names"
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
@@ -37,7 +27,7 @@ func (s *Server) getBootImages(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, model.NotFound("boot server", name))
 		return
 	}
-	bi, err := s.svc.BootImages(name)
+	bi, err := s.svc.Images.BootImages(name)
 	if err != nil {
 		s.httpError(w, err)
 		return
@@ -66,11 +56,11 @@ func (s *Server) postBootImages(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	if err := s.svc.ReportBootImages(r.Context(), name, rep.Held, s.opt.Now()); err != nil {
+	if err := s.svc.Images.ReportBootImages(r.Context(), name, rep.Held, s.opt.Now()); err != nil {
 		s.serviceError(w, err)
 		return
 	}
-	bi, err := s.svc.BootImages(name)
+	bi, err := s.svc.Images.BootImages(name)
 	if err != nil {
 		s.httpError(w, err)
 		return
@@ -78,11 +68,9 @@ func (s *Server) postBootImages(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, bi)
 }
 
-// putCurrent switches an image's current version: one attribute of the image entry, so
-// every reader sees the old or the new version, never a mixture. A rollback is the same
-// call with the previous version.
+// putCurrent switches an image's current version (service.Images.SetCurrent). A rollback
+// is the same call with the previous version.
 func (s *Server) putCurrent(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
 	var body struct {
 		Version string `json:"version"`
 	}
@@ -90,28 +78,23 @@ func (s *Server) putCurrent(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	s.update(w, r, func(site *model.Site) (int, error) {
-		im := site.Image(name)
-		if im == nil {
-			return 0, model.NotFound("image", name)
-		}
-		if body.Version != "" && im.Version(body.Version) == nil {
-			return 0, model.Invalid("image %s has no version %q (published: %s)", name, body.Version, versionList(im))
-		}
-		im.Current = body.Version
-		return http.StatusOK, nil
-	})
+	changes, err := s.svc.Images.SetCurrent(r.Context(), principal(r).Check, dryRun(r), r.PathValue("name"), body.Version)
+	s.answerImageWrite(w, r, http.StatusOK, changes, err)
 }
 
-func versionList(im *model.Image) string {
-	var v []string
-	for _, x := range im.Versions {
-		v = append(v, x.Version)
+// answerImageWrite answers a site write of a named operation as update answers its own:
+// counted in the write metrics, the error, or the changes with okStatus (200 when the
+// write changed nothing).
+func (s *Server) answerImageWrite(w http.ResponseWriter, r *http.Request, okStatus int, changes []model.Change, err error) {
+	s.metrics.siteWrite(dryRun(r), changes, err)
+	if err != nil {
+		s.httpError(w, err)
+		return
 	}
-	if len(v) == 0 {
-		return "none"
+	if len(changes) == 0 {
+		okStatus = http.StatusOK
 	}
-	return fmt.Sprint(v)
+	writeJSON(w, okStatus, map[string]any{"dryRun": dryRun(r), "changes": changeList(changes)})
 }
 
 func (s *Server) getDistribution(w http.ResponseWriter, r *http.Request) {
@@ -120,76 +103,16 @@ func (s *Server) getDistribution(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, model.NotFound("image", name))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.svc.ImageStatus(name, s.opt.BootServer, s.opt.Now()))
+	writeJSON(w, http.StatusOK, s.svc.Images.ImageStatus(name, s.opt.BootServer, s.opt.Now()))
 }
 
 // postGC removes unreferenced versions from the catalogue and, when this server has the
-// store (ImagesDir), their directories from it. Only after the catalogue no longer names
-// them: a boot script rendered meanwhile never points at a deleted directory. Which
-// directories may go is imagestore.RemoveVersions' to prove, not this handler's.
+// store (ImagesDir), their directories from it (service.Images.GC).
 func (s *Server) postGC(w http.ResponseWriter, r *http.Request) {
-	p := principal(r)
-	res, err := s.svc.GC(r.Context(), p.Check, dryRun(r), r.URL.Query().Get("image"), s.opt.BootServer, s.opt.Now())
+	res, err := s.svc.Images.GC(r.Context(), principal(r).Check, s.store, dryRun(r), r.URL.Query().Get("image"), s.opt.BootServer, s.opt.Now())
 	if err != nil {
 		s.httpError(w, err)
 		return
 	}
-	if !res.DryRun && s.opt.ImagesDir != "" {
-		lock := func(image, version string) (func(), error) {
-			return s.uploads.exclusive(model.ImageVersionName(image, version))
-		}
-		deleted, left, err := imagestore.RemoveVersions(s.opt.ImagesDir, s.svc.Snapshot().Site, res.Removed, lock)
-		if err != nil {
-			s.opt.Log.Error("gc: the image store cannot be read; no version directory deleted", "err", err)
-		}
-		for _, l := range left {
-			s.opt.Log.Warn("gc: a removed version's directory stays in the image store", "image", l.Image, "version", l.Version, "why", l.Why, "err", l.Err)
-		}
-		res.FilesRemoved = append(res.FilesRemoved, deleted...)
-	}
 	writeJSON(w, http.StatusOK, res)
-}
-
-// storeCheck refuses to publish a version whose directory in this server's store does
-// not hold what is being published: when its SHA256SUMS is there, every file it lists
-// must match (artefact.Verify) and it must list the root image with the published
-// sha256; without a SHA256SUMS, a root image that is there must have the published size.
-// A version whose directory is not in the store (yet) is accepted: its files may be
-// placed on the boot servers by other means, and boot servers verify what they pull.
-func (s *Server) storeCheck(image string, v *model.ImageVersion) error {
-	if s.opt.ImagesDir == "" || model.ValidName("image", image) != nil || names.Version(v.Version) != nil {
-		return nil // Validate reports a bad name
-	}
-	// The version's own directory, whatever path the request states (CheckVersionPaths
-	// refuses any other).
-	path := model.VersionPath(image, v.Version)
-	dir := filepath.Join(s.opt.ImagesDir, filepath.FromSlash(path))
-	files, err := artefact.Verify(dir)
-	switch {
-	case err == nil:
-		for _, f := range files {
-			if f.SHA256 == v.SHA256 && (f.Name == model.ImageRoot || !slices.ContainsFunc(files, func(x artefact.File) bool { return x.Name == model.ImageRoot })) {
-				return nil
-			}
-		}
-		return model.Invalid("refusing to publish image %s %s: %s/%s lists no file with sha256 %s (the root image's)", image, v.Version, path, artefact.SumsFile, v.SHA256)
-	case errors.Is(err, artefact.ErrMismatch):
-		// The error names the file by its path on the server: the client gets the name
-		// below the version's directory only.
-		msg := strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "")
-		if strings.Contains(msg, s.opt.ImagesDir) {
-			s.opt.Log.Warn("image store: refusing a publication", "image", image, "version", v.Version, "err", err)
-			msg = "a file does not match its checksum (the server log names it)"
-		}
-		return model.Invalid("refusing to publish image %s %s: the store's copy in %s is corrupt or truncated: %s", image, v.Version, path, msg)
-	case errors.Is(err, fs.ErrNotExist):
-		fi, serr := os.Stat(filepath.Join(dir, model.ImageRoot))
-		if serr == nil && v.Size > 0 && fi.Size() != v.Size {
-			return model.Invalid("refusing to publish image %s %s: %s/%s in the store has %d bytes, not %d (truncated?)", image, v.Version, path, model.ImageRoot, fi.Size(), v.Size)
-		}
-		return nil
-	default:
-		s.opt.Log.Error("image store: checking a publication failed", "image", image, "version", v.Version, "err", err)
-		return model.Invalid("refusing to publish image %s %s: the store's copy in %s cannot be read (the server log has the details)", image, v.Version, path)
-	}
 }

@@ -31,7 +31,7 @@ type FileCheck func(m *model.Mode, v *model.ImageVersion) string
 // (image gc). Rendering options (render.Boot.Timeout) are the caller's.
 func (hs *Hosts) BootAnswer(mac string, q resolve.Query, files FileCheck) render.Boot {
 	s := hs.s
-	q.Held = s.Held()
+	q.Held = s.Images.Held()
 	a := s.Snapshot().Resolver.MAC(mac, q)
 	if a.Host != nil {
 		var given []string
@@ -43,7 +43,7 @@ func (hs *Hosts) BootAnswer(mac string, q resolve.Query, files FileCheck) render
 				given = append(given, e.Mode.Image+"/"+e.Image.Version)
 			}
 		}
-		s.NoteBooted(a.Host.Name, false, given, q.At)
+		s.Images.NoteBooted(a.Host.Name, false, given, q.At)
 	}
 	b := a.Boot()
 	if files == nil {
@@ -90,7 +90,7 @@ func (hs *Hosts) AgentConfig(host string, req AgentRequest) (*wire.AgentConfig, 
 	if h == nil {
 		return nil, &resolve.UnknownHostError{Name: host}
 	}
-	cfg, err := s.Snapshot().Resolver.AgentConfig(h, resolve.Query{At: req.At, BootServer: req.BootServer, Held: s.Held(),
+	cfg, err := s.Snapshot().Resolver.AgentConfig(h, resolve.Query{At: req.At, BootServer: req.BootServer, Held: s.Images.Held(),
 		Interference: s.Agents.InterferenceProfile}, req.Booted)
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func (hs *Hosts) AgentConfig(host string, req AgentRequest) (*wire.AgentConfig, 
 		if cfg.Guest != nil {
 			guest = []string{cfg.Guest.Guest.Image + "/" + cfg.Guest.Resolved.Version}
 		}
-		s.NoteBooted(host, true, guest, req.At)
+		s.Images.NoteBooted(host, true, guest, req.At)
 	}
 	return cfg, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/names"
@@ -19,7 +20,10 @@ import (
 
 // Images is the site's image versions: which is current, publishing and removing them,
 // and what boot servers hold.
-type Images struct{ s *Service }
+type Images struct {
+	s  *Service
+	st imageState // boot servers' verified image versions, versions hosts were given
+}
 
 // Image distribution state (docs/publishing.md), kept like heartbeats (state.go): in
 // memory, and in the directory when the backend is a StateStore, so that every replica
@@ -145,8 +149,8 @@ func validHeld(held []wire.BootImage) error {
 }
 
 // Held is what boot servers reported holding verified, for resolve.Query.Held.
-func (s *Service) Held() resolve.Held {
-	if h := s.images.index.Load(); h != nil {
+func (im *Images) Held() resolve.Held {
+	if h := im.st.index.Load(); h != nil {
 		return *h
 	}
 	return nil
@@ -156,7 +160,8 @@ func (s *Service) Held() resolve.Held {
 // caller has authorised the boot server's account). Stored when the set changed or the
 // stored report is older than heldRefresh; an error means the directory did not take it
 // (the boot server reports again at its next round).
-func (s *Service) ReportBootImages(ctx context.Context, server string, held []wire.BootImage, now time.Time) error {
+func (im *Images) ReportBootImages(ctx context.Context, server string, held []wire.BootImage, now time.Time) error {
+	s := im.s
 	if s.Snapshot().Site.BootServer(server) == nil {
 		return model.Invalid("unknown boot server %q", server)
 	}
@@ -169,7 +174,7 @@ func (s *Service) ReportBootImages(ctx context.Context, server string, held []wi
 	}
 	sort.Slice(held, func(i, j int) bool { return held[i].Key() < held[j].Key() })
 	d := heldDoc{Server: server, Held: held, Reported: now.UTC()}
-	st := &s.images
+	st := &im.st
 	st.mu.Lock()
 	st.init()
 	st.held[server] = d
@@ -195,13 +200,14 @@ func (s *Service) ReportBootImages(ctx context.Context, server string, held []wi
 
 // BootImages is what boot server server should hold (the resolver's Wanted list) and
 // what it last reported holding.
-func (s *Service) BootImages(server string) (wire.BootImages, error) {
+func (im *Images) BootImages(server string) (wire.BootImages, error) {
+	s := im.s
 	snap := s.Snapshot()
 	if snap.Site.BootServer(server) == nil {
 		return wire.BootImages{}, model.Invalid("unknown boot server %q", server)
 	}
 	out := wire.BootImages{Server: server, Wanted: snap.Resolver.Wanted(server), Held: []wire.BootImage{}}
-	st := &s.images
+	st := &im.st
 	st.mu.Lock()
 	if d, ok := st.held[server]; ok {
 		out.Held, out.Reported = d.Held, d.Reported
@@ -211,8 +217,8 @@ func (s *Service) BootImages(server string) (wire.BootImages, error) {
 }
 
 // HeldBy lists each boot server's last report (for `overtime image list/show`).
-func (s *Service) HeldBy() map[string][]wire.BootImage {
-	st := &s.images
+func (im *Images) HeldBy() map[string][]wire.BootImage {
+	st := &im.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	out := make(map[string][]wire.BootImage, len(st.held))
@@ -225,14 +231,15 @@ func (s *Service) HeldBy() map[string][]wire.BootImage {
 // NoteBooted records that host was given versions ("IMAGE/VERSION") at now, by a boot
 // script (guest false) or in its agent configuration (guest true). Only a change of the
 // set is kept (and written to the store in the background).
-func (s *Service) NoteBooted(host string, guest bool, versions []string, now time.Time) {
+func (im *Images) NoteBooted(host string, guest bool, versions []string, now time.Time) {
+	s := im.s
 	if host == "" {
 		return
 	}
 	versions = slices.Clone(versions)
 	sort.Strings(versions)
 	versions = slices.Compact(versions)
-	st := &s.images
+	st := &im.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.init()
@@ -260,8 +267,8 @@ func (s *Service) NoteBooted(host string, guest bool, versions []string, now tim
 }
 
 // Booted lists what every host was last given.
-func (s *Service) Booted() []resolve.Booted {
-	st := &s.images
+func (im *Images) Booted() []resolve.Booted {
+	st := &im.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	out := make([]resolve.Booted, 0, len(st.booted))
@@ -272,8 +279,9 @@ func (s *Service) Booted() []resolve.Booted {
 }
 
 // syncBooted writes changed booted records until ctx ends (SyncState runs it).
-func (s *Service) syncBooted(ctx context.Context) {
-	st := &s.images
+func (im *Images) syncBooted(ctx context.Context) {
+	s := im.s
+	st := &im.st
 	st.mu.Lock()
 	st.init()
 	kick := st.kick
@@ -321,13 +329,12 @@ func (s *Service) syncBooted(ctx context.Context) {
 // ImageStatus lists every image (or only name) with its versions: sizes, where each is
 // verified or still missing, and what keeps gc from removing it. instance is the boot
 // server this replica answers for (resolve.Query.BootServer).
-func (s *Service) ImageStatus(name, instance string, now time.Time) []wire.ImageStatus {
-	snap := s.Snapshot()
-	return imageStatus(snap, name, s.imageQuery(instance, now), s.HeldBy(), s.Booted())
+func (im *Images) ImageStatus(name, instance string, now time.Time) []wire.ImageStatus {
+	return imageStatus(im.s.Snapshot(), name, im.imageQuery(instance, now), im.HeldBy(), im.Booted())
 }
 
-func (s *Service) imageQuery(instance string, now time.Time) resolve.Query {
-	return resolve.Query{At: now, BootServer: instance, Held: s.Held()}
+func (im *Images) imageQuery(instance string, now time.Time) resolve.Query {
+	return resolve.Query{At: now, BootServer: instance, Held: im.Held()}
 }
 
 func imageStatus(snap *Snapshot, name string, q resolve.Query, heldBy map[string][]wire.BootImage, booted []resolve.Booted) []wire.ImageStatus {
@@ -378,19 +385,22 @@ func imageStatus(snap *Snapshot, name string, q resolve.Query, heldBy map[string
 // GC removes from the catalogue every image version nothing references (resolve.Blockers:
 // not current or newer, not pinned, not what any host resolves to or was last given),
 // judged on the snapshot the write starts from, and authorised like any deletion of
-// versions. It returns the removed versions (with their paths, so that the caller deletes
-// the files from its store; boot servers delete theirs at their next sync) and the kept
-// ones with their blockers. image "" means every image.
-func (s *Service) GC(ctx context.Context, authz Authorizer, dryRun bool, image, instance string, now time.Time) (wire.GCResult, error) {
+// versions. It returns the removed versions (with their paths; boot servers delete their
+// copies at their next sync) and the kept ones with their blockers. image "" means every
+// image. When store is not nil (this server keeps the image store), the removed versions'
+// directories are deleted from it too (FilesRemoved): only after the catalogue no longer
+// names them, so that a boot script rendered meanwhile never points at a deleted
+// directory. Which directories may go is imagestore's to prove.
+func (im *Images) GC(ctx context.Context, authz Authorizer, store *imagestore.Store, dryRun bool, image, instance string, now time.Time) (wire.GCResult, error) {
 	res := wire.GCResult{DryRun: dryRun, Removed: []wire.BootImage{}, Kept: []wire.ImageVersionStatus{}}
-	q, heldBy, booted := s.imageQuery(instance, now), s.HeldBy(), s.Booted()
-	_, err := s.update(ctx, authz, dryRun, func(cur *Snapshot, next *model.Site) error {
+	q, heldBy, booted := im.imageQuery(instance, now), im.HeldBy(), im.Booted()
+	_, err := im.s.update(ctx, authz, dryRun, func(cur *Snapshot, next *model.Site) error {
 		res.Removed, res.Kept = res.Removed[:0], res.Kept[:0]
 		if image != "" && cur.Site.Image(image) == nil {
 			return model.Invalid("unknown image %q", image)
 		}
 		for _, st := range imageStatus(cur, image, q, heldBy, booted) {
-			im := next.Image(st.Name)
+			img := next.Image(st.Name)
 			for _, vs := range st.Versions {
 				if len(vs.Blockers) > 0 {
 					vs.Image = st.Name
@@ -398,10 +408,111 @@ func (s *Service) GC(ctx context.Context, authz Authorizer, dryRun bool, image, 
 					continue
 				}
 				res.Removed = append(res.Removed, wire.BootImage{Image: st.Name, Version: vs.Version, Path: vs.Path, SHA256: vs.SHA256, Size: vs.Size})
-				im.Versions = slices.DeleteFunc(im.Versions, func(v model.ImageVersion) bool { return v.Version == vs.Version })
+				img.Versions = slices.DeleteFunc(img.Versions, func(v model.ImageVersion) bool { return v.Version == vs.Version })
 			}
 		}
 		return nil
 	})
-	return res, err
+	if err != nil || dryRun || store == nil {
+		return res, err
+	}
+	res.FilesRemoved = append(res.FilesRemoved, store.GC(im.s.Snapshot().Site, res.Removed)...)
+	return res, nil
+}
+
+// SetCurrent switches image's current version to version ("": follow the newest), as
+// authz allows: one attribute of the image entry, so every reader sees the old or the new
+// version, never a mixture. A rollback is the same call with the previous version. An
+// unknown image is model.NotFound, an unknown version model.Invalid naming the published
+// ones.
+func (im *Images) SetCurrent(ctx context.Context, authz Authorizer, dryRun bool, image, version string) ([]model.Change, error) {
+	return im.s.Update(ctx, authz, dryRun, func(site *model.Site) error {
+		img := site.Image(image)
+		if img == nil {
+			return model.NotFound("image", image)
+		}
+		if version != "" && img.Version(version) == nil {
+			return model.Invalid("image %s has no version %q (published: %s)", image, version, versionList(img))
+		}
+		img.Current = version
+		return nil
+	})
+}
+
+func versionList(im *model.Image) string {
+	var v []string
+	for _, x := range im.Versions {
+		v = append(v, x.Version)
+	}
+	if len(v) == 0 {
+		return "none"
+	}
+	return fmt.Sprint(v)
+}
+
+// AddVersion registers version v of image in the catalogue, as authz allows. Versions
+// are immutable: one the image already has is a conflict. When store is not nil and this
+// is no dry run, the store's copy of the version is checked first (imagestore
+// Store.CheckVersion): outside the write lock (hashing a multi-GB image takes seconds),
+// and only for a change the caller may make, which a dry run first validates and
+// authorises.
+func (im *Images) AddVersion(ctx context.Context, authz Authorizer, store *imagestore.Store, dryRun bool, image string, v model.ImageVersion) ([]model.Change, error) {
+	add := func(site *model.Site) error {
+		img := site.Image(image)
+		if img == nil {
+			return model.NotFound("image", image)
+		}
+		if img.Version(v.Version) != nil && v.Version != "" {
+			return model.Conflict("image %s version %s already exists; versions are immutable, publish a new one", image, v.Version)
+		}
+		img.Versions = append(img.Versions, v)
+		return nil
+	}
+	if store != nil && !dryRun {
+		if _, err := im.s.Update(ctx, authz, true, add); err != nil {
+			return nil, err
+		}
+		if err := store.CheckVersion(image, &v); err != nil {
+			return nil, err
+		}
+	}
+	return im.s.Update(ctx, authz, dryRun, add)
+}
+
+// Publish turns what is staged in store for image's version into a published,
+// registered version created at now (imagestore's publish.go has the steps). The
+// publication is judged first (authorisation, validation: a dry run of AddVersion), then
+// the files are moved into the store, then the version is written: a refused
+// publication leaves the store as it was, and a write that fails moves the files back
+// into staging, so that the same publish can be retried. With dryRun only the judgement
+// runs.
+func (im *Images) Publish(ctx context.Context, authz Authorizer, store *imagestore.Store, dryRun bool, image, version string, req wire.PublishRequest, now time.Time) ([]model.Change, error) {
+	img := im.s.Snapshot().Site.Image(image)
+	if img == nil {
+		return nil, model.NotFound("image", image)
+	}
+	if store == nil {
+		return nil, model.Invalid("this site manager keeps no image store: nothing is staged to publish")
+	}
+	staged, err := store.Stage(ctx, image, version, img.Kind, req)
+	if err != nil {
+		return nil, err
+	}
+	defer staged.Release()
+	v := model.ImageVersion{Version: version, SHA256: staged.RootSHA256, Size: staged.RootSize,
+		Path: model.VersionPath(image, version), Created: now.UTC().Truncate(time.Second)}
+	changes, err := im.AddVersion(ctx, authz, nil, true, image, v)
+	if err != nil || dryRun {
+		return changes, err
+	}
+	undo, err := staged.Move()
+	if err != nil {
+		return nil, err
+	}
+	if changes, err = im.AddVersion(ctx, authz, nil, false, image, v); err != nil {
+		undo()
+		return changes, err
+	}
+	staged.Done()
+	return changes, nil
 }

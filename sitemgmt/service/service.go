@@ -84,7 +84,6 @@ type Service struct {
 	writeMu    sync.Mutex
 	snap       atomic.Pointer[Snapshot]
 	agents     agentState     // heartbeats and job reports (agents.go)
-	images     imageState     // boot servers' verified image versions, versions hosts were given (images.go)
 	audit      auditState     // the audit trail of site writes and power commands (audit.go)
 	state      StateStore     // where they are kept beyond this process (state.go); nil: memory only
 	slurmCache slurmFeedCache // the Slurm feed's last build (slurm.go)

@@ -320,7 +320,7 @@ func (s *Service) mergeDoc(kind, key string, doc []byte, deleted, live bool) {
 		}
 		s.agents.mergeReport(k, sr, live)
 	case stateBootImages, stateBooted:
-		s.images.mergeDoc(s.log, kind, key, doc, deleted)
+		s.Images.st.mergeDoc(s.log, kind, key, doc, deleted)
 	case statePower:
 		s.Power.state.mergeDoc(s.log, key, doc, deleted)
 	case stateAudit:
@@ -347,7 +347,7 @@ func (s *Service) SyncState(ctx context.Context, finalFlush time.Duration) {
 	}()
 	go func() {
 		defer wg.Done()
-		s.syncBooted(ctx)
+		s.Images.syncBooted(ctx)
 	}()
 	backoff := time.Duration(0)
 	retry := time.NewTimer(time.Hour)

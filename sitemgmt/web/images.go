@@ -2,9 +2,10 @@ package web
 
 // Images: the catalogue of images and their versions (docs/publishing.md), where each
 // version is verified, what uses it, and switching the current version (`overtime image
-// current`, PUT /api/v1/images/{name}/current) — the same one-attribute change through
-// service.Update, authorised like the API's: a site admin for any image, a course-vm
-// image's pool admins and lecturers for that image (authz.fieldRights "current").
+// current`, PUT /api/v1/images/{name}/current) — the same operation,
+// service.Images.SetCurrent, authorised like the API's: a site admin for any image, a
+// course-vm image's pool admins and lecturers for that image (authz.fieldRights
+// "current").
 
 import (
 	"fmt"
@@ -173,7 +174,7 @@ func (u *UI) renderImage(q *Req, im *model.Image, status int, formErr string) {
 	if prev != nil {
 		pg.Rollback = prev.Version
 	}
-	for _, st := range u.svc.ImageStatus(im.Name, u.opt.BootServer, q.Now) {
+	for _, st := range u.svc.Images.ImageStatus(im.Name, u.opt.BootServer, q.Now) {
 		pg.Current = st.Current
 		for _, v := range st.Versions {
 			pg.Versions = append(pg.Versions, VersionRow{ImageVersionStatus: v, SizeText: sizeText(v.Size),
@@ -187,17 +188,10 @@ func (u *UI) renderImage(q *Req, im *model.Image, status int, formErr string) {
 // setCurrent switches im's current version to version ("": follow the newest) as q's
 // user, as PUT /api/v1/images/{name}/current does.
 func (u *UI) setCurrent(q *Req, name, version, done string) {
-	_, err := u.Update(q, false, func(site *model.Site) error {
-		im := site.Image(name)
-		if im == nil {
-			return model.Invalid("no image %s", name)
-		}
-		if version != "" && im.Version(version) == nil {
-			return model.Invalid("image %s has no version %q", name, version)
-		}
-		im.Current = version
-		return nil
-	})
+	changes, err := u.svc.Images.SetCurrent(q.Context(), q.P.Check, false, name, version)
+	if u.opt.OnWrite != nil {
+		u.opt.OnWrite(false, changes, err)
+	}
 	if err != nil {
 		status, msg := ErrorStatus(err)
 		u.imageErr(q, q.Snap.Site.Image(name), status, msg)
