@@ -155,7 +155,7 @@ func (s *Server) authenticateHost(w http.ResponseWriter, r *http.Request, token 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	stored, err := s.svc.HostCredential(ctx, host)
+	stored, err := s.svc.Accounts.HostCredential(ctx, host)
 	if err != nil && !service.IsNotFound(err) {
 		if cached && now.Sub(verified) < s.hostAuth.outageGrace {
 			// Verified before, and not revoked through this server since: keep the
@@ -227,7 +227,7 @@ func (s *Server) revokeCredential(w http.ResponseWriter, r *http.Request) {
 	// Forgotten first, so that the token stops being accepted here at once even when the
 	// directory cannot be written (an outage: see hostAuthCache).
 	s.hostAuth.forget(h.Name)
-	old, err := s.svc.HostCredential(r.Context(), h.Name)
+	old, err := s.svc.Accounts.HostCredential(r.Context(), h.Name)
 	if err == nil {
 		err = s.svc.Backend().SetHostCredential(r.Context(), h.Name, "")
 	}

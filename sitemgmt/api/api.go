@@ -207,7 +207,7 @@ func (s *Server) health() (int, map[string]any) {
 	}
 	code := http.StatusOK
 	var reasons []string
-	if dir := s.svc.Directory(); !dir.Reachable {
+	if dir := s.svc.Accounts.Directory(); !dir.Reachable {
 		code = http.StatusServiceUnavailable
 		reasons = append(reasons, "directory unavailable: "+dir.Err)
 		body["directory_down_since"] = dir.DownSince.UTC().Format(time.RFC3339)
@@ -216,7 +216,7 @@ func (s *Server) health() (int, map[string]any) {
 	// The external directory's outage degrades the server (its users get 503) but does
 	// not make it unready: boot scripts, agents and local users are served as before,
 	// and pulling every replica out of a load balancer would stop all of that too.
-	if ext, ok := s.svc.External(); ok && !ext.Reachable {
+	if ext, ok := s.svc.Accounts.External(); ok && !ext.Reachable {
 		reasons = append(reasons, "external directory unavailable: "+ext.Err)
 		body["external_directory_down_since"] = ext.DownSince.UTC().Format(time.RFC3339)
 	}
@@ -396,7 +396,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		}
 		return ok
 	}
-	if throttled(s.svc.LoginAllowed(uid, from)) {
+	if throttled(s.svc.Accounts.LoginAllowed(uid, from)) {
 		return authz.Principal{}, false
 	}
 	now := time.Now()
@@ -405,7 +405,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
 		var err error
-		login, err = s.svc.Login(ctx, uid, pw, from)
+		login, err = s.svc.Accounts.Login(ctx, uid, pw, from)
 		if throttled(err) {
 			return authz.Principal{}, false
 		}

@@ -95,7 +95,7 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) {
 			s.httpError(w, model.Invalid("the current password (oldPassword) is required"))
 			return
 		}
-		if err := s.svc.Authenticate(r.Context(), uid, in.OldPassword); err != nil {
+		if err := s.svc.Accounts.Authenticate(r.Context(), uid, in.OldPassword); err != nil {
 			if !service.IsInvalidCredentials(err) {
 				writeError(w, http.StatusServiceUnavailable, "directory unavailable; try again")
 				return

@@ -1,13 +1,18 @@
 // Package service is the site manager's core: it keeps a validated, compiled snapshot of
 // the site for readers (boot script requests read it without locks or LDAP round trips)
 // and funnels every write through one path: clone, change, validate, compile the schedule,
-// authorise, diff, write to LDAP in a safe order, swap the snapshot.
+// authorise, diff, write to LDAP in a safe order, swap the snapshot. The snapshot is kept
+// current by periodic reloads and the directory's change feed (sitefeed.go).
 //
 // It also owns the site manager's runtime state, which is not configuration (agents.go):
 // the node agents' heartbeats and job reports, kept outside the site model in the
-// directory so that restarts and replicas agree (state.go), the revision the Slurm
-// feed's long poll waits on, the feed itself and Slurm power saving (slurm.go). The
-// HTTP layer only decodes, authenticates, authorises and encodes around these methods.
+// directory so that restarts and replicas agree (state.go).
+//
+// The business operations are methods of one type a concern, reached through Service's
+// fields: Accounts (directory.go: users, logins and their throttle, host credentials,
+// the directories' health), Slurm (slurm.go: the feed and its long poll, reservations,
+// power saving), and the others listed on Service. The HTTP layer only decodes,
+// authenticates, authorises through these and encodes around them.
 package service
 
 import (
@@ -22,7 +27,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
 	"github.com/overtime-hpc/overtime/vocab/model"
@@ -78,26 +82,19 @@ func newSnapshot(site *model.Site) (*Snapshot, error) {
 
 // Service owns the snapshot and serialises writes.
 type Service struct {
-	backend    Backend
-	log        *slog.Logger
-	writeMu    sync.Mutex
-	snap       atomic.Pointer[Snapshot]
-	agents     agentState     // heartbeats and job reports (agents.go)
-	images     imageState     // boot servers' verified image versions, versions hosts were given (images.go)
-	power      powerState     // power commands and the audit trail (power.go)
-	state      StateStore     // where they are kept beyond this process (state.go); nil: memory only
-	slurmCache slurmFeedCache // the Slurm feed's last build (slurm.go)
-	// directory is the outcome of the last contact with the directory (directory.go).
+	backend Backend
+	log     *slog.Logger
+	writeMu sync.Mutex
+	snap    atomic.Pointer[Snapshot]
+	agents  agentState // heartbeats and job reports (agents.go)
+	images  imageState // boot servers' verified image versions, versions hosts were given (images.go)
+	power   powerState // power commands and the audit trail (power.go)
+	state   StateStore // where they are kept beyond this process (state.go); nil: memory only
+	// directory is the outcome of the last contact with the directory: every reload,
+	// login and credential check notes it (directory.go, Accounts.Directory tells it).
 	directory directoryState
-	// feed is the directory's change feed (feed.go).
+	// feed is the directory's change feed (sitefeed.go).
 	feed feedState
-	// ext is the external directory, if any, and extState the outcome of the last
-	// contact with it (directory.go).
-	ext      atomic.Pointer[ExternalDirectory]
-	extState directoryState
-	// logins throttles failed logins (directory.go, sitemgmt/loginguard); nil until the
-	// first login or SetLoginGuard.
-	logins atomic.Pointer[loginguard.Guard]
 
 	// The named operations, one type a concern. Service itself keeps the snapshot, the
 	// one write path (Update) and the runtime state's persistence; the front ends call
@@ -108,7 +105,7 @@ type Service struct {
 	Power    *Power    // power commands and wakes (power.go)
 	Agents   *Agents   // heartbeats, owner state and job reports (agents.go)
 	Accounts *Accounts // users, logins and the directories (directory.go)
-	Slurm    *Slurm    // the Slurm feed, reservations and power saving (slurm.go, feed.go)
+	Slurm    *Slurm    // the Slurm feed, reservations and power saving (slurm.go)
 }
 
 // New loads the site and compiles it. A directory whose content does not validate is
@@ -308,7 +305,7 @@ func (s *Service) checkSiteAdmins(ctx context.Context, cur, next *model.Site, ch
 		if before[uid] {
 			continue
 		}
-		ok, err := s.userExists(ctx, uid, local)
+		ok, err := s.Accounts.userExists(ctx, uid, local)
 		if err != nil {
 			return err
 		}
@@ -321,7 +318,7 @@ func (s *Service) checkSiteAdmins(ctx context.Context, cur, next *model.Site, ch
 	}
 	loginAdmin := func(site *model.Site) (bool, error) {
 		for _, uid := range slices.Sorted(maps.Keys(siteAdmins(site))) {
-			ok, err := s.userExists(ctx, uid, local)
+			ok, err := s.Accounts.userExists(ctx, uid, local)
 			if ok || err != nil {
 				return ok, err
 			}
