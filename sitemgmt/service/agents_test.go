@@ -33,7 +33,7 @@ func memService(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Service{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := newService(nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.snap.Store(snap)
 	return s
 }

@@ -114,13 +114,20 @@ func New(ctx context.Context, b Backend, log *slog.Logger) (*Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{backend: b, log: log}
-	s.Bookings, s.Images, s.Hosts, s.Power = &Bookings{s: s}, &Images{s: s}, &Hosts{s: s}, &Power{s: s}
-	s.Agents, s.Accounts, s.Slurm = &Agents{s: s}, &Accounts{s: s}, &Slurm{s: s}
+	s := newService(b, log)
 	if err := s.Reload(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newService is a Service with its concerns wired to it and no snapshot yet (New loads
+// one; the package's tests store one of their own).
+func newService(b Backend, log *slog.Logger) *Service {
+	s := &Service{backend: b, log: log}
+	s.Bookings, s.Images, s.Hosts, s.Power = &Bookings{s: s}, &Images{s: s}, &Hosts{s: s}, &Power{s: s}
+	s.Agents, s.Accounts, s.Slurm = &Agents{s: s}, &Accounts{s: s}, &Slurm{s: s}
+	return s
 }
 
 // Snapshot returns the current snapshot (never nil after New).

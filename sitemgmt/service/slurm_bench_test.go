@@ -50,7 +50,7 @@ func feedFanout(b *testing.B, site *model.Site, k int, shared bool, d time.Durat
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &Service{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := newService(nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.snap.Store(snap)
 	now := time.Now()
 	beat := func(i int, seq uint64) {
