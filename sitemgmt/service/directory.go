@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/authz"
 	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
@@ -285,4 +286,130 @@ func (a *Accounts) External() (h DirectoryHealth, ok bool) {
 		h.Reachable = true
 	}
 	return h, true
+}
+
+// ---- directory users (ou=people) ----
+//
+// The user operations carry their own authorisation, so that every front end (the JSON
+// API, and any later web or CLI path) asks the same questions: site admins list, create
+// and delete users; every user may change their own password, giving the current one,
+// and site admins anyone's.
+
+// MinPasswordLen is the shortest password Overtime sets.
+const MinPasswordLen = 8
+
+// DirectoryUnavailable is an operation that needed the directory's answer and could not
+// get it: not a refusal, so the front ends answer "try again" (HTTP 503), never "wrong
+// password".
+type DirectoryUnavailable struct{ Err error }
+
+func (e *DirectoryUnavailable) Error() string { return "directory unavailable: " + e.Err.Error() }
+func (e *DirectoryUnavailable) Unwrap() error { return e.Err }
+
+// MayManageUsers is nil when p may list, create and delete directory users: only a site
+// admin may.
+func (a *Accounts) MayManageUsers(p authz.Principal) error {
+	if !p.SiteAdmin {
+		return &authz.Forbidden{Msg: "user " + p.UID + " may not manage users: only a site admin may"}
+	}
+	return nil
+}
+
+// Users lists the directory's users (ou=people; never nil), for p.
+func (a *Accounts) Users(ctx context.Context, p authz.Principal) ([]model.User, error) {
+	if err := a.MayManageUsers(p); err != nil {
+		return nil, err
+	}
+	users, err := a.s.backend.Users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if users == nil {
+		users = []model.User{}
+	}
+	return users, nil
+}
+
+// PutUser creates user uid in ou=people or, when it exists, sets its display name
+// (displayName; "": the uid) and password, for p.
+func (a *Accounts) PutUser(ctx context.Context, p authz.Principal, uid, displayName, password string) error {
+	if err := a.MayManageUsers(p); err != nil {
+		return err
+	}
+	if err := model.ValidUID(uid); err != nil {
+		return err
+	}
+	if err := checkPassword(password); err != nil {
+		return err
+	}
+	if displayName == "" {
+		displayName = uid
+	}
+	return a.s.backend.PutUser(ctx, uid, displayName, password)
+}
+
+// DeleteUser deletes user uid from ou=people, for p; an unknown uid is a
+// *model.NotFoundError.
+func (a *Accounts) DeleteUser(ctx context.Context, p authz.Principal, uid string) error {
+	if err := a.MayManageUsers(p); err != nil {
+		return err
+	}
+	if uid == p.UID {
+		// The last site admin deleting themselves would leave nobody to manage users.
+		return model.Conflict("user %s may not delete their own account", uid)
+	}
+	return userError(a.s.backend.DeleteUser(ctx, uid), uid)
+}
+
+// MaySetPassword is nil when p may set uid's password: their own, unless they are a user
+// of the external directory (whose passwords are set there), or, for a site admin,
+// anyone's.
+func (a *Accounts) MaySetPassword(p authz.Principal, uid string) error {
+	if !p.SiteAdmin && uid != p.UID {
+		return &authz.Forbidden{Msg: "user " + p.UID + " may only change their own password"}
+	}
+	if p.External && uid == p.UID {
+		return model.Conflict("user %s is a user of the external directory: change the password there", uid)
+	}
+	return nil
+}
+
+// SetPassword sets uid's password for p (MaySetPassword). A user who is not a site admin
+// proves the current password (old) again, not only the request's credentials, as
+// passwd(1) asks too: a wrong one is refused (*authz.Forbidden), and a directory that
+// cannot be asked is a *DirectoryUnavailable. An unknown uid is a *model.NotFoundError.
+func (a *Accounts) SetPassword(ctx context.Context, p authz.Principal, uid, old, password string) error {
+	if err := a.MaySetPassword(p, uid); err != nil {
+		return err
+	}
+	if err := checkPassword(password); err != nil {
+		return err
+	}
+	if !p.SiteAdmin {
+		if old == "" {
+			return model.Invalid("the current password (oldPassword) is required")
+		}
+		if err := a.Authenticate(ctx, uid, old); err != nil {
+			if !IsInvalidCredentials(err) {
+				return &DirectoryUnavailable{Err: err}
+			}
+			return &authz.Forbidden{Msg: "the current password is wrong"}
+		}
+	}
+	return userError(a.s.backend.SetPassword(ctx, uid, password), uid)
+}
+
+func checkPassword(password string) error {
+	if len(password) < MinPasswordLen {
+		return model.Invalid("password too short: at least %d characters", MinPasswordLen)
+	}
+	return nil
+}
+
+// userError turns the store's "no such user" into a *model.NotFoundError (404).
+func userError(err error, uid string) error {
+	if IsNotFound(err) {
+		return model.NotFound("user", uid)
+	}
+	return err
 }
