@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/hostcred"
 	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
@@ -247,6 +248,63 @@ func (a *Accounts) HostCredential(ctx context.Context, host string) (string, err
 	hash, err := a.s.backend.HostCredential(ctx, host)
 	a.noteContact(err, IsNotFound(err))
 	return hash, err
+}
+
+// MayManageHostCredential is host (by name) when p may issue and revoke its agent
+// credential (authz.Principal.CheckHostCredential: a site admin or an admin of its pool);
+// an unknown host is a *model.NotFoundError.
+func (a *Accounts) MayManageHostCredential(p authz.Principal, host string) (*model.Host, error) {
+	h := a.s.Snapshot().Host(host)
+	if h == nil {
+		return nil, model.NotFound("host", host)
+	}
+	if err := p.CheckHostCredential(h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// IssueHostCredential makes a new token for host's node agent, for p, replacing any
+// previous one, and returns it: the directory keeps only its hash, so this is the only
+// time it is seen.
+func (a *Accounts) IssueHostCredential(ctx context.Context, p authz.Principal, host string) (string, error) {
+	h, err := a.MayManageHostCredential(p, host)
+	if err != nil {
+		return "", err
+	}
+	tok, err := hostcred.New(h.Name)
+	if err != nil {
+		return "", err
+	}
+	if err := a.s.backend.SetHostCredential(ctx, h.Name, hostcred.Hash(tok)); err != nil {
+		return "", hostError(err, h.Name)
+	}
+	return tok, nil
+}
+
+// RevokeHostCredential removes host's agent credential, for p, and reports whether it had
+// one.
+func (a *Accounts) RevokeHostCredential(ctx context.Context, p authz.Principal, host string) (bool, error) {
+	h, err := a.MayManageHostCredential(p, host)
+	if err != nil {
+		return false, err
+	}
+	old, err := a.HostCredential(ctx, h.Name)
+	if err == nil {
+		err = a.s.backend.SetHostCredential(ctx, h.Name, "")
+	}
+	if err != nil {
+		return false, hostError(err, h.Name)
+	}
+	return old != "", nil
+}
+
+// hostError turns the store's "no such entry" for a host into a *model.NotFoundError.
+func hostError(err error, host string) error {
+	if IsNotFound(err) {
+		return model.NotFound("host", host)
+	}
+	return err
 }
 
 // noteContact records the outcome of a contact with the directory: reachable when it

@@ -133,9 +133,6 @@ func newService(b Backend, log *slog.Logger) *Service {
 // Snapshot returns the current snapshot (never nil after New).
 func (s *Service) Snapshot() *Snapshot { return s.snap.Load() }
 
-// Backend gives access to the store for operations outside the site model (users).
-func (s *Service) Backend() Backend { return s.backend }
-
 // Reload reads the whole site from LDAP, picking up edits made behind the service's back
 // (e.g. ldapmodify). If the directory no longer validates, the previous snapshot is kept
 // and the error returned, so a bad manual edit cannot take boot service down.

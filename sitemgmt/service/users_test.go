@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/hostcred"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
@@ -15,6 +16,7 @@ type userStore struct {
 	Backend // the site model's methods: not used by the user operations
 	pw      map[string]string
 	down    bool
+	creds   map[string]string // host -> hash of its agent credential
 }
 
 type userStoreErr struct{ invalid, notFound bool }
@@ -75,6 +77,25 @@ func (u *userStore) SetPassword(_ context.Context, uid, password string) error {
 		return err
 	}
 	u.pw[uid] = password
+	return nil
+}
+
+func (u *userStore) HostCredential(_ context.Context, host string) (string, error) {
+	if u.down {
+		return "", errors.New("ldap: connection refused")
+	}
+	return u.creds[host], nil
+}
+
+func (u *userStore) SetHostCredential(_ context.Context, host, hash string) error {
+	if u.down {
+		return errors.New("ldap: connection refused")
+	}
+	if hash == "" {
+		delete(u.creds, host)
+	} else {
+		u.creds[host] = hash
+	}
 	return nil
 }
 
@@ -190,4 +211,69 @@ func samePasswords(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestAccountsHostCredentials: who may issue and revoke a host's agent credential, that
+// the directory keeps only the hash of the token issued, and what revoking reports.
+func TestAccountsHostCredentials(t *testing.T) {
+	ctx := context.Background()
+	site := &model.Site{
+		Name: "t", Timezone: "UTC", DefaultMode: "desktop",
+		Modes: []model.Mode{{Name: "desktop", Kind: model.KindDesktop}},
+		Pools: []model.Pool{{Name: "lab"}, {Name: "other"}},
+		Hosts: []model.Host{
+			{Name: "pc1", MAC: "52:54:00:00:00:01", Pool: "lab"},
+			{Name: "pc2", MAC: "52:54:00:00:00:02", Pool: "other"},
+		},
+	}
+	snap, err := newSnapshot(site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		p         authz.Principal
+		host      string
+		had, down bool
+		want      string
+	}{
+		{name: "site admin", p: userSiteAdmin, host: "pc2", want: kindOK},
+		{name: "site admin, host had one", p: userSiteAdmin, host: "pc2", had: true, want: kindOK},
+		{name: "admin of the host's pool", p: userAlice, host: "pc1", want: kindOK},
+		{name: "admin of another pool", p: userAlice, host: "pc2", want: kindForbidden},
+		{name: "unknown host", p: userSiteAdmin, host: "pc9", want: kindNotFound},
+		{name: "directory down", p: userSiteAdmin, host: "pc1", down: true, want: kindStoreFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &userStore{creds: map[string]string{}, down: tc.down}
+			if tc.had {
+				st.creds[tc.host] = "old-hash"
+			}
+			s := newService(st, nil)
+			s.snap.Store(snap)
+			tok, err := s.Accounts.IssueHostCredential(ctx, tc.p, tc.host)
+			if got := kindOf(err); got != tc.want {
+				t.Fatalf("issue: %v (%s), want %s", err, got, tc.want)
+			}
+			if err != nil {
+				if _, ok := st.creds[tc.host]; ok != tc.had {
+					t.Errorf("a refused issue changed the credentials: %v", st.creds)
+				}
+				if _, err := s.Accounts.RevokeHostCredential(ctx, tc.p, tc.host); kindOf(err) != tc.want {
+					t.Errorf("revoke: %v, want %s", err, tc.want)
+				}
+				return
+			}
+			if tok == "" || st.creds[tc.host] != hostcred.Hash(tok) || !hostcred.Verify(tok, st.creds[tc.host]) {
+				t.Fatalf("token %q, stored %q: want the token's hash stored", tok, st.creds[tc.host])
+			}
+			had, err := s.Accounts.RevokeHostCredential(ctx, tc.p, tc.host)
+			if err != nil || !had || len(st.creds) != 0 {
+				t.Fatalf("revoke: had %v, %v, left %v", had, err, st.creds)
+			}
+			if had, err = s.Accounts.RevokeHostCredential(ctx, tc.p, tc.host); err != nil || had {
+				t.Fatalf("revoke again: had %v, %v; want false", had, err)
+			}
+		})
+	}
 }
