@@ -363,7 +363,7 @@ func (c *authCache) store(uid, pw string, login service.Login, now time.Time) {
 }
 
 // authenticate checks HTTP Basic credentials by an LDAP bind as the user (Overtime's own
-// directory first, then the external one: service.Service.Login), or a node agent's
+// directory first, then the external one: service.Accounts.Login), or a node agent's
 // bearer token (authenticateHost). Roles: the site's grants for the uid and, for an
 // external user, those its groups map to.
 //

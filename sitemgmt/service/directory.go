@@ -16,10 +16,12 @@ import (
 )
 
 // Accounts is the site's users, their logins and the directories behind them: who may log
-// in (Login, with its throttle), the user operations of the directory's ou=people
-// (Users, CreateUser, DeleteUser, SetPassword, each with its authorisation), the node
-// agents' credentials, and what the service last learnt about the directory and the
-// external directory (Directory, External).
+// in (Login, with its throttle), the user operations of the directory's ou=people (Users,
+// PutUser, DeleteUser, SetPassword), the node agents' credentials (HostCredential,
+// IssueHostCredential, RevokeHostCredential), and what the service last learnt about the
+// directory and the external directory (Directory, External). Each operation a front end
+// calls for a user carries its own authorisation, so the JSON API, the web UI and the CLI
+// (through the API) are refused alike.
 type Accounts struct {
 	s *Service
 	// ext is the external directory, if any, and extState the outcome of the last
