@@ -260,11 +260,11 @@ func useExternalDirectory(ctx context.Context, svc *service.Service, path string
 	if d.Plaintext() {
 		log.Warn("external directory without TLS (tls mode plain): passwords cross the network readable", "urls", d.URLs())
 	}
-	svc.SetExternal(d)
+	svc.Accounts.SetExternal(d)
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	err = d.Check(cctx)
-	svc.NoteExternal(err)
+	svc.Accounts.NoteExternal(err)
 	if err != nil {
 		log.Error("external directory unavailable at start; its users get 503 until it answers", "err", err)
 	} else {

@@ -43,6 +43,6 @@ func NewThrottled(t *testing.T, trusted string) (*Env, *ManualClock, loginguard.
 	cfg := loginguard.Default
 	cfg.FailureFloor = 0
 	cfg.Now = clk.Now
-	e.Svc.SetLoginGuard(loginguard.New(cfg))
+	e.Svc.Accounts.SetLoginGuard(loginguard.New(cfg))
 	return e, clk, cfg
 }

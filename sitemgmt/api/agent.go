@@ -156,7 +156,7 @@ func (s *Server) authenticateHost(w http.ResponseWriter, r *http.Request, token 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	stored, err := s.svc.HostCredential(ctx, host)
+	stored, err := s.svc.Accounts.HostCredential(ctx, host)
 	if err != nil && !service.IsNotFound(err) {
 		if cached && now.Sub(verified) < s.hostAuth.outageGrace {
 			// Verified before, and not revoked through this server since: keep the
@@ -179,70 +179,38 @@ func (s *Server) authenticateHost(w http.ResponseWriter, r *http.Request, token 
 
 // ---- credentials ----
 
-func (s *Server) credentialTarget(w http.ResponseWriter, r *http.Request) (*model.Host, bool) {
-	p := principal(r)
-	name := r.PathValue("name")
-	h := s.svc.Snapshot().Host(name)
-	if h == nil {
-		s.httpError(w, model.NotFound("host", name))
-		return nil, false
-	}
-	if err := p.CheckHostCredential(h); err != nil {
-		s.httpError(w, err)
-		return nil, false
-	}
-	return h, true
-}
-
 // createCredential issues a new token for the host, replacing any previous one, and
 // answers with it; the directory keeps only its hash, so this is the only time it is seen.
 func (s *Server) createCredential(w http.ResponseWriter, r *http.Request) {
-	h, ok := s.credentialTarget(w, r)
-	if !ok {
-		return
-	}
-	tok, err := hostcred.New(h.Name)
+	name := r.PathValue("name")
+	tok, err := s.svc.Accounts.IssueHostCredential(r.Context(), principal(r), name)
 	if err != nil {
 		s.httpError(w, err)
 		return
 	}
-	if err := s.svc.Backend().SetHostCredential(r.Context(), h.Name, hostcred.Hash(tok)); err != nil {
-		if service.IsNotFound(err) {
-			s.httpError(w, model.NotFound("host", h.Name))
-			return
-		}
-		s.httpError(w, err)
-		return
-	}
-	s.hostAuth.forget(h.Name)
-	s.opt.Log.Info("host credential issued", "host", h.Name, "by", principal(r).UID)
+	s.hostAuth.forget(name)
+	s.opt.Log.Info("host credential issued", "host", name, "by", principal(r).UID)
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, wire.HostCredential{Host: h.Name, Token: tok, Created: s.opt.Now().UTC().Truncate(time.Second)})
+	writeJSON(w, http.StatusCreated, wire.HostCredential{Host: name, Token: tok, Created: s.opt.Now().UTC().Truncate(time.Second)})
 }
 
 func (s *Server) revokeCredential(w http.ResponseWriter, r *http.Request) {
-	h, ok := s.credentialTarget(w, r)
-	if !ok {
+	p, name := principal(r), r.PathValue("name")
+	if _, err := s.svc.Accounts.MayManageHostCredential(p, name); err != nil {
+		s.httpError(w, err)
 		return
 	}
 	// Forgotten first, so that the token stops being accepted here at once even when the
 	// directory cannot be written (an outage: see hostAuthCache).
-	s.hostAuth.forget(h.Name)
-	old, err := s.svc.HostCredential(r.Context(), h.Name)
-	if err == nil {
-		err = s.svc.Backend().SetHostCredential(r.Context(), h.Name, "")
-	}
+	s.hostAuth.forget(name)
+	had, err := s.svc.Accounts.RevokeHostCredential(r.Context(), p, name)
 	if err != nil {
-		if service.IsNotFound(err) {
-			s.httpError(w, model.NotFound("host", h.Name))
-			return
-		}
 		s.httpError(w, err)
 		return
 	}
-	s.hostAuth.forget(h.Name)
-	s.opt.Log.Info("host credential revoked", "host", h.Name, "by", principal(r).UID, "had", old != "")
-	writeJSON(w, http.StatusOK, wire.CredentialRevoked{Host: h.Name, Revoked: old != ""})
+	s.hostAuth.forget(name)
+	s.opt.Log.Info("host credential revoked", "host", name, "by", p.UID, "had", had)
+	writeJSON(w, http.StatusOK, wire.CredentialRevoked{Host: name, Revoked: had})
 }
 
 // ---- configuration ----

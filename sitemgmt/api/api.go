@@ -209,7 +209,7 @@ func (s *Server) health() (int, map[string]any) {
 	}
 	code := http.StatusOK
 	var reasons []string
-	if dir := s.svc.Directory(); !dir.Reachable {
+	if dir := s.svc.Accounts.Directory(); !dir.Reachable {
 		code = http.StatusServiceUnavailable
 		reasons = append(reasons, "directory unavailable: "+dir.Err)
 		body["directory_down_since"] = dir.DownSince.UTC().Format(time.RFC3339)
@@ -218,7 +218,7 @@ func (s *Server) health() (int, map[string]any) {
 	// The external directory's outage degrades the server (its users get 503) but does
 	// not make it unready: boot scripts, agents and local users are served as before,
 	// and pulling every replica out of a load balancer would stop all of that too.
-	if ext, ok := s.svc.External(); ok && !ext.Reachable {
+	if ext, ok := s.svc.Accounts.External(); ok && !ext.Reachable {
 		reasons = append(reasons, "external directory unavailable: "+ext.Err)
 		body["external_directory_down_since"] = ext.DownSince.UTC().Format(time.RFC3339)
 	}
@@ -365,7 +365,7 @@ func (c *authCache) store(uid, pw string, login service.Login, now time.Time) {
 }
 
 // authenticate checks HTTP Basic credentials by an LDAP bind as the user (Overtime's own
-// directory first, then the external one: service.Service.Login), or a node agent's
+// directory first, then the external one: service.Accounts.Login), or a node agent's
 // bearer token (authenticateHost). Roles: the site's grants for the uid and, for an
 // external user, those its groups map to.
 //
@@ -398,7 +398,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		}
 		return ok
 	}
-	if throttled(s.svc.LoginAllowed(uid, from)) {
+	if throttled(s.svc.Accounts.LoginAllowed(uid, from)) {
 		return authz.Principal{}, false
 	}
 	now := time.Now()
@@ -407,7 +407,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (authz.Pri
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
 		var err error
-		login, err = s.svc.Login(ctx, uid, pw, from)
+		login, err = s.svc.Accounts.Login(ctx, uid, pw, from)
 		if throttled(err) {
 			return authz.Principal{}, false
 		}
@@ -689,41 +689,4 @@ func sameWall(t, wall time.Time) bool {
 	y, mo, d := t.Date()
 	wy, wmo, wd := wall.Date()
 	return y == wy && mo == wmo && d == wd && t.Hour() == wall.Hour() && t.Minute() == wall.Minute() && t.Second() == wall.Second()
-}
-
-// UserRequest is the body of POST /api/v1/users.
-type UserRequest struct {
-	UID      string `json:"uid"`
-	Name     string `json:"name"`
-	Password string `json:"password"`
-}
-
-func (s *Server) putUser(w http.ResponseWriter, r *http.Request) {
-	p := principal(r)
-	if !p.SiteAdmin {
-		writeError(w, http.StatusForbidden, "user "+p.UID+" may not manage users: only a site admin may")
-		return
-	}
-	var in UserRequest
-	if err := decodeJSON(r, &in); err != nil {
-		s.httpError(w, err)
-		return
-	}
-	if err := model.ValidUID(in.UID); err != nil {
-		s.httpError(w, err)
-		return
-	}
-	if len(in.Password) < 8 {
-		s.httpError(w, model.Invalid("password too short: at least 8 characters"))
-		return
-	}
-	if in.Name == "" {
-		in.Name = in.UID
-	}
-	if err := s.svc.Backend().PutUser(r.Context(), in.UID, in.Name, in.Password); err != nil {
-		s.httpError(w, err)
-		return
-	}
-	s.auth.forget(in.UID)
-	writeJSON(w, http.StatusOK, map[string]any{"uid": in.UID})
 }

@@ -63,7 +63,7 @@ func (e uniEnv) use(t *testing.T, c extdir.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Svc.SetExternal(d)
+	e.Svc.Accounts.SetExternal(d)
 }
 
 func (e uniEnv) whoami(t *testing.T, user, pw string) []string {

@@ -279,8 +279,8 @@ func (c *siteCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descStateWrites, prometheus.CounterValue, float64(w.Failed), w.Kind, "failed")
 	}
 	ch <- prometheus.MustNewConstMetric(descStatePending, prometheus.GaugeValue, float64(s.svc.StatePending()))
-	ch <- prometheus.MustNewConstMetric(descDir, prometheus.GaugeValue, up(s.svc.Directory().Reachable), "overtime")
-	if ext, ok := s.svc.External(); ok {
+	ch <- prometheus.MustNewConstMetric(descDir, prometheus.GaugeValue, up(s.svc.Accounts.Directory().Reachable), "overtime")
+	if ext, ok := s.svc.Accounts.External(); ok {
 		ch <- prometheus.MustNewConstMetric(descDir, prometheus.GaugeValue, up(ext.Reachable), "external")
 	}
 }

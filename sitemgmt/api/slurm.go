@@ -84,7 +84,7 @@ func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(time.Duration(n*float64(time.Second)), maxSlurmWait)
 	}
-	feed, err := s.svc.SlurmFeedJSON(r.Context(), since, base, wait, s.opt.Now)
+	feed, err := s.svc.Slurm.FeedJSON(r.Context(), since, base, wait, s.opt.Now)
 	if err != nil {
 		return // the client went away during the long poll
 	}
@@ -113,7 +113,7 @@ func (s *Server) slurmReservations(w http.ResponseWriter, r *http.Request) {
 		}
 		horizon = d
 	}
-	writeJSON(w, http.StatusOK, s.svc.SlurmReservations(s.opt.Now(), horizon))
+	writeJSON(w, http.StatusOK, s.svc.Slurm.Reservations(s.opt.Now(), horizon))
 }
 
 // slurmPower answers Slurm's power saving programs: the caller must administer every
@@ -137,7 +137,7 @@ func (s *Server) slurmPower(resume bool) http.HandlerFunc {
 				}
 			}
 		}
-		results, err := s.svc.SlurmPower(r.Context(), p.Check, dryRun(r), resume, req, s.opt.Now())
+		results, err := s.svc.Slurm.PowerSave(r.Context(), p.Check, dryRun(r), resume, req, s.opt.Now())
 		if err != nil {
 			s.httpError(w, err)
 			return

@@ -1,14 +1,24 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
-	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // Directory users: site admins list, create (putUser) and delete them; every user may
-// change their own password, giving the current one, and site admins anyone's.
+// change their own password, giving the current one, and site admins anyone's. Who may do
+// what, and what a password must be, is decided by the service's operations
+// (service.Accounts: Users, PutUser, DeleteUser, SetPassword); these handlers decode,
+// call them and encode.
+
+// UserRequest is the body of POST /api/v1/users.
+type UserRequest struct {
+	UID      string `json:"uid"`
+	Name     string `json:"name"`
+	Password string `json:"password"`
+}
 
 // PasswordRequest is the body of PUT /api/v1/users/{uid}/password. OldPassword is
 // required unless the caller is a site admin.
@@ -17,9 +27,6 @@ type PasswordRequest struct {
 	Password    string `json:"password"`
 }
 
-// minPasswordLen is the shortest password the API sets.
-const minPasswordLen = 8
-
 func (s *Server) userRoutes() {
 	m := s.mux
 	m.HandleFunc("GET /api/v1/users", s.anyUser(s.listUsers))
@@ -27,41 +34,39 @@ func (s *Server) userRoutes() {
 	m.HandleFunc("PUT /api/v1/users/{uid}/password", s.anyUser(s.setPassword))
 }
 
-func siteAdminOnly(w http.ResponseWriter, r *http.Request) bool {
-	if p := principal(r); !p.SiteAdmin {
-		writeError(w, http.StatusForbidden, "user "+p.UID+" may not manage users: only a site admin may")
-		return false
-	}
-	return true
-}
-
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) {
-	if !siteAdminOnly(w, r) {
-		return
-	}
-	users, err := s.svc.Backend().Users(r.Context())
+	users, err := s.svc.Accounts.Users(r.Context(), principal(r))
 	if err != nil {
-		s.httpError(w, err)
+		s.userError(w, err)
 		return
-	}
-	if users == nil {
-		users = []model.User{}
 	}
 	writeJSON(w, http.StatusOK, users)
 }
 
-func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request) {
-	if !siteAdminOnly(w, r) {
+func (s *Server) putUser(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	// Refused before the body is read, as before the rules moved to the service.
+	if err := s.svc.Accounts.MayManageUsers(p); err != nil {
+		s.userError(w, err)
 		return
 	}
-	uid := r.PathValue("uid")
-	if uid == principal(r).UID {
-		// The last site admin deleting themselves would leave nobody to manage users.
-		writeError(w, http.StatusConflict, "user "+uid+" may not delete their own account")
-		return
-	}
-	if err := s.userError(s.svc.Backend().DeleteUser(r.Context(), uid), uid); err != nil {
+	var in UserRequest
+	if err := decodeJSON(r, &in); err != nil {
 		s.httpError(w, err)
+		return
+	}
+	if err := s.svc.Accounts.PutUser(r.Context(), p, in.UID, in.Name, in.Password); err != nil {
+		s.userError(w, err)
+		return
+	}
+	s.auth.forget(in.UID)
+	writeJSON(w, http.StatusOK, map[string]any{"uid": in.UID})
+}
+
+func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request) {
+	uid := r.PathValue("uid")
+	if err := s.svc.Accounts.DeleteUser(r.Context(), principal(r), uid); err != nil {
+		s.userError(w, err)
 		return
 	}
 	s.auth.forget(uid)
@@ -71,12 +76,9 @@ func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request) {
 func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
 	uid := r.PathValue("uid")
-	if !p.SiteAdmin && uid != p.UID {
-		writeError(w, http.StatusForbidden, "user "+p.UID+" may only change their own password")
-		return
-	}
-	if p.External && uid == p.UID {
-		writeError(w, http.StatusConflict, "user "+uid+" is a user of the external directory: change the password there")
+	// Refused before the body is read, as before the rules moved to the service.
+	if err := s.svc.Accounts.MaySetPassword(p, uid); err != nil {
+		s.userError(w, err)
 		return
 	}
 	var in PasswordRequest
@@ -84,28 +86,8 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	if len(in.Password) < minPasswordLen {
-		s.httpError(w, model.Invalid("password too short: at least %d characters", minPasswordLen))
-		return
-	}
-	if !p.SiteAdmin {
-		// Proving the old password again (not only the request's credentials) is what
-		// passwd(1) asks too.
-		if in.OldPassword == "" {
-			s.httpError(w, model.Invalid("the current password (oldPassword) is required"))
-			return
-		}
-		if err := s.svc.Authenticate(r.Context(), uid, in.OldPassword); err != nil {
-			if !service.IsInvalidCredentials(err) {
-				writeError(w, http.StatusServiceUnavailable, "directory unavailable; try again")
-				return
-			}
-			writeError(w, http.StatusForbidden, "the current password is wrong")
-			return
-		}
-	}
-	if err := s.userError(s.svc.Backend().SetPassword(r.Context(), uid, in.Password), uid); err != nil {
-		s.httpError(w, err)
+	if err := s.svc.Accounts.SetPassword(r.Context(), p, uid, in.OldPassword, in.Password); err != nil {
+		s.userError(w, err)
 		return
 	}
 	// The old password must stop working now, not when its cache entry expires.
@@ -113,12 +95,15 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"uid": uid})
 }
 
-// userError turns the store's "no such user" into a 404.
-func (s *Server) userError(err error, uid string) error {
-	if service.IsNotFound(err) {
-		return model.NotFound("user", uid)
+// userError is httpError for the user operations, whose check of a current password can
+// also find the directory unavailable: that is "try again" (503), not a refusal.
+func (s *Server) userError(w http.ResponseWriter, err error) {
+	var du *service.DirectoryUnavailable
+	if errors.As(err, &du) {
+		writeError(w, http.StatusServiceUnavailable, "directory unavailable; try again")
+		return
 	}
-	return err
+	s.httpError(w, err)
 }
 
 func (c *authCache) forget(uid string) {

@@ -1,7 +1,7 @@
 // Package extdir is the external identity source: a directory the university already
 // runs (OpenLDAP, Active Directory) whose users may log in to Overtime and whose groups
 // map to Overtime roles. Overtime's own ou=people stays the first place a login is
-// looked up (sitemgmt/service.Service.Login has the order and docs/identity.md the
+// looked up (sitemgmt/service.Accounts.Login has the order and docs/identity.md the
 // reasons); this package is asked only about uids Overtime does not have.
 //
 // A login is checked by search-then-bind (bind as the service account, find exactly one

@@ -35,7 +35,7 @@ func (s *Store) Authenticate(ctx context.Context, uid, password string) error {
 	}
 	if errors.Is(err, errNoUser) {
 		// Still "invalid credentials" to every caller; the service also sees NotFound
-		// and may ask the external directory (service.Service.Login).
+		// and may ask the external directory (service.Accounts.Login).
 		return ErrUnknownLogin
 	}
 	if err != nil {

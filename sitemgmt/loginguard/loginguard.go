@@ -2,7 +2,7 @@
 // attempts for the same user name and from the same source address, with delays that
 // grow exponentially up to a cap and fade when the failures stop. It is the one throttle
 // behind both front ends (the API's HTTP Basic and the web UI's login form): the service
-// asks it before a password is tried (service.Service.Login) and tells it the outcome.
+// asks it before a password is tried (service.Accounts.Login) and tells it the outcome.
 //
 // Why delays and not a lock: a lock a stranger can trigger by typing wrong passwords for
 // "alice" locks the real alice out. Here nothing is ever locked for longer than a cap, and

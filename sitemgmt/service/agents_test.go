@@ -267,7 +267,7 @@ func TestSlurmFeed(t *testing.T) {
 	s := memService(t)
 	ctx := context.Background()
 	clock := func() time.Time { return t0 }
-	feed, err := s.SlurmFeed(ctx, 0, 0, 0, clock)
+	feed, err := s.Slurm.Feed(ctx, 0, 0, 0, clock)
 	if err != nil || feed.Revision != 0 || len(feed.Nodes) != 2 || feed.Nodes[0].Name != "pc1" || feed.Nodes[0].State != wire.SlurmDown || len(feed.Reports) != 0 {
 		t.Fatalf("empty feed %+v %v", feed, err)
 	}
@@ -276,7 +276,7 @@ func TestSlurmFeed(t *testing.T) {
 	// the poll starts waiting), with that heartbeat's node.
 	got := make(chan *wire.SlurmFeed, 1)
 	go func() {
-		f, err := s.SlurmFeed(ctx, 0, 0, time.Hour, clock)
+		f, err := s.Slurm.Feed(ctx, 0, 0, time.Hour, clock)
 		if err != nil {
 			t.Error(err)
 		}
@@ -300,21 +300,21 @@ func TestSlurmFeed(t *testing.T) {
 		}
 	}
 	mustPutReport("7")
-	feed, err = s.SlurmFeed(ctx, 1, 0, time.Hour, clock)
+	feed, err = s.Slurm.Feed(ctx, 1, 0, time.Hour, clock)
 	if err != nil || feed.Revision != 3 || feed.Nodes[1].State != wire.SlurmDown || len(feed.Reports) != 1 || feed.Reports[0].Job != "7" {
 		t.Fatalf("since 1: %+v %v", feed, err)
 	}
 
 	// Staleness is judged at the clock read when answering.
 	late := func() time.Time { return t0.Add(wire.StaleAfter + time.Second) }
-	if feed, _ = s.SlurmFeed(ctx, 0, 0, 0, late); feed.Nodes[0].State != wire.SlurmDown {
+	if feed, _ = s.Slurm.Feed(ctx, 0, 0, 0, late); feed.Nodes[0].State != wire.SlurmDown {
 		t.Fatalf("stale: %+v", feed.Nodes[0])
 	}
 
 	// A poll whose client goes away ends with the context's error.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := s.SlurmFeed(cctx, 3, 0, time.Hour, clock); !errors.Is(err, context.Canceled) {
+	if _, err := s.Slurm.Feed(cctx, 3, 0, time.Hour, clock); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled poll: %v", err)
 	}
 }
@@ -333,19 +333,19 @@ func TestSlurmFeedCoalesced(t *testing.T) {
 		}
 	}
 	beat(1, model.StateNoUser)
-	first, err := s.SlurmFeed(ctx, 0, 0, time.Hour, clock)
+	first, err := s.Slurm.Feed(ctx, 0, 0, time.Hour, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A change right after the build: a plain read has it at once, a long poll waits for
 	// the next build slot.
 	beat(2, model.StateOwnerActive)
-	if f, _ := s.SlurmFeed(ctx, first.Revision, 0, 0, clock); f.Revision != first.Revision+1 || f.Nodes[0].Features != "overtime,desktop,owner-active" {
+	if f, _ := s.Slurm.Feed(ctx, first.Revision, 0, 0, clock); f.Revision != first.Revision+1 || f.Nodes[0].Features != "overtime,desktop,owner-active" {
 		t.Fatalf("plain read after a change: %+v", f)
 	}
 	beat(3, model.StateNoUser)
 	start := time.Now()
-	f, err := s.SlurmFeed(ctx, first.Revision+1, 0, time.Hour, clock)
+	f, err := s.Slurm.Feed(ctx, first.Revision+1, 0, time.Hour, clock)
 	if err != nil || f.Revision != first.Revision+2 || f.Nodes[0].Features != "overtime,desktop,desk-empty" {
 		t.Fatalf("long poll: %+v %v", f, err)
 	}
@@ -353,7 +353,7 @@ func TestSlurmFeedCoalesced(t *testing.T) {
 		t.Fatalf("long poll answered after %s, within the coalescing interval of the last build", d)
 	}
 	// Many polls at one revision: one build, the same answer.
-	js, err := s.SlurmFeedJSON(ctx, 0, 0, time.Hour, clock)
+	js, err := s.Slurm.FeedJSON(ctx, 0, 0, time.Hour, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,13 +361,13 @@ func TestSlurmFeedCoalesced(t *testing.T) {
 	if err := json.Unmarshal(js, &dec); err != nil || dec.Revision != f.Revision || len(dec.Nodes) != len(f.Nodes) || dec.Nodes[0] != f.Nodes[0] || dec.Reports == nil {
 		t.Fatalf("JSON answer %s: %+v %v", js, dec, err)
 	}
-	built := s.slurmCache.built
+	built := s.Slurm.cache.built
 	for range 5 {
-		if _, err := s.SlurmFeedJSON(ctx, 0, 0, time.Hour, clock); err != nil {
+		if _, err := s.Slurm.FeedJSON(ctx, 0, 0, time.Hour, clock); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if s.slurmCache.built != built {
+	if s.Slurm.cache.built != built {
 		t.Fatal("a poll at an unchanged revision built the feed again")
 	}
 }
@@ -387,7 +387,7 @@ func TestSlurmFeedWakesOnChangesOnly(t *testing.T) {
 		}
 	}
 	beat(1, model.StateNoUser, t0)
-	first, err := s.SlurmFeed(ctx, 0, 0, 0, clock)
+	first, err := s.Slurm.Feed(ctx, 0, 0, 0, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestSlurmFeedWakesOnChangesOnly(t *testing.T) {
 	poll := func(since uint64, wait time.Duration) (*wire.SlurmFeed, time.Duration) {
 		t.Helper()
 		start := time.Now()
-		f, err := s.SlurmFeed(ctx, since, 0, wait, clock)
+		f, err := s.Slurm.Feed(ctx, since, 0, wait, clock)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -409,7 +409,7 @@ func TestSlurmFeedWakesOnChangesOnly(t *testing.T) {
 	}
 	got := make(chan *wire.SlurmFeed, 1)
 	go func() {
-		f, err := s.SlurmFeed(ctx, first.Revision+1, 0, time.Hour, clock)
+		f, err := s.Slurm.Feed(ctx, first.Revision+1, 0, time.Hour, clock)
 		if err != nil {
 			t.Error(err)
 		}
@@ -423,7 +423,7 @@ func TestSlurmFeedWakesOnChangesOnly(t *testing.T) {
 	// Back after longer than StaleAfter: the node was down, so this wakes the poll.
 	back := t0.Add(40*time.Second + wire.StaleAfter + time.Minute)
 	go func() {
-		f, err := s.SlurmFeed(ctx, f.Revision, 0, time.Hour, func() time.Time { return back })
+		f, err := s.Slurm.Feed(ctx, f.Revision, 0, time.Hour, func() time.Time { return back })
 		if err != nil {
 			t.Error(err)
 		}
@@ -457,7 +457,7 @@ func TestSlurmFeedDelta(t *testing.T) {
 	}
 	beat("pc1", 1, model.StateNoUser)
 	beat("pc2", 1, model.StateNoUser)
-	full, err := s.SlurmFeed(ctx, 0, 0, 0, clock)
+	full, err := s.Slurm.Feed(ctx, 0, 0, 0, clock)
 	if err != nil || full.Delta || full.Build == 0 || len(full.Nodes) != 2 {
 		t.Fatalf("whole feed: %+v %v", full, err)
 	}
@@ -465,14 +465,14 @@ func TestSlurmFeedDelta(t *testing.T) {
 		t.Fatalf("build id %d is not exact in a JSON reader's float64", full.Build)
 	}
 	// Nothing changed: an empty delta of the same build.
-	f, err := s.SlurmFeed(ctx, full.Revision, full.Build, 0, clock)
+	f, err := s.Slurm.Feed(ctx, full.Revision, full.Build, 0, clock)
 	if err != nil || !f.Delta || f.Build != full.Build || len(f.Nodes) != 0 {
 		t.Fatalf("unchanged: %+v %v", f, err)
 	}
 	// pc1's owner comes: the long poll from the held build answers pc1 alone.
 	got := make(chan *wire.SlurmFeed, 1)
 	go func() {
-		f, err := s.SlurmFeed(ctx, full.Revision, full.Build, time.Hour, clock)
+		f, err := s.Slurm.Feed(ctx, full.Revision, full.Build, time.Hour, clock)
 		if err != nil {
 			t.Error(err)
 		}
@@ -485,19 +485,19 @@ func TestSlurmFeedDelta(t *testing.T) {
 	}
 	// Changes over several builds add up, each node once with its latest state.
 	beat("pc2", 2, model.StateOwnerActive)
-	s.SlurmFeed(ctx, 0, 0, 0, clock) // a build in between
+	s.Slurm.Feed(ctx, 0, 0, 0, clock) // a build in between
 	beat("pc1", 3, model.StateNoUser)
-	if f, _ = s.SlurmFeed(ctx, 0, full.Build, 0, clock); !f.Delta || names(f) != "pc1=overtime,desktop,desk-empty pc2=overtime,desktop,owner-active" {
+	if f, _ = s.Slurm.Feed(ctx, 0, full.Build, 0, clock); !f.Delta || names(f) != "pc1=overtime,desktop,desk-empty pc2=overtime,desktop,owner-active" {
 		t.Fatalf("since the first build: delta %v nodes %q", f.Delta, names(f))
 	}
 	// A build of another replica (another epoch), a future one, none: the whole list.
 	for _, base := range []uint64{full.Build ^ 1<<40, f.Build + 1, 0} {
-		if g, _ := s.SlurmFeed(ctx, 0, base, 0, clock); g.Delta || len(g.Nodes) != 2 {
+		if g, _ := s.Slurm.Feed(ctx, 0, base, 0, clock); g.Delta || len(g.Nodes) != 2 {
 			t.Fatalf("base %d: delta %v, %d nodes", base, g.Delta, len(g.Nodes))
 		}
 	}
 	// The JSON answer says the same.
-	js, err := s.SlurmFeedJSON(ctx, 0, full.Build, 0, clock)
+	js, err := s.Slurm.FeedJSON(ctx, 0, full.Build, 0, clock)
 	var dec wire.SlurmFeed
 	if err != nil || json.Unmarshal(js, &dec) != nil || !dec.Delta || dec.Build != f.Build || names(&dec) != names(f) {
 		t.Fatalf("JSON delta %s: %v", js, err)

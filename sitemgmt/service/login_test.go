@@ -22,7 +22,7 @@ func medianLogin(t *testing.T, svc *service.Service, uid string, n int) time.Dur
 	var d []time.Duration
 	for i := 0; i < n; i++ {
 		start := time.Now()
-		_, err := svc.Login(context.Background(), uid, "not-the-password", from)
+		_, err := svc.Accounts.Login(context.Background(), uid, "not-the-password", from)
 		d = append(d, time.Since(start))
 		if !service.IsInvalidCredentials(err) {
 			t.Fatalf("login of %s with a wrong password: %v, want invalid credentials", uid, err)
@@ -44,7 +44,7 @@ func TestRefusedLoginTimeHidesExistence(t *testing.T) {
 	cfg := loginguard.Default
 	// Many free failures: this test measures the floor, not the throttle.
 	cfg.Name.Free, cfg.Addr.Free, cfg.Pair.Free = 1000, 1000, 1000
-	env.Svc.SetLoginGuard(loginguard.New(cfg))
+	env.Svc.Accounts.SetLoginGuard(loginguard.New(cfg))
 	floor := cfg.FailureFloor
 	const n = 5
 	check := func(t *testing.T, known, unknown string) {
@@ -71,8 +71,8 @@ func TestRefusedLoginTimeHidesExistence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env.Svc.SetExternal(d)
-		defer env.Svc.SetExternal(nil)
+		env.Svc.Accounts.SetExternal(d)
+		defer env.Svc.Accounts.SetExternal(nil)
 		check(t, "ada", "nosuchuser")
 	})
 }

@@ -64,13 +64,13 @@ func TestReplicasShareState(t *testing.T) {
 	})
 
 	// b's Slurm feed long poll wakes when a receives the owner's key press.
-	feed, err := b.SlurmFeed(ctx, 0, 0, 0, time.Now)
+	feed, err := b.Slurm.Feed(ctx, 0, 0, 0, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	woke := make(chan *wire.SlurmFeed, 1)
 	go func() {
-		f, err := b.SlurmFeed(ctx, feed.Revision, 0, 20*time.Second, time.Now)
+		f, err := b.Slurm.Feed(ctx, feed.Revision, 0, 20*time.Second, time.Now)
 		if err != nil {
 			t.Error(err)
 		}
@@ -101,7 +101,7 @@ func TestReplicasShareState(t *testing.T) {
 		r, ok := a.Agents.JobReport("4711", host)
 		return ok && r.GuestCPUSeconds == 3000
 	})
-	aFeed, err := a.SlurmFeed(ctx, 0, 0, 0, time.Now)
+	aFeed, err := a.Slurm.Feed(ctx, 0, 0, 0, time.Now)
 	if err != nil || len(aFeed.Reports) != 1 {
 		t.Fatalf("a's feed has %v reports (err %v), want the one posted to b", aFeed, err)
 	}
@@ -123,7 +123,7 @@ func TestReplicasShareState(t *testing.T) {
 	}
 	since := aFeed.Revision
 	t0 := time.Now()
-	cf, err := c.SlurmFeed(ctx, since, 0, 20*time.Second, time.Now)
+	cf, err := c.Slurm.Feed(ctx, since, 0, 20*time.Second, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestReplicasShareState(t *testing.T) {
 	if len(cf.Reports) != 0 {
 		t.Errorf("restarted replica handed the feed stored reports again: %+v", cf.Reports)
 	}
-	if all, _ := c.SlurmFeed(ctx, 0, 0, 0, time.Now); len(all.Reports) != 1 {
+	if all, _ := c.Slurm.Feed(ctx, 0, 0, 0, time.Now); len(all.Reports) != 1 {
 		t.Errorf("restarted replica's feed from revision 0 has %d reports, want 1", len(all.Reports))
 	}
 }

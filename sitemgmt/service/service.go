@@ -1,14 +1,20 @@
 // Package service is the site manager's core: it keeps a validated, compiled snapshot of
 // the site for readers (boot script requests read it without locks or LDAP round trips)
 // and funnels every write through one path: clone, change, validate, compile the schedule,
-// authorise, diff, write to LDAP in a safe order, swap the snapshot.
+// authorise, diff, write to LDAP in a safe order, swap the snapshot. The snapshot is kept
+// current by periodic reloads and the directory's change feed (sitefeed.go).
 //
 // It also owns the site manager's runtime state, which is not configuration (agents.go):
 // the node agents' heartbeats and job reports, kept outside the site model in the
-// directory so that restarts and replicas agree (state.go), the audit trail of site
-// writes and power commands (audit.go), the revision the Slurm feed's long poll waits on,
-// the feed itself and Slurm power saving (slurm.go). The HTTP layer only decodes,
-// authenticates, authorises and encodes around these methods.
+// directory so that restarts and replicas agree (state.go), and the audit trail of site
+// writes and power commands (audit.go).
+//
+// The business operations are methods of one type a concern, reached through Service's
+// fields: Bookings (bookings.go), Images (images.go), Hosts (hosts.go), Power (power.go),
+// Agents (agents.go), Accounts (directory.go: users, logins and their throttle, host
+// credentials, the directories' health) and Slurm (slurm.go: the feed and its long poll,
+// reservations, power saving). The HTTP layer only decodes, authenticates, authorises
+// through these and encodes around them.
 package service
 
 import (
@@ -23,7 +29,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
 	"github.com/overtime-hpc/overtime/vocab/model"
@@ -79,25 +84,18 @@ func newSnapshot(site *model.Site) (*Snapshot, error) {
 
 // Service owns the snapshot and serialises writes.
 type Service struct {
-	backend    Backend
-	log        *slog.Logger
-	writeMu    sync.Mutex
-	snap       atomic.Pointer[Snapshot]
-	agents     agentState     // heartbeats and job reports (agents.go)
-	audit      auditState     // the audit trail of site writes and power commands (audit.go)
-	state      StateStore     // where they are kept beyond this process (state.go); nil: memory only
-	slurmCache slurmFeedCache // the Slurm feed's last build (slurm.go)
-	// directory is the outcome of the last contact with the directory (directory.go).
+	backend Backend
+	log     *slog.Logger
+	writeMu sync.Mutex
+	snap    atomic.Pointer[Snapshot]
+	agents  agentState // heartbeats and job reports (agents.go)
+	audit   auditState // the audit trail of site writes and power commands (audit.go)
+	state   StateStore // where they are kept beyond this process (state.go); nil: memory only
+	// directory is the outcome of the last contact with the directory: every reload,
+	// login and credential check notes it (directory.go, Accounts.Directory tells it).
 	directory directoryState
-	// feed is the directory's change feed (feed.go).
+	// feed is the directory's change feed (sitefeed.go).
 	feed feedState
-	// ext is the external directory, if any, and extState the outcome of the last
-	// contact with it (directory.go).
-	ext      atomic.Pointer[ExternalDirectory]
-	extState directoryState
-	// logins throttles failed logins (directory.go, sitemgmt/loginguard); nil until the
-	// first login or SetLoginGuard.
-	logins atomic.Pointer[loginguard.Guard]
 
 	// The named operations, one type a concern. Service itself keeps the snapshot, the
 	// one write path (Update) and the runtime state's persistence; the front ends call
@@ -108,7 +106,7 @@ type Service struct {
 	Power    *Power    // power commands and wakes (power.go)
 	Agents   *Agents   // heartbeats, owner state and job reports (agents.go)
 	Accounts *Accounts // users, logins and the directories (directory.go)
-	Slurm    *Slurm    // the Slurm feed, reservations and power saving (slurm.go, feed.go)
+	Slurm    *Slurm    // the Slurm feed, reservations and power saving (slurm.go)
 }
 
 // New loads the site and compiles it. A directory whose content does not validate is
@@ -124,8 +122,8 @@ func New(ctx context.Context, b Backend, log *slog.Logger) (*Service, error) {
 	return s, nil
 }
 
-// newService is a Service with its concerns wired and no snapshot yet (New loads one;
-// tests store their own).
+// newService is a Service with its concerns wired to it and no snapshot yet (New loads
+// one; the package's tests store one of their own).
 func newService(b Backend, log *slog.Logger) *Service {
 	s := &Service{backend: b, log: log}
 	s.Bookings, s.Images, s.Hosts, s.Power = &Bookings{s: s}, &Images{s: s}, &Hosts{s: s}, &Power{s: s}
@@ -135,9 +133,6 @@ func newService(b Backend, log *slog.Logger) *Service {
 
 // Snapshot returns the current snapshot (never nil after New).
 func (s *Service) Snapshot() *Snapshot { return s.snap.Load() }
-
-// Backend gives access to the store for operations outside the site model (users).
-func (s *Service) Backend() Backend { return s.backend }
 
 // Reload reads the whole site from LDAP, picking up edits made behind the service's back
 // (e.g. ldapmodify). If the directory no longer validates, the previous snapshot is kept
@@ -315,7 +310,7 @@ func (s *Service) checkSiteAdmins(ctx context.Context, cur, next *model.Site, ch
 		if before[uid] {
 			continue
 		}
-		ok, err := s.userExists(ctx, uid, local)
+		ok, err := s.Accounts.userExists(ctx, uid, local)
 		if err != nil {
 			return err
 		}
@@ -328,7 +323,7 @@ func (s *Service) checkSiteAdmins(ctx context.Context, cur, next *model.Site, ch
 	}
 	loginAdmin := func(site *model.Site) (bool, error) {
 		for _, uid := range slices.Sorted(maps.Keys(siteAdmins(site))) {
-			ok, err := s.userExists(ctx, uid, local)
+			ok, err := s.Accounts.userExists(ctx, uid, local)
 			if ok || err != nil {
 				return ok, err
 			}

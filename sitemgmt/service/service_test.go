@@ -143,7 +143,7 @@ func TestSiteAdminsAreDirectoryUsers(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	env.ApplyExample(t)
 	ctx := context.Background()
-	b := env.Svc.Backend()
+	b := env.Store
 	if err := b.PutUser(ctx, "zed", "", "zed-secret"); err != nil {
 		t.Fatal(err)
 	}

@@ -18,38 +18,42 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
-// Slurm is what the Slurm side reads: the feed, reservations and power saving.
-type Slurm struct{ s *Service }
+// Slurm is what the Slurm side reads and asks: the feed of desired nodes and job reports
+// (Feed, FeedJSON), reservations (Reservations) and power saving (PowerSave).
+type Slurm struct {
+	s     *Service
+	cache slurmFeedCache // the feed's last build
+}
 
-// SlurmFeed is the desired Slurm node of every host and the job reports that arrived
+// Feed is the desired Slurm node of every host and the job reports that arrived
 // after revision since. With wait > 0 and nothing new past since, it first waits up to
 // wait for the next heartbeat or report (long poll); it returns ctx's error when ctx ends
 // first. now is the clock, read after the wait: staleness is judged when answering.
-// A long poll's answer is the shared build of feedNodes (at most one per FeedCoalesce).
+// A long poll's answer is the shared build of buildNodes (at most one per FeedCoalesce).
 // With base, the build id of an earlier answer, the answer may be a delta: only the
 // nodes that changed since that build (wire.SlurmFeed).
-func (s *Service) SlurmFeed(ctx context.Context, since, base uint64, wait time.Duration, now func() time.Time) (*wire.SlurmFeed, error) {
-	a, err := s.slurmFeed(ctx, since, base, wait, now, false)
+func (sl *Slurm) Feed(ctx context.Context, since, base uint64, wait time.Duration, now func() time.Time) (*wire.SlurmFeed, error) {
+	a, err := sl.feed(ctx, since, base, wait, now, false)
 	if err != nil {
 		return nil, err
 	}
 	feed := &wire.SlurmFeed{Revision: a.rev, Build: a.build, Delta: a.delta, Nodes: slices.Clone(a.nodes), Reports: []wire.JobReportLine{}}
-	for _, jr := range s.agents.reportsSince(since) {
+	for _, jr := range sl.s.agents.reportsSince(since) {
 		feed.Reports = append(feed.Reports, wire.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
 	}
 	return feed, nil
 }
 
-// SlurmFeedJSON is SlurmFeed encoded (compact JSON, a wire.SlurmFeed): the nodes' encoding
+// FeedJSON is Feed encoded (compact JSON, a wire.SlurmFeed): the nodes' encoding
 // of a whole list is shared by every long poll answered from the same build, so that K
 // sync daemons cost one encoding of the whole site, not K.
-func (s *Service) SlurmFeedJSON(ctx context.Context, since, base uint64, wait time.Duration, now func() time.Time) ([]byte, error) {
-	a, err := s.slurmFeed(ctx, since, base, wait, now, true)
+func (sl *Slurm) FeedJSON(ctx context.Context, since, base uint64, wait time.Duration, now func() time.Time) ([]byte, error) {
+	a, err := sl.feed(ctx, since, base, wait, now, true)
 	if err != nil {
 		return nil, err
 	}
 	reports := []wire.JobReportLine{}
-	for _, jr := range s.agents.reportsSince(since) {
+	for _, jr := range sl.s.agents.reportsSince(since) {
 		reports = append(reports, wire.JobReportLine{Job: jr.Job, Host: jr.Host, Summary: jr.Summary})
 	}
 	rj, err := json.Marshal(reports)
@@ -125,9 +129,9 @@ type feedAnswer struct {
 	js         []byte
 }
 
-// slurmFeed waits as SlurmFeed does and answers from the current build.
-func (s *Service) slurmFeed(ctx context.Context, since, base uint64, wait time.Duration, now func() time.Time, encode bool) (feedAnswer, error) {
-	_, feedRev, changed := s.agents.since()
+// feed waits as Feed does and answers from the current build.
+func (sl *Slurm) feed(ctx context.Context, since, base uint64, wait time.Duration, now func() time.Time, encode bool) (feedAnswer, error) {
+	_, feedRev, changed := sl.s.agents.since()
 	if feedRev <= since && wait > 0 {
 		t := time.NewTimer(wait)
 		select {
@@ -139,11 +143,11 @@ func (s *Service) slurmFeed(ctx context.Context, since, base uint64, wait time.D
 		}
 		t.Stop()
 	}
-	c := &s.slurmCache
+	c := &sl.cache
 	var rev uint64
 	for {
-		rev, feedRev, _ = s.agents.since()
-		snap := s.Snapshot()
+		rev, feedRev, _ = sl.s.agents.since()
+		snap := sl.s.Snapshot()
 		c.mu.Lock()
 		at := now()
 		// The last build is the answer while nothing it shows changed since (staleness
@@ -164,7 +168,7 @@ func (s *Service) slurmFeed(ctx context.Context, since, base uint64, wait time.D
 			}
 			continue
 		}
-		c.install(feedRev, snap, at, s.buildFeedNodes(snap.Site, at))
+		c.install(feedRev, snap, at, sl.buildNodes(snap.Site, at))
 		break
 	}
 	defer c.mu.Unlock()
@@ -273,15 +277,15 @@ func (c *slurmFeedCache) changedSince(base uint64) ([]string, bool) {
 	return names, true
 }
 
-// buildFeedNodes is the desired Slurm node of every host, by name, at instant at.
-func (s *Service) buildFeedNodes(site *model.Site, at time.Time) []wire.SlurmNode {
-	dir := s.Directory()
+// buildNodes is the desired Slurm node of every host, by name, at instant at.
+func (sl *Slurm) buildNodes(site *model.Site, at time.Time) []wire.SlurmNode {
+	dir := sl.s.Accounts.Directory()
 	nodes := make([]wire.SlurmNode, 0, len(site.Hosts))
 	for i := range site.Hosts {
 		h := &site.Hosts[i]
 		var st *wire.AgentStatus
 		var running *model.Mode
-		if hs, ok := s.agents.get(h.Name); ok {
+		if hs, ok := sl.s.agents.get(h.Name); ok {
 			x := withStale(hs, at)
 			if x.Stale && staleOnlyByOutage(hs.Received, at, dir, time.Now()) {
 				x.Stale = false
@@ -295,24 +299,24 @@ func (s *Service) buildFeedNodes(site *model.Site, at time.Time) []wire.SlurmNod
 	return nodes
 }
 
-// SlurmReservations is every host's coming windows without a compute guest in
+// Reservations is every host's coming windows without a compute guest in
 // [now, now+horizon), from the current snapshot's schedule (sitemgmt/slurmres). It is not
 // part of the long-poll feed: windows change with the schedule and the clock, not with
 // heartbeats, and a week of them for every host would multiply the size of every feed
 // answer; the sync daemon asks for them once per resync instead.
-func (s *Service) SlurmReservations(now time.Time, horizon time.Duration) wire.SlurmReservations {
-	return slurmres.All(s.Snapshot().Resolver, now, horizon)
+func (sl *Slurm) Reservations(now time.Time, horizon time.Duration) wire.SlurmReservations {
+	return slurmres.All(sl.s.Snapshot().Resolver, now, horizon)
 }
 
-// SlurmPower carries out Slurm's power saving calls (resume: wake hosts, putting local-disk
+// PowerSave carries out Slurm's power saving calls (resume: wake hosts, putting local-disk
 // ones in a cluster mode; else suspend: give them back to their schedule). The plan is
 // made inside the write, from the snapshot the write starts from, so that a concurrent
 // change cannot slip between deciding and writing; the exceptions it adds or removes are
 // authorised by authz like any exception change. The results then say what the schedule
 // now gives each host (in a dry run: still gives).
-func (s *Service) SlurmPower(ctx context.Context, authz Authorizer, dryRun, resume bool, req wire.PowerRequest, now time.Time) ([]wire.PowerResult, error) {
+func (sl *Slurm) PowerSave(ctx context.Context, authz Authorizer, dryRun, resume bool, req wire.PowerRequest, now time.Time) ([]wire.PowerResult, error) {
 	var plan *powersave.Plan
-	_, err := s.update(ctx, authz, dryRun, func(cur *Snapshot, next *model.Site) error {
+	_, err := sl.s.update(ctx, authz, dryRun, func(cur *Snapshot, next *model.Site) error {
 		var err error
 		if resume {
 			plan, err = powersave.Resume(cur.Resolver, req, now)
@@ -328,12 +332,12 @@ func (s *Service) SlurmPower(ctx context.Context, authz Authorizer, dryRun, resu
 	if err != nil {
 		return nil, err
 	}
-	powersave.Describe(s.Snapshot().Resolver, plan.Results, now)
+	powersave.Describe(sl.s.Snapshot().Resolver, plan.Results, now)
 	if !dryRun {
-		s.slurmPowerCommands(ctx, resume, plan.Results, now)
+		sl.powerCommands(ctx, resume, plan.Results, now)
 	}
 	for _, res := range plan.Results {
-		s.log.Info("slurm power saving", "resume", resume, "host", res.Host, "action", res.Action, "mode", res.Mode, "reason", res.Reason)
+		sl.s.log.Info("slurm power saving", "resume", resume, "host", res.Host, "action", res.Action, "mode", res.Mode, "reason", res.Reason)
 	}
 	return plan.Results, nil
 }
@@ -353,16 +357,16 @@ func staleOnlyByOutage(received, at time.Time, dir DirectoryHealth, wallNow time
 	return at.Sub(received)-wallNow.Sub(dir.DownSince) <= wire.StaleAfter
 }
 
-// slurmPowerCommands makes Slurm's power saving switch PCs: a suspend records a power-off
+// powerCommands makes Slurm's power saving switch PCs: a suspend records a power-off
 // by "slurm" for every released host (the agent carries it out, never with a user logged
 // in: then the PC stays on and follows its schedule, and the result says so); a resume
 // cancels a host's pending power-off, which would otherwise switch off the PC Slurm now
 // wants as soon as its agent asks for its configuration.
-func (s *Service) slurmPowerCommands(ctx context.Context, resume bool, results []wire.PowerResult, now time.Time) {
+func (sl *Slurm) powerCommands(ctx context.Context, resume bool, results []wire.PowerResult, now time.Time) {
 	if resume {
 		for _, r := range results {
 			if r.Action == wire.PowerWake || r.Action == wire.PowerCluster {
-				s.Power.Cancel(r.Host, "cancelled: Slurm resumed the host (ResumeProgram)", now)
+				sl.s.Power.Cancel(r.Host, "cancelled: Slurm resumed the host (ResumeProgram)", now)
 			}
 		}
 		return
@@ -378,9 +382,9 @@ func (s *Service) slurmPowerCommands(ctx context.Context, resume bool, results [
 	if len(hosts) == 0 {
 		return
 	}
-	res, err := s.Power.Request(ctx, UserSlurm, wire.OpPowerOff, hosts, false, "Slurm power saving: idle (SuspendProgram)", now)
+	res, err := sl.s.Power.Request(ctx, UserSlurm, wire.OpPowerOff, hosts, false, "Slurm power saving: idle (SuspendProgram)", now)
 	if err != nil {
-		s.log.Warn("slurm suspend: power-off not recorded", "hosts", hosts, "err", err)
+		sl.s.log.Warn("slurm suspend: power-off not recorded", "hosts", hosts, "err", err)
 		for _, h := range hosts {
 			results[idx[h]].Reason = "power-off not recorded: " + err.Error()
 		}

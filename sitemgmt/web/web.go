@@ -401,7 +401,7 @@ func (u *UI) loginPost(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	from := u.opt.TrustedProxies.Client(r)
-	l, err := u.svc.Login(ctx, uid, pw, from)
+	l, err := u.svc.Accounts.Login(ctx, uid, pw, from)
 	if err != nil {
 		if wait, ok := service.IsThrottled(err); ok {
 			// The service refused before trying the password (sitemgmt/loginguard).

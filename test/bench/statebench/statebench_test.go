@@ -145,7 +145,7 @@ func propagate(b *testing.B, a, bb *service.Service, host string, n int) []float
 	ctx := context.Background()
 	var ms []float64
 	for i := 1; i <= n; i++ {
-		feed, err := bb.SlurmFeed(ctx, 0, 0, 0, time.Now)
+		feed, err := bb.Slurm.Feed(ctx, 0, 0, 0, time.Now)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -157,7 +157,7 @@ func propagate(b *testing.B, a, bb *service.Service, host string, n int) []float
 		go func() {
 			rev := feed.Revision
 			for {
-				f, err := bb.SlurmFeed(ctx, rev, 0, 10*time.Second, time.Now)
+				f, err := bb.Slurm.Feed(ctx, rev, 0, 10*time.Second, time.Now)
 				if err != nil {
 					b.Error(err)
 					woke <- time.Time{}

@@ -92,7 +92,7 @@ func feedFanout(b *testing.B, site *model.Site, k int, shared bool, d time.Durat
 				var js []byte
 				var err error
 				if shared {
-					js, err = s.SlurmFeedJSON(ctx, since, 0, 30*time.Second, time.Now)
+					js, err = s.Slurm.FeedJSON(ctx, since, 0, 30*time.Second, time.Now)
 				} else {
 					js, err = ownFeed(ctx, s, since)
 				}
@@ -122,7 +122,7 @@ func ownFeed(ctx context.Context, s *Service, since uint64) ([]byte, error) {
 		}
 		rev, _, _ = s.agents.since()
 	}
-	feed := &wire.SlurmFeed{Revision: rev, Nodes: s.buildFeedNodes(s.Snapshot().Site, time.Now()), Reports: []wire.JobReportLine{}}
+	feed := &wire.SlurmFeed{Revision: rev, Nodes: s.Slurm.buildNodes(s.Snapshot().Site, time.Now()), Reports: []wire.JobReportLine{}}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
