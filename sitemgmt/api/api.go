@@ -517,21 +517,6 @@ func (s *Server) admitBody(w http.ResponseWriter, r *http.Request, uid string, m
 	return nil, false
 }
 
-// update runs a change through the service with the request's principal as authoriser
-// and answers with the list of changes. fn edits the site and returns the status to
-// answer with on success (e.g. 201 when it created the entity); a write that turns out to
-// change nothing answers 200.
-func (s *Server) update(w http.ResponseWriter, r *http.Request, fn func(site *model.Site) (int, error)) {
-	p := principal(r)
-	okStatus := http.StatusOK
-	changes, err := s.svc.Update(r.Context(), p.Check, dryRun(r), func(site *model.Site) error {
-		var err error
-		okStatus, err = fn(site)
-		return err
-	})
-	s.written(w, r, okStatus, changes, err)
-}
-
 // written answers a site write (a named operation's or update's): the error, or
 // okStatus (200 when nothing changed) with the change list; and counts it.
 func (s *Server) written(w http.ResponseWriter, r *http.Request, okStatus int, changes []model.Change, err error) {
@@ -580,16 +565,11 @@ func (s *Server) putSite(w http.ResponseWriter, r *http.Request) {
 }
 
 // Settings are the site entry's own attributes.
-type Settings struct {
-	Name        string `json:"name"`
-	Timezone    string `json:"timezone"`
-	DefaultMode string `json:"defaultMode"`
-	UnknownMode string `json:"unknownMode,omitempty"`
-}
+type Settings = service.Settings
 
 func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) {
 	site := s.svc.Snapshot().Site
-	writeJSON(w, http.StatusOK, Settings{site.Name, site.Timezone, site.DefaultMode, site.UnknownMode})
+	writeJSON(w, http.StatusOK, Settings{Name: site.Name, Timezone: site.Timezone, DefaultMode: site.DefaultMode, UnknownMode: site.UnknownMode})
 }
 
 func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) {
@@ -598,10 +578,8 @@ func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) {
 		s.httpError(w, err)
 		return
 	}
-	s.update(w, r, func(site *model.Site) (int, error) {
-		site.Name, site.Timezone, site.DefaultMode, site.UnknownMode = in.Name, in.Timezone, in.DefaultMode, in.UnknownMode
-		return http.StatusOK, nil
-	})
+	changes, err := s.svc.Entities.PutSettings(r.Context(), principal(r), dryRun(r), in)
+	s.written(w, r, http.StatusOK, changes, err)
 }
 
 // ModeAt is the answer of GET /api/v1/mode-at.

@@ -18,12 +18,9 @@ type collection[T any] struct {
 	name func(*T) *string
 	// filter selects list entries by query parameters (nil: no filters).
 	filter func(r *http.Request, v *T) bool
-	// keep carries over from the existing entity what a PUT body may leave out.
-	keep func(old, new *T)
-	// put and del, if set, are the named operations behind PUT and DELETE, for entities
-	// with bookings (pools, hosts, exceptions): the service records who owns them
-	// (service.Bookings), whatever the body says. Without them PUT and DELETE are plain
-	// writes of the list.
+	// put and del are the named operations behind PUT and DELETE: service.Bookings for
+	// entities with bookings (pools, hosts, exceptions), which records who owns them
+	// whatever the body says; service.Entities for the others.
 	put func(ctx context.Context, p authz.Principal, dryRun bool, v T) (created bool, changes []model.Change, err error)
 	del func(ctx context.Context, p authz.Principal, dryRun bool, name string) ([]model.Change, error)
 }
@@ -32,7 +29,8 @@ func registerCollections(s *Server) {
 	register(s, collection[model.Pool]{kind: "pool", path: "pools",
 		list: func(s *model.Site) *[]model.Pool { return &s.Pools },
 		name: func(v *model.Pool) *string { return &v.Name },
-		put:  s.svc.Bookings.PutPool})
+		put:  s.svc.Bookings.PutPool,
+		del: s.remover(model.EntityPool, "pool")})
 	register(s, collection[model.Host]{kind: "host", path: "hosts",
 		list: func(s *model.Site) *[]model.Host { return &s.Hosts },
 		name: func(v *model.Host) *string { return &v.Name },
@@ -40,23 +38,24 @@ func registerCollections(s *Server) {
 			p := r.URL.Query().Get("pool")
 			return p == "" || h.Pool == p
 		},
-		put: s.svc.Bookings.PutHost})
+		put: s.svc.Bookings.PutHost,
+		del: s.remover(model.EntityHost, "host")})
 	register(s, collection[model.BootServer]{kind: "boot server", path: "bootservers",
 		list: func(s *model.Site) *[]model.BootServer { return &s.BootServers },
-		name: func(v *model.BootServer) *string { return &v.Name }})
+		name: func(v *model.BootServer) *string { return &v.Name },
+		put:  s.svc.Entities.PutBootServer,
+		del: s.remover(model.EntityBootServer, "boot server")})
 	register(s, collection[model.Mode]{kind: "mode", path: "modes",
 		list: func(s *model.Site) *[]model.Mode { return &s.Modes },
-		name: func(v *model.Mode) *string { return &v.Name }})
+		name: func(v *model.Mode) *string { return &v.Name },
+		put:  s.svc.Entities.PutMode,
+		del: s.remover(model.EntityMode, "mode")})
 	register(s, collection[model.Image]{kind: "image", path: "images",
 		list: func(s *model.Site) *[]model.Image { return &s.Images },
 		name: func(v *model.Image) *string { return &v.Name },
-		// Versions are published one by one (POST .../versions) and are immutable; a PUT
-		// of the image's description must not drop them.
-		keep: func(old, new *model.Image) {
-			if new.Versions == nil {
-				new.Versions = old.Versions
-			}
-		}})
+		// A PUT of the image's description keeps its versions (service.Entities.PutImage).
+		put: s.svc.Entities.PutImage,
+		del: s.remover(model.EntityImage, "image")})
 	register(s, collection[model.Exception]{kind: "exception", path: "exceptions",
 		list: func(s *model.Site) *[]model.Exception { return &s.Exceptions },
 		name: func(v *model.Exception) *string { return &v.Name },
@@ -65,7 +64,16 @@ func registerCollections(s *Server) {
 		del: s.svc.Bookings.RemoveException})
 	register(s, collection[model.RoleGrant]{kind: "role", path: "roles",
 		list: func(s *model.Site) *[]model.RoleGrant { return &s.Roles },
-		name: func(v *model.RoleGrant) *string { return &v.Name }})
+		name: func(v *model.RoleGrant) *string { return &v.Name },
+		put:  s.svc.Entities.PutRole,
+		del: s.remover(model.EntityRole, "role")})
+}
+
+// remover is DELETE's operation for an entity of kind (what: the kind as users read it).
+func (s *Server) remover(kind, what string) func(context.Context, authz.Principal, bool, string) ([]model.Change, error) {
+	return func(ctx context.Context, p authz.Principal, dryRun bool, name string) ([]model.Change, error) {
+		return s.svc.Entities.Remove(ctx, p, dryRun, kind, what, name)
+	}
 }
 
 // index finds an entity by name in a list (-1: absent).
@@ -114,45 +122,17 @@ func register[T any](s *Server, c collection[T]) {
 			s.httpError(w, model.Invalid("%s name in body %q does not match the URL %q", c.kind, *n, name))
 			return
 		}
-		if c.put != nil {
-			created, changes, err := c.put(r.Context(), principal(r), dryRun(r), v)
-			status := http.StatusOK
-			if created {
-				status = http.StatusCreated
-			}
-			s.written(w, r, status, changes, err)
-			return
+		created, changes, err := c.put(r.Context(), principal(r), dryRun(r), v)
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
 		}
-		s.update(w, r, func(site *model.Site) (int, error) {
-			list := c.list(site)
-			i := c.index(*list, name)
-			if i < 0 {
-				*list = append(*list, v)
-				return http.StatusCreated, nil
-			}
-			if c.keep != nil {
-				c.keep(&(*list)[i], &v)
-			}
-			(*list)[i] = v
-			return http.StatusOK, nil
-		})
+		s.written(w, r, status, changes, err)
 	}))
 	s.mux.HandleFunc("DELETE "+base+"/{name}", s.write(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		if c.del != nil {
-			changes, err := c.del(r.Context(), principal(r), dryRun(r), name)
-			s.written(w, r, http.StatusOK, changes, err)
-			return
-		}
-		s.update(w, r, func(site *model.Site) (int, error) {
-			list := c.list(site)
-			i := c.index(*list, name)
-			if i < 0 {
-				return 0, model.NotFound(c.kind, name)
-			}
-			*list = append((*list)[:i], (*list)[i+1:]...)
-			return http.StatusOK, nil
-		})
+		changes, err := c.del(r.Context(), principal(r), dryRun(r), name)
+		s.written(w, r, http.StatusOK, changes, err)
 	}))
 }
 
@@ -169,5 +149,5 @@ func (s *Server) addImageVersion(w http.ResponseWriter, r *http.Request) {
 		v.Created = time.Now().UTC().Truncate(time.Second)
 	}
 	changes, err := s.svc.Images.AddVersion(r.Context(), principal(r).Check, s.store, dryRun(r), r.PathValue("name"), v)
-	s.answerImageWrite(w, r, http.StatusCreated, changes, err)
+	s.written(w, r, http.StatusCreated, changes, err)
 }

@@ -79,23 +79,9 @@ func (s *Server) putCurrent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	changes, err := s.svc.Images.SetCurrent(r.Context(), principal(r).Check, dryRun(r), r.PathValue("name"), body.Version)
-	s.answerImageWrite(w, r, http.StatusOK, changes, err)
+	s.written(w, r, http.StatusOK, changes, err)
 }
 
-// answerImageWrite answers a site write of a named operation as update answers its own:
-// counted in the write metrics, the error, or the changes with okStatus (200 when the
-// write changed nothing).
-func (s *Server) answerImageWrite(w http.ResponseWriter, r *http.Request, okStatus int, changes []model.Change, err error) {
-	s.metrics.siteWrite(dryRun(r), changes, err)
-	if err != nil {
-		s.httpError(w, err)
-		return
-	}
-	if len(changes) == 0 {
-		okStatus = http.StatusOK
-	}
-	writeJSON(w, okStatus, map[string]any{"dryRun": dryRun(r), "changes": changeList(changes)})
-}
 
 func (s *Server) getDistribution(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("image")

@@ -10,7 +10,7 @@
 // writes and power commands (audit.go).
 //
 // The business operations are methods of one type a concern, reached through Service's
-// fields: Bookings (bookings.go), Images (images.go), Hosts (hosts.go), Power (power.go),
+// fields: Bookings (bookings.go), Entities (entities.go), Images (images.go), Hosts (hosts.go), Power (power.go),
 // Agents (agents.go), Accounts (directory.go: users, logins and their throttle, host
 // credentials, the directories' health) and Slurm (slurm.go: the feed and its long poll,
 // reservations, power saving). The HTTP layer only decodes, authenticates, authorises
@@ -101,6 +101,7 @@ type Service struct {
 	// one write path (Update) and the runtime state's persistence; the front ends call
 	// these and decide nothing themselves.
 	Bookings *Bookings // weekly rules and exceptions, with their owners (bookings.go)
+	Entities *Entities // whole entities without bookings, removals, the settings (entities.go)
 	Images   *Images   // image versions: current, publish, gc, boot servers' copies (images.go)
 	Hosts    *Hosts    // what a host gets: its boot answer and agent configuration (hosts.go)
 	Power    *Power    // power commands and wakes (power.go)
@@ -126,7 +127,7 @@ func New(ctx context.Context, b Backend, log *slog.Logger) (*Service, error) {
 // one; the package's tests store one of their own).
 func newService(b Backend, log *slog.Logger) *Service {
 	s := &Service{backend: b, log: log}
-	s.Bookings, s.Images, s.Hosts, s.Power = &Bookings{s: s}, &Images{s: s}, &Hosts{s: s}, &Power{s: s}
+	s.Bookings, s.Entities, s.Images, s.Hosts, s.Power = &Bookings{s: s}, &Entities{s: s}, &Images{s: s}, &Hosts{s: s}, &Power{s: s}
 	s.Agents, s.Accounts, s.Slurm = &Agents{s: s}, &Accounts{s: s}, &Slurm{s: s}
 	return s
 }
