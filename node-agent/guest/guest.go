@@ -138,6 +138,12 @@ func IsUnavailable(err error) bool {
 // ErrNotFound is returned by Freeze, Thaw and SetCPULimit when the guest does not exist.
 var ErrNotFound = errors.New("guest not found")
 
+// ErrUnsupported is wrapped by the error of Freeze, Thaw or SetCPULimit of a backend that
+// cannot do that to any guest (a missing feature, not a problem of this machine, which is
+// an *UnavailableError). Every backend in this tree does all three; the conformance suite
+// (guest/guesttest) asserts this error for a backend that declares it cannot.
+var ErrUnsupported = errors.New("not supported by this guest backend")
+
 // Event is a change of a guest's state that the backend noticed by itself (the guest
 // powered off, crashed, was paused by someone else).
 type Event struct {

@@ -43,8 +43,16 @@ type Options struct {
 	ProbeKVM func() (ok bool, reason string)
 	// SetIdle puts the cgroup of a process (QEMU's) into the idle class; nil: skipped.
 	SetIdle func(pid int) error
-	Log     *slog.Logger
+	// RunDir keeps, for each guest, a link to its state directory (NAME.state), so that
+	// Stop discards the overlay of a guest whose transient domain libvirt has already
+	// forgotten (QEMU crashed or was killed), by this agent or a restarted one. Default
+	// DefaultRunDir.
+	RunDir string
+	Log    *slog.Logger
 }
+
+// DefaultRunDir is Options.RunDir of the agent (tmpfs, like the state directories).
+const DefaultRunDir = "/run/overtime/libvirt"
 
 // Backend is a libvirt guest backend.
 type Backend struct {
@@ -72,6 +80,9 @@ func New(o Options) *Backend {
 	}
 	if o.QemuImg == "" {
 		o.QemuImg = "qemu-img"
+	}
+	if o.RunDir == "" {
+		o.RunDir = DefaultRunDir
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -209,25 +220,66 @@ func (b *Backend) Start(ctx context.Context, s guest.Spec) error {
 	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
 		return err
 	}
+	if err := b.linkStateDir(s.Name, s.StateDir); err != nil {
+		os.RemoveAll(s.StateDir)
+		return err
+	}
 	overlay := filepath.Join(s.StateDir, overlayFile)
 	// The base is opened read-only by QEMU through the overlay's backing chain; writes land
 	// in the overlay on tmpfs.
 	out, err := exec.CommandContext(ctx, b.o.QemuImg, "create", "-q", "-f", "qcow2", "-F", baseFmt,
 		"-b", s.BaseImage, overlay).CombinedOutput()
 	if err != nil {
+		b.discard(s.Name, s.StateDir)
 		return fmt.Errorf("libvirt: guest %s: qemu-img create overlay: %v: %s", s.Name, err, bytes.TrimSpace(out))
 	}
 	xmlPath := filepath.Join(s.StateDir, domainFile)
 	if err := os.WriteFile(xmlPath, x, 0o600); err != nil {
+		b.discard(s.Name, s.StateDir)
 		return err
 	}
 	if _, err := b.virsh(ctx, "create", xmlPath); err != nil {
-		os.RemoveAll(s.StateDir)
+		b.discard(s.Name, s.StateDir)
 		return fmt.Errorf("libvirt: start %s: %w", s.Name, err)
 	}
 	if err := b.Reassert(ctx, s); err != nil {
 		b.virsh(ctx, "destroy", s.Name)
-		os.RemoveAll(s.StateDir)
+		b.discard(s.Name, s.StateDir)
+		return err
+	}
+	return nil
+}
+
+// stateLink is RunDir/NAME.state, the link to the guest's state directory.
+func (b *Backend) stateLink(name string) string {
+	return filepath.Join(b.o.RunDir, name+".state")
+}
+
+// linkStateDir records where the guest's state directory is (see Options.RunDir).
+func (b *Backend) linkStateDir(name, stateDir string) error {
+	if err := os.MkdirAll(b.o.RunDir, 0o700); err != nil {
+		return fmt.Errorf("libvirt: %w", err)
+	}
+	link := b.stateLink(name)
+	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("libvirt: %w", err)
+	}
+	if err := os.Symlink(stateDir, link); err != nil {
+		return fmt.Errorf("libvirt: %w", err)
+	}
+	return nil
+}
+
+// discard removes the guest's state directory and the link to it. Only a directory named
+// after the guest is removed (a record pointing elsewhere is not followed into data that
+// is not the guest's).
+func (b *Backend) discard(name, stateDir string) error {
+	if stateDir != "" && filepath.IsAbs(stateDir) && filepath.Base(stateDir) == name {
+		if err := os.RemoveAll(stateDir); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(b.stateLink(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil
@@ -350,7 +402,9 @@ func (b *Backend) SetCPULimit(ctx context.Context, name string, cpus float64) er
 	return nil
 }
 
-// Stop destroys the domain and discards its overlay.
+// Stop destroys the domain and discards its overlay. The state directory is the one in
+// the domain's metadata, or, when libvirt no longer knows the domain (it crashed), the one
+// Start linked in RunDir.
 func (b *Backend) Stop(ctx context.Context, name string) error {
 	stateDir := ""
 	if md, err := b.virsh(ctx, "metadata", name, "https://overtime-hpc.org/xmlns/guest/1"); err == nil {
@@ -358,15 +412,13 @@ func (b *Backend) Stop(ctx context.Context, name string) error {
 			stateDir, _, _ = strings.Cut(rest, "</stateDir>")
 		}
 	}
+	if stateDir == "" {
+		stateDir, _ = os.Readlink(b.stateLink(name))
+	}
 	if _, err := b.virsh(ctx, "destroy", name); err != nil && !notFound(err) {
 		return fmt.Errorf("libvirt: stop %s: %w", name, err)
 	}
-	if stateDir != "" && filepath.IsAbs(stateDir) && filepath.Base(stateDir) == name {
-		if err := os.RemoveAll(stateDir); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.discard(name, stateDir)
 }
 
 // Watch follows libvirt's lifecycle events with one `virsh event --loop`.
