@@ -127,6 +127,23 @@ func notFound(err error) bool {
 
 // Available checks the connection and the tools a guest needs.
 func (b *Backend) Available(ctx context.Context) error {
+	if err := b.reachable(ctx); err != nil {
+		return err
+	}
+	if _, err := exec.LookPath(b.o.QemuImg); err != nil {
+		return guest.Unavailable(b.o.Kind, "qemu-img not found (Debian package qemu-utils): it makes the transient overlay")
+	}
+	if b.o.Kind == model.BackendQEMU {
+		if _, _, err := b.domainType(ctx); err != nil {
+			return guest.Unavailable(b.o.Kind, "%v", err)
+		}
+	}
+	return nil
+}
+
+// reachable is the part of Available that libvirt's events need: virsh, the hypervisor
+// (Xen) and a connection, without probing KVM.
+func (b *Backend) reachable(ctx context.Context) error {
 	if _, err := exec.LookPath(b.o.Virsh); err != nil {
 		return guest.Unavailable(b.o.Kind, "virsh not found (Debian package libvirt-clients)")
 	}
@@ -138,15 +155,20 @@ func (b *Backend) Available(ctx context.Context) error {
 	if _, err := b.virsh(ctx, "version"); err != nil {
 		return guest.Unavailable(b.o.Kind, "cannot connect to libvirt at %s: %v", b.o.URI, err)
 	}
-	if _, err := exec.LookPath(b.o.QemuImg); err != nil {
-		return guest.Unavailable(b.o.Kind, "qemu-img not found (Debian package qemu-utils): it makes the transient overlay")
-	}
-	if b.o.Kind == model.BackendQEMU {
-		if _, _, err := b.domainType(ctx); err != nil {
-			return guest.Unavailable(b.o.Kind, "%v", err)
-		}
-	}
 	return nil
+}
+
+// unavailableOr is err, unless the backend cannot run guests here at all (no libvirtd to
+// connect to, no Xen hypervisor): then it is the *guest.UnavailableError that says why, so
+// that every method fails the way Available does rather than with a connection error.
+func (b *Backend) unavailableOr(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if uerr := b.Available(ctx); uerr != nil {
+		return uerr
+	}
+	return err
 }
 
 // domainType decides kvm or qemu (TCG) once: KVM only when libvirt offers it and the probe
@@ -189,7 +211,7 @@ func (b *Backend) domainType(ctx context.Context) (string, string, error) {
 func (b *Backend) Start(ctx context.Context, s guest.Spec) error {
 	st, err := b.Status(ctx, s.Name)
 	if err != nil {
-		return err
+		return err // Status says when the backend is unavailable
 	}
 	if st.State != guest.StateAbsent {
 		return fmt.Errorf("libvirt: guest %s already exists (%s)", s.Name, st.State)
@@ -314,7 +336,7 @@ func (b *Backend) Status(ctx context.Context, name string) (guest.Status, error)
 		if notFound(err) {
 			return guest.Status{State: guest.StateAbsent}, nil
 		}
-		return guest.Status{}, err
+		return guest.Status{}, b.unavailableOr(ctx, err)
 	}
 	st := guest.Status{}
 	state, reason, _ := strings.Cut(strings.TrimSpace(out), " (")
@@ -372,6 +394,9 @@ func (b *Backend) simple(ctx context.Context, name, verb, benign string) error {
 	case strings.Contains(err.Error(), benign) || strings.Contains(err.Error(), "not paused") || strings.Contains(err.Error(), "already"):
 		return nil
 	}
+	if uerr := b.unavailableOr(ctx, err); uerr != err {
+		return uerr
+	}
 	return fmt.Errorf("libvirt: %w", err)
 }
 
@@ -397,6 +422,9 @@ func (b *Backend) SetCPULimit(ctx context.Context, name string, cpus float64) er
 		if notFound(err) {
 			return fmt.Errorf("libvirt: cpu limit %s: %w", name, guest.ErrNotFound)
 		}
+		if uerr := b.unavailableOr(ctx, err); uerr != err {
+			return uerr
+		}
 		return fmt.Errorf("libvirt: %w", err)
 	}
 	return nil
@@ -416,15 +444,21 @@ func (b *Backend) Stop(ctx context.Context, name string) error {
 		stateDir, _ = os.Readlink(b.stateLink(name))
 	}
 	if _, err := b.virsh(ctx, "destroy", name); err != nil && !notFound(err) {
+		if uerr := b.unavailableOr(ctx, err); uerr != err {
+			return uerr
+		}
 		return fmt.Errorf("libvirt: stop %s: %w", name, err)
 	}
 	return b.discard(name, stateDir)
 }
 
-// Watch follows libvirt's lifecycle events with one `virsh event --loop`.
+// Watch follows libvirt's lifecycle events with one `virsh event --loop`. It checks that
+// libvirt is reachable first: the loop would otherwise end at once, silently, where the
+// backend cannot run (the agent calls Watch of every backend at its start; the KVM probe
+// waits for the first guest).
 func (b *Backend) Watch(ctx context.Context) (<-chan guest.Event, error) {
-	if _, err := exec.LookPath(b.o.Virsh); err != nil {
-		return nil, guest.Unavailable(b.o.Kind, "virsh not found (Debian package libvirt-clients)")
+	if err := b.reachable(ctx); err != nil {
+		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, b.o.Virsh, "-q", "-c", b.o.URI, "event", "--all", "--loop")
 	out, err := cmd.StdoutPipe()
