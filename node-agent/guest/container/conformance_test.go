@@ -1,6 +1,8 @@
 package container
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,14 +12,10 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/guest/guesttest"
 )
 
-// TestConformance runs the guest backends' conformance suite on the container backend: a
-// busybox tree as the base, a busy shell loop as init, each Backend instance over the same
-// cgroup parent and run directory (an agent restarted).
-func TestConformance(t *testing.T) {
-	e := newEnv(t)
-	root, _ := buildBase(t, t.TempDir(), false)
+// conformanceHarness is the container backend's harness of the conformance suite.
+func conformanceHarness(e *env, root string) guesttest.Harness {
 	const marker = "etc/ot-conformance-scribble"
-	guesttest.Run(t, guesttest.Harness{
+	return guesttest.Harness{
 		Backend: func(*testing.T) guest.Backend { return e.backend(Options{}) },
 		Spec: func(t *testing.T, name string) guest.Spec {
 			s := e.spec(name, root, "while :; do :; done")
@@ -50,5 +48,37 @@ func TestConformance(t *testing.T) {
 		// Stop keeps the console of the run that ended next to the state directory.
 		Kept: func(s guest.Spec) []string { return []string{s.StateDir + ".console.prev"} },
 		Caps: guesttest.Caps{Crash: guesttest.CrashInStatus, CrashReason: "killed by signal"},
-	})
+	}
+}
+
+// TestConformance runs the guest backends' conformance suite on the container backend: a
+// busybox tree as the base, a busy shell loop as init, each Backend instance over the same
+// cgroup parent and run directory (an agent restarted).
+func TestConformance(t *testing.T) {
+	e := newEnv(t)
+	root, _ := buildBase(t, t.TempDir(), false)
+	guesttest.Run(t, conformanceHarness(e, root))
+}
+
+// withoutFreeze is a container backend that cannot pause its guests, as a backend may
+// declare (guesttest.Caps.NoFreeze): Freeze and Thaw give guest.ErrUnsupported.
+type withoutFreeze struct{ guest.Backend }
+
+func (withoutFreeze) Freeze(context.Context, string) error {
+	return fmt.Errorf("container without a freezer: %w", guest.ErrUnsupported)
+}
+
+func (withoutFreeze) Thaw(context.Context, string) error {
+	return fmt.Errorf("container without a freezer: %w", guest.ErrUnsupported)
+}
+
+// TestConformanceNoFreeze runs the suite on a backend that declares it cannot freeze: the
+// freeze step asserts the documented error, and adopt and evict run without freezing.
+func TestConformanceNoFreeze(t *testing.T) {
+	e := newEnv(t)
+	root, _ := buildBase(t, t.TempDir(), false)
+	h := conformanceHarness(e, root)
+	h.Backend = func(*testing.T) guest.Backend { return withoutFreeze{e.backend(Options{})} }
+	h.Caps.NoFreeze = true
+	guesttest.Run(t, h)
 }

@@ -9,7 +9,8 @@
 //   - Start: a transient guest runs, reports its PID and cgroup, and a second Start of the
 //     same name is refused without disturbing it.
 //   - Throttle: SetCPULimit lands in the guest's cgroup (cpu.max / cpu.cfs_quota_us, read
-//     from the files, not through the backend) and in Status; a busy guest stays under it.
+//     from the files, not through the backend) and in Status; a busy guest stays under it
+//     and is throttled, and is throttled no more once the cap is removed.
 //   - Freeze: Freeze pauses the guest (a busy guest accrues no CPU time), Thaw resumes it,
 //     both idempotent.
 //   - Adopt: a new Backend instance (an agent restarted) finds the running guest with its
@@ -132,7 +133,7 @@ func Run(t *testing.T, h Harness) {
 	c := &course{h: h, top: t, name: Name("ot-conf")}
 	c.b = h.Backend(t)
 	t.Cleanup(func() { c.cleanup(t) })
-	for _, step := range []struct {
+	steps := []struct {
 		name string
 		run  func(*testing.T)
 	}{
@@ -141,9 +142,16 @@ func Run(t *testing.T, h Harness) {
 		{"Freeze", c.freeze},
 		{"Adopt", c.adopt},
 		{"Evict", c.evict},
-	} {
+	}
+	for i, step := range steps {
 		if !t.Run(step.name, step.run) {
-			t.Fatalf("step %s failed: the later steps need it", step.name)
+			var later []string
+			for _, s := range steps[i+1:] {
+				later = append(later, s.name)
+			}
+			// A failure, not a skip: the test has failed already.
+			t.Errorf("step %s failed: not run, as they need it: %s", step.name, strings.Join(later, ", "))
+			break
 		}
 	}
 	t.Run("CrashReason", func(t *testing.T) { crashReason(t, h) })
@@ -315,6 +323,9 @@ func (c *course) throttle(t *testing.T) {
 			return used <= capCPUs+0.1
 		})
 		t.Logf("busy guest capped at %g CPUs used %.3f", capCPUs, used)
+		// The guest ran into the cap (the bound above is not vacuous on a loaded machine).
+		th0 := throttled(t, st)
+		poll.Until(t, "the capped busy guest throttled", 30*time.Second, func() bool { return throttled(t, st) > th0 })
 	}
 	if err := c.b.SetCPULimit(ctx, c.name, 0); err != nil {
 		t.Fatalf("SetCPULimit(0): %v", err)
@@ -327,10 +338,28 @@ func (c *course) throttle(t *testing.T) {
 		t.Fatalf("after removing the cap: the cgroup %s says %g", st.Cgroup, v)
 	}
 	if c.h.Busy {
-		poll.Until(t, "the uncapped busy guest above the old cap", 30*time.Second, func() bool {
-			return usage(t, c.b, c.name, 500*time.Millisecond) > capCPUs+0.1
+		// Uncapped, the busy guest is throttled no more: a window without a new throttled
+		// period (not its usage, which other load on the machine may hold down).
+		poll.Until(t, "a second of the uncapped busy guest without throttling", 10*time.Second, func() bool {
+			th0 := throttled(t, st)
+			time.Sleep(time.Second) // measurement window
+			return throttled(t, st) == th0
 		})
 	}
+}
+
+// throttled is the count of periods in which the guest's cgroup was throttled.
+func throttled(t *testing.T, st guest.Status) int64 {
+	t.Helper()
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := h.Group(st.Cgroup).Throttled()
+	if err != nil {
+		t.Fatalf("the guest's cgroup %s: %v", st.Cgroup, err)
+	}
+	return th.Throttled
 }
 
 func (c *course) freeze(t *testing.T) {
