@@ -7,6 +7,10 @@
 // Stop discards it. Backends keep the guest's limits in the cgroup (and in libvirt's live
 // domain), not in the agent, so they hold while the agent is dead; a restarted agent finds
 // the running guest again through Status.
+//
+// What the agent relies on from every backend (start, throttle, freeze, adopt, evict,
+// crash reason, or a clear "backend unavailable") is checked by one conformance suite,
+// guest/guesttest, which each backend's tests run against the real thing.
 package guest
 
 import (

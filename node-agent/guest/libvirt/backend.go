@@ -6,7 +6,8 @@
 // lifecycle events come from one long-running `virsh event --loop`.
 //
 // Domains are transient (`virsh create`): libvirt forgets them when they stop, and
-// nothing about a guest survives a reboot of the desktop. Limits are set through libvirt
+// nothing about a guest survives a reboot of the desktop. So that Stop still finds the
+// overlay of a guest whose QEMU died, Start links its state directory in Options.RunDir. Limits are set through libvirt
 // (cputune shares, SCHED_IDLE vCPUs and emulator, global_quota, memtune, blkiotune), so
 // they live in libvirt's cgroups and hold while the agent is down; the agent adds cpu.idle
 // on the domain's cgroup where the kernel has it, which libvirt does not manage.
