@@ -7,6 +7,10 @@
 // Stop discards it. Backends keep the guest's limits in the cgroup (and in libvirt's live
 // domain), not in the agent, so they hold while the agent is dead; a restarted agent finds
 // the running guest again through Status.
+//
+// What the agent relies on from every backend (start, throttle, freeze, adopt, evict,
+// crash reason, or a clear "backend unavailable") is checked by one conformance suite,
+// guest/guesttest, which each backend's tests run against the real thing.
 package guest
 
 import (
@@ -137,6 +141,12 @@ func IsUnavailable(err error) bool {
 
 // ErrNotFound is returned by Freeze, Thaw and SetCPULimit when the guest does not exist.
 var ErrNotFound = errors.New("guest not found")
+
+// ErrUnsupported is wrapped by the error of Freeze, Thaw or SetCPULimit of a backend that
+// cannot do that to any guest (a missing feature, not a problem of this machine, which is
+// an *UnavailableError). Every backend in this tree does all three; the conformance suite
+// (guest/guesttest) asserts this error for a backend that declares it cannot.
+var ErrUnsupported = errors.New("not supported by this guest backend")
 
 // Event is a change of a guest's state that the backend noticed by itself (the guest
 // powered off, crashed, was paused by someone else).

@@ -6,7 +6,8 @@
 // lifecycle events come from one long-running `virsh event --loop`.
 //
 // Domains are transient (`virsh create`): libvirt forgets them when they stop, and
-// nothing about a guest survives a reboot of the desktop. Limits are set through libvirt
+// nothing about a guest survives a reboot of the desktop. So that Stop still finds the
+// overlay of a guest whose QEMU died, Start links its state directory in Options.RunDir. Limits are set through libvirt
 // (cputune shares, SCHED_IDLE vCPUs and emulator, global_quota, memtune, blkiotune), so
 // they live in libvirt's cgroups and hold while the agent is down; the agent adds cpu.idle
 // on the domain's cgroup where the kernel has it, which libvirt does not manage.
@@ -43,8 +44,16 @@ type Options struct {
 	ProbeKVM func() (ok bool, reason string)
 	// SetIdle puts the cgroup of a process (QEMU's) into the idle class; nil: skipped.
 	SetIdle func(pid int) error
-	Log     *slog.Logger
+	// RunDir keeps, for each guest, a link to its state directory (NAME.state), so that
+	// Stop discards the overlay of a guest whose transient domain libvirt has already
+	// forgotten (QEMU crashed or was killed), by this agent or a restarted one. Default
+	// DefaultRunDir.
+	RunDir string
+	Log    *slog.Logger
 }
+
+// DefaultRunDir is Options.RunDir of the agent (tmpfs, like the state directories).
+const DefaultRunDir = "/run/overtime/libvirt"
 
 // Backend is a libvirt guest backend.
 type Backend struct {
@@ -72,6 +81,9 @@ func New(o Options) *Backend {
 	}
 	if o.QemuImg == "" {
 		o.QemuImg = "qemu-img"
+	}
+	if o.RunDir == "" {
+		o.RunDir = DefaultRunDir
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -116,6 +128,23 @@ func notFound(err error) bool {
 
 // Available checks the connection and the tools a guest needs.
 func (b *Backend) Available(ctx context.Context) error {
+	if err := b.reachable(ctx); err != nil {
+		return err
+	}
+	if _, err := exec.LookPath(b.o.QemuImg); err != nil {
+		return guest.Unavailable(b.o.Kind, "qemu-img not found (Debian package qemu-utils): it makes the transient overlay")
+	}
+	if b.o.Kind == model.BackendQEMU {
+		if _, _, err := b.domainType(ctx); err != nil {
+			return guest.Unavailable(b.o.Kind, "%v", err)
+		}
+	}
+	return nil
+}
+
+// reachable is the part of Available that libvirt's events need: virsh, the hypervisor
+// (Xen) and a connection, without probing KVM.
+func (b *Backend) reachable(ctx context.Context) error {
 	if _, err := exec.LookPath(b.o.Virsh); err != nil {
 		return guest.Unavailable(b.o.Kind, "virsh not found (Debian package libvirt-clients)")
 	}
@@ -127,15 +156,20 @@ func (b *Backend) Available(ctx context.Context) error {
 	if _, err := b.virsh(ctx, "version"); err != nil {
 		return guest.Unavailable(b.o.Kind, "cannot connect to libvirt at %s: %v", b.o.URI, err)
 	}
-	if _, err := exec.LookPath(b.o.QemuImg); err != nil {
-		return guest.Unavailable(b.o.Kind, "qemu-img not found (Debian package qemu-utils): it makes the transient overlay")
-	}
-	if b.o.Kind == model.BackendQEMU {
-		if _, _, err := b.domainType(ctx); err != nil {
-			return guest.Unavailable(b.o.Kind, "%v", err)
-		}
-	}
 	return nil
+}
+
+// unavailableOr is err, unless the backend cannot run guests here at all (no libvirtd to
+// connect to, no Xen hypervisor): then it is the *guest.UnavailableError that says why, so
+// that every method fails the way Available does rather than with a connection error.
+func (b *Backend) unavailableOr(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if uerr := b.Available(ctx); uerr != nil {
+		return uerr
+	}
+	return err
 }
 
 // domainType decides kvm or qemu (TCG) once: KVM only when libvirt offers it and the probe
@@ -178,7 +212,7 @@ func (b *Backend) domainType(ctx context.Context) (string, string, error) {
 func (b *Backend) Start(ctx context.Context, s guest.Spec) error {
 	st, err := b.Status(ctx, s.Name)
 	if err != nil {
-		return err
+		return err // Status says when the backend is unavailable
 	}
 	if st.State != guest.StateAbsent {
 		return fmt.Errorf("libvirt: guest %s already exists (%s)", s.Name, st.State)
@@ -209,25 +243,66 @@ func (b *Backend) Start(ctx context.Context, s guest.Spec) error {
 	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
 		return err
 	}
+	if err := b.linkStateDir(s.Name, s.StateDir); err != nil {
+		os.RemoveAll(s.StateDir)
+		return err
+	}
 	overlay := filepath.Join(s.StateDir, overlayFile)
 	// The base is opened read-only by QEMU through the overlay's backing chain; writes land
 	// in the overlay on tmpfs.
 	out, err := exec.CommandContext(ctx, b.o.QemuImg, "create", "-q", "-f", "qcow2", "-F", baseFmt,
 		"-b", s.BaseImage, overlay).CombinedOutput()
 	if err != nil {
+		b.discard(s.Name, s.StateDir)
 		return fmt.Errorf("libvirt: guest %s: qemu-img create overlay: %v: %s", s.Name, err, bytes.TrimSpace(out))
 	}
 	xmlPath := filepath.Join(s.StateDir, domainFile)
 	if err := os.WriteFile(xmlPath, x, 0o600); err != nil {
+		b.discard(s.Name, s.StateDir)
 		return err
 	}
 	if _, err := b.virsh(ctx, "create", xmlPath); err != nil {
-		os.RemoveAll(s.StateDir)
+		b.discard(s.Name, s.StateDir)
 		return fmt.Errorf("libvirt: start %s: %w", s.Name, err)
 	}
 	if err := b.Reassert(ctx, s); err != nil {
 		b.virsh(ctx, "destroy", s.Name)
-		os.RemoveAll(s.StateDir)
+		b.discard(s.Name, s.StateDir)
+		return err
+	}
+	return nil
+}
+
+// stateLink is RunDir/NAME.state, the link to the guest's state directory.
+func (b *Backend) stateLink(name string) string {
+	return filepath.Join(b.o.RunDir, name+".state")
+}
+
+// linkStateDir records where the guest's state directory is (see Options.RunDir).
+func (b *Backend) linkStateDir(name, stateDir string) error {
+	if err := os.MkdirAll(b.o.RunDir, 0o700); err != nil {
+		return fmt.Errorf("libvirt: %w", err)
+	}
+	link := b.stateLink(name)
+	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("libvirt: %w", err)
+	}
+	if err := os.Symlink(stateDir, link); err != nil {
+		return fmt.Errorf("libvirt: %w", err)
+	}
+	return nil
+}
+
+// discard removes the guest's state directory and the link to it. Only a directory named
+// after the guest is removed (a record pointing elsewhere is not followed into data that
+// is not the guest's).
+func (b *Backend) discard(name, stateDir string) error {
+	if stateDir != "" && filepath.IsAbs(stateDir) && filepath.Base(stateDir) == name {
+		if err := os.RemoveAll(stateDir); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(b.stateLink(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil
@@ -262,7 +337,7 @@ func (b *Backend) Status(ctx context.Context, name string) (guest.Status, error)
 		if notFound(err) {
 			return guest.Status{State: guest.StateAbsent}, nil
 		}
-		return guest.Status{}, err
+		return guest.Status{}, b.unavailableOr(ctx, err)
 	}
 	st := guest.Status{}
 	state, reason, _ := strings.Cut(strings.TrimSpace(out), " (")
@@ -320,6 +395,9 @@ func (b *Backend) simple(ctx context.Context, name, verb, benign string) error {
 	case strings.Contains(err.Error(), benign) || strings.Contains(err.Error(), "not paused") || strings.Contains(err.Error(), "already"):
 		return nil
 	}
+	if uerr := b.unavailableOr(ctx, err); uerr != err {
+		return uerr
+	}
 	return fmt.Errorf("libvirt: %w", err)
 }
 
@@ -345,12 +423,17 @@ func (b *Backend) SetCPULimit(ctx context.Context, name string, cpus float64) er
 		if notFound(err) {
 			return fmt.Errorf("libvirt: cpu limit %s: %w", name, guest.ErrNotFound)
 		}
+		if uerr := b.unavailableOr(ctx, err); uerr != err {
+			return uerr
+		}
 		return fmt.Errorf("libvirt: %w", err)
 	}
 	return nil
 }
 
-// Stop destroys the domain and discards its overlay.
+// Stop destroys the domain and discards its overlay. The state directory is the one in
+// the domain's metadata, or, when libvirt no longer knows the domain (it crashed), the one
+// Start linked in RunDir.
 func (b *Backend) Stop(ctx context.Context, name string) error {
 	stateDir := ""
 	if md, err := b.virsh(ctx, "metadata", name, "https://overtime-hpc.org/xmlns/guest/1"); err == nil {
@@ -358,21 +441,25 @@ func (b *Backend) Stop(ctx context.Context, name string) error {
 			stateDir, _, _ = strings.Cut(rest, "</stateDir>")
 		}
 	}
+	if stateDir == "" {
+		stateDir, _ = os.Readlink(b.stateLink(name))
+	}
 	if _, err := b.virsh(ctx, "destroy", name); err != nil && !notFound(err) {
+		if uerr := b.unavailableOr(ctx, err); uerr != err {
+			return uerr
+		}
 		return fmt.Errorf("libvirt: stop %s: %w", name, err)
 	}
-	if stateDir != "" && filepath.IsAbs(stateDir) && filepath.Base(stateDir) == name {
-		if err := os.RemoveAll(stateDir); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.discard(name, stateDir)
 }
 
-// Watch follows libvirt's lifecycle events with one `virsh event --loop`.
+// Watch follows libvirt's lifecycle events with one `virsh event --loop`. It checks that
+// libvirt is reachable first: the loop would otherwise end at once, silently, where the
+// backend cannot run (the agent calls Watch of every backend at its start; the KVM probe
+// waits for the first guest).
 func (b *Backend) Watch(ctx context.Context) (<-chan guest.Event, error) {
-	if _, err := exec.LookPath(b.o.Virsh); err != nil {
-		return nil, guest.Unavailable(b.o.Kind, "virsh not found (Debian package libvirt-clients)")
+	if err := b.reachable(ctx); err != nil {
+		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, b.o.Virsh, "-q", "-c", b.o.URI, "event", "--all", "--loop")
 	out, err := cmd.StdoutPipe()

@@ -91,7 +91,7 @@ func TestGuestLifecycle(t *testing.T) {
 	}
 	idled := 0
 	setIdle := IdleDomainCgroup(h) // the agent's, on this machine's real libvirt layout
-	b := New(Options{URI: env.URI, DomainType: "qemu", SetIdle: func(pid int) error {
+	b := New(Options{URI: env.URI, DomainType: "qemu", RunDir: t.TempDir(), SetIdle: func(pid int) error {
 		idled++
 		return setIdle(pid)
 	}})
@@ -213,7 +213,7 @@ func TestCrashEvent(t *testing.T) {
 	env := libvirtenv.Start(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b := New(Options{URI: env.URI, DomainType: "qemu"})
+	b := New(Options{URI: env.URI, DomainType: "qemu", RunDir: t.TempDir()})
 	events, err := b.Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
