@@ -106,8 +106,10 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 			backends := map[model.GuestBackend]guest.Backend{
 				model.BackendQEMU: libvirt.New(libvirt.Options{URI: libvirtURI, Log: log,
 					ProbeKVM: kvmprobe.KVM, SetIdle: libvirt.IdleDomainCgroup(cg)}),
-				model.BackendXen:       libvirt.New(libvirt.Options{Kind: model.BackendXen, Log: log}),
-				model.BackendVMware:    vmware.New(vmware.Config{}),
+				model.BackendXen: libvirt.New(libvirt.Options{Kind: model.BackendXen, Log: log}),
+				// The agent keeps a guest's state in StateDir/guest/NAME (agent.guestLifecycle):
+				// a restarted agent looks for a VMware guest's .vmx there.
+				model.BackendVMware:    vmware.New(vmware.Config{StateRoot: filepath.Join(stateDir, "guest")}),
 				model.BackendContainer: container.New(container.Options{Hierarchy: cg, Logf: func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) }}),
 			}
 			// The load sensor counts CPU outside the guest; the agent knows the guest.
