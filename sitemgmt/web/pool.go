@@ -85,14 +85,6 @@ func (f *hostForm) fields() service.HostFields {
 	return service.HostFields{MAC: f.MAC, IP: f.IP, BootServer: f.BootServer, Pool: f.Pool}
 }
 
-// noteWrite tells the server's metrics the outcome of a write made through a named
-// operation of the service, as UI.Update does for its own.
-func (u *UI) noteWrite(dryRun bool, changes []model.Change, err error) {
-	if u.opt.OnWrite != nil {
-		u.opt.OnWrite(dryRun, changes, err)
-	}
-}
-
 // check validates each field on its own (the model's own validators, so the messages are
 // the ones the API gives), before the whole change is tried.
 func (f *hostForm) check(site *model.Site, current string) bool {
@@ -268,7 +260,7 @@ func (u *UI) addHost(q *Req) {
 		return
 	}
 	changes, err := u.svc.Hosts.Add(q.Context(), q.P.Check, f.Name, f.fields())
-	u.noteWrite(false, changes, err)
+	u.wrote(false, changes, err)
 	if err != nil {
 		status, _ := ErrorStatus(err)
 		if pe := f.failed(err); pe != "" {
@@ -458,7 +450,7 @@ func (u *UI) editHost(q *Req) {
 	}
 	name := h.Name
 	changes, err := u.svc.Hosts.Edit(q.Context(), q.P.Check, name, f.fields())
-	u.noteWrite(false, changes, err)
+	u.wrote(false, changes, err)
 	if err != nil {
 		status, _ := ErrorStatus(err)
 		if pe := f.failed(err); pe != "" {
@@ -488,7 +480,7 @@ func (u *UI) deleteHost(q *Req) {
 	}
 	name, pool := h.Name, h.Pool
 	changes, err := u.svc.Hosts.Delete(q.Context(), q.P.Check, name)
-	u.noteWrite(false, changes, err)
+	u.wrote(false, changes, err)
 	if err != nil {
 		status, msg := ErrorStatus(err)
 		u.renderHost(q, h, status, f, func(pg *hostPage) { pg.DeleteError = msg })
@@ -595,7 +587,7 @@ func (u *UI) importPost(q *Req) {
 	}
 	apply := q.PostFormValue("confirm") == "1"
 	changes, err := u.svc.Hosts.Import(q.Context(), q.P.Check, hosts, !apply)
-	u.noteWrite(!apply, changes, err)
+	u.wrote(!apply, changes, err)
 	if err != nil {
 		status, msg := ErrorStatus(err)
 		pg.Errors = []string{annotateLine(msg, lines)}

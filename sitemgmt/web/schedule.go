@@ -226,15 +226,6 @@ func scheduleTarget(kind, name string) model.Target {
 	return model.Target{Pool: name}
 }
 
-// wrote reports a write made by a named operation of the service to the write metrics,
-// as Update does, and passes its result on.
-func (u *UI) wrote(dryRun bool, changes []model.Change, err error) ([]model.Change, error) {
-	if u.opt.OnWrite != nil {
-		u.opt.OnWrite(dryRun, changes, err)
-	}
-	return changes, err
-}
-
 // lookupTarget finds the pool or host q may see; otherwise it answers 404 and says false.
 func (u *UI) lookupTarget(q *Req, kind, name string) (pool string, ok bool) {
 	w, _, pool := targetRules(q.Snap.Site, kind, name)

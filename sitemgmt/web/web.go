@@ -338,10 +338,9 @@ func ErrorStatus(err error) (int, string) {
 	return status, msg
 }
 
-// Update runs a change through the service as q's user (dryRun: validate and authorise
-// only). Nothing is written unless the whole change is valid and allowed.
-func (u *UI) Update(q *Req, dryRun bool, fn func(site *model.Site) error) ([]model.Change, error) {
-	changes, err := u.svc.Update(q.Context(), q.P.Check, dryRun, fn)
+// wrote reports a write made by a named operation of the service (every change the UI
+// makes is one) to the write metrics, and passes its result on.
+func (u *UI) wrote(dryRun bool, changes []model.Change, err error) ([]model.Change, error) {
 	if u.opt.OnWrite != nil {
 		u.opt.OnWrite(dryRun, changes, err)
 	}
