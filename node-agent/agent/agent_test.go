@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/node-agent/coursevm"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/wire"
@@ -97,13 +98,7 @@ func runAgent(t *testing.T, a *Agent) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, what, 10*time.Second, cond)
 }
 
 // A document the agent must not act on is refused with a reason, and the previous one

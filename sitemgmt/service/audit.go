@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -195,48 +194,17 @@ func (a *auditState) mergeDoc(log *slog.Logger, key string, doc []byte, deleted 
 
 // flush writes the queued audit documents to st; what fails stays queued.
 func (a *auditState) flush(ctx context.Context, st StateStore) error {
-	type w struct {
-		id  string
-		doc []byte
-	}
 	a.mu.Lock()
 	a.init()
-	var todo []w
-	for id := range a.dirty {
-		if e, ok := a.entries[id]; ok {
-			if doc, err := json.Marshal(e); err == nil {
-				todo = append(todo, w{id, doc})
-			}
-		}
-	}
-	for id := range a.dead {
-		todo = append(todo, w{id: id})
-	}
-	clear(a.dirty)
-	clear(a.dead)
 	a.mu.Unlock()
-	var errs []error
-	for _, x := range todo {
-		var err error
-		if x.doc == nil {
-			err = st.DeleteState(ctx, stateAudit, x.id)
-		} else {
-			err = st.PutState(ctx, stateAudit, x.id, x.doc)
+	return flushDocs(ctx, &a.mu, a.dirty, a.dead, st, stateAudit, func(id string) ([]byte, bool) {
+		e, ok := a.entries[id]
+		if !ok {
+			return nil, false
 		}
-		if err != nil {
-			errs = append(errs, err)
-			a.mu.Lock()
-			if x.doc == nil {
-				if !a.dirty[x.id] {
-					a.dead[x.id] = true
-				}
-			} else if !a.dead[x.id] {
-				a.dirty[x.id] = true
-			}
-			a.mu.Unlock()
-		}
-	}
-	return errors.Join(errs...)
+		doc, err := json.Marshal(e)
+		return doc, err == nil
+	})
 }
 
 func (a *auditState) pendingWrites() int {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -548,46 +547,15 @@ func (pw *Power) flush(ctx context.Context) error {
 	p := &pw.state
 	p.mu.Lock()
 	p.init()
-	type w struct {
-		id  string
-		doc []byte
-	}
-	var todo []w
-	for id := range p.dirty {
-		if r, ok := p.cmds[id]; ok {
-			if doc, err := json.Marshal(r); err == nil {
-				todo = append(todo, w{id, doc})
-			}
-		}
-	}
-	for id := range p.dead {
-		todo = append(todo, w{id: id})
-	}
-	clear(p.dirty)
-	clear(p.dead)
 	p.mu.Unlock()
-	var errs []error
-	for _, x := range todo {
-		var err error
-		if x.doc == nil {
-			err = pw.s.state.DeleteState(ctx, statePower, x.id)
-		} else {
-			err = pw.s.state.PutState(ctx, statePower, x.id, x.doc)
+	return flushDocs(ctx, &p.mu, p.dirty, p.dead, pw.s.state, statePower, func(id string) ([]byte, bool) {
+		r, ok := p.cmds[id]
+		if !ok {
+			return nil, false
 		}
-		if err != nil {
-			errs = append(errs, err)
-			p.mu.Lock()
-			if x.doc == nil {
-				if !p.dirty[x.id] {
-					p.dead[x.id] = true
-				}
-			} else if !p.dead[x.id] {
-				p.dirty[x.id] = true
-			}
-			p.mu.Unlock()
-		}
-	}
-	return errors.Join(errs...)
+		doc, err := json.Marshal(r)
+		return doc, err == nil
+	})
 }
 
 func (p *powerState) pendingWrites() int {

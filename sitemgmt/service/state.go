@@ -511,3 +511,50 @@ func (s *Service) StatePending() int {
 	a.mu.Unlock()
 	return n + s.Power.state.pendingWrites() + s.audit.pendingWrites()
 }
+
+// flushDocs writes a state kind's queued documents to st: each ID in dirty (its document
+// from doc, false when it no longer exists) is put, each in dead deleted. The queue is
+// taken under mu and the writes made without it; what fails goes back on the queue,
+// unless a later change queued the opposite. The audit trail and the power commands
+// keep their documents this way.
+func flushDocs(ctx context.Context, mu *sync.Mutex, dirty, dead map[string]bool, st StateStore, kind string, doc func(id string) ([]byte, bool)) error {
+	type w struct {
+		id  string
+		doc []byte
+	}
+	mu.Lock()
+	var todo []w
+	for id := range dirty {
+		if d, ok := doc(id); ok {
+			todo = append(todo, w{id, d})
+		}
+	}
+	for id := range dead {
+		todo = append(todo, w{id: id})
+	}
+	clear(dirty)
+	clear(dead)
+	mu.Unlock()
+	var errs []error
+	for _, x := range todo {
+		var err error
+		if x.doc == nil {
+			err = st.DeleteState(ctx, kind, x.id)
+		} else {
+			err = st.PutState(ctx, kind, x.id, x.doc)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			mu.Lock()
+			if x.doc == nil {
+				if !dirty[x.id] {
+					dead[x.id] = true
+				}
+			} else if !dead[x.id] {
+				dirty[x.id] = true
+			}
+			mu.Unlock()
+		}
+	}
+	return errors.Join(errs...)
+}

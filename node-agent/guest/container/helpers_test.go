@@ -8,8 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +16,11 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup/cgrouptest"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
+	"github.com/overtime-hpc/overtime/node-agent/guest/guesttest"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
@@ -209,42 +209,10 @@ func buildBase(t *testing.T, dir string, sqfs bool) (root, image string) {
 	return root, image
 }
 
-// treeDigest hashes a tree: names, modes, link targets and contents.
+// treeDigest hashes a tree: names, modes, link targets and contents (guesttest.Digest).
 func treeDigest(t *testing.T, root string) string {
 	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		fmt.Fprintf(h, "%s %v %d\n", rel, info.Mode(), info.Size())
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(h, "-> %s\n", l)
-		case info.Mode().IsRegular():
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(h, f)
-			f.Close()
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return guesttest.Digest(t, root)
 }
 
 func fileDigest(t *testing.T, p string) string {
@@ -278,13 +246,7 @@ func mustExecIn(t *testing.T, pid int, args ...string) string {
 // eventually polls cond every 10 ms until it holds or d has passed.
 func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, what, d, cond)
 }
 
 // hostMounts lists this process's mount points and sources mentioning any of subs.

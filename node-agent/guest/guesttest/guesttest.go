@@ -266,7 +266,7 @@ func (c *course) start(t *testing.T) {
 		t.Fatalf("harness spec %+v: want name %s, a state directory and no CPU limit", s, c.name)
 	}
 	c.s = s
-	c.base = digest(t, s.BaseImage)
+	c.base = Digest(t, s.BaseImage)
 	c.before = list(t, filepath.Dir(s.StateDir))
 	if st := status(t, c.b, s.Name); st.State != guest.StateAbsent {
 		t.Fatalf("before Start: %+v, want absent", st)
@@ -467,7 +467,7 @@ func (c *course) evict(t *testing.T) {
 		}
 	}
 	checkGone(t, c.h, c.b, c.s, c.before)
-	if digest(t, c.s.BaseImage) != c.base {
+	if Digest(t, c.s.BaseImage) != c.base {
 		t.Fatalf("the base image %s changed", c.s.BaseImage)
 	}
 	for verb, call := range map[string]func() error{
@@ -663,9 +663,9 @@ func runUnavailable(t *testing.T, h Harness) {
 	}
 }
 
-// digest is a SHA-256 over the base image: a file's content, or a tree's names, modes,
+// Digest is a SHA-256 over the base image: a file's content, or a tree's names, modes,
 // link targets and contents.
-func digest(t *testing.T, base string) string {
+func Digest(t *testing.T, base string) string {
 	t.Helper()
 	h := sha256.New()
 	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
