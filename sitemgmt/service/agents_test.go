@@ -272,21 +272,34 @@ func TestSlurmFeed(t *testing.T) {
 		t.Fatalf("empty feed %+v %v", feed, err)
 	}
 
-	// A long poll is answered by the next heartbeat (whether it arrives before or after
-	// the poll starts waiting), with that heartbeat's node.
+	// A long poll waits while nothing changes and is woken by the next heartbeat, with
+	// that heartbeat's node: still unanswered after 300 ms (it would answer at once
+	// without waiting), answered within 5 s of the heartbeat (its timeout is an hour).
 	got := make(chan *wire.SlurmFeed, 1)
+	pollErr := make(chan error, 1)
 	go func() {
 		f, err := s.Slurm.Feed(ctx, 0, 0, time.Hour, clock)
-		if err != nil {
-			t.Error(err)
-		}
+		pollErr <- err
 		got <- f
 	}()
+	select {
+	case f := <-got:
+		t.Fatalf("long poll answered before any change: %+v (%v)", f, <-pollErr)
+	case <-time.After(300 * time.Millisecond):
+	}
 	if _, err := s.Agents.PutHeartbeat(wire.Heartbeat{Host: "pc1", Time: t0, Mode: "desktop", OwnerState: model.StateNoUser,
 		Action: model.ActionRun, GuestState: "running"}, t0, ""); err != nil {
 		t.Fatal(err)
 	}
-	feed = <-got
+	select {
+	case err := <-pollErr:
+		if err != nil {
+			t.Fatal(err)
+		}
+		feed = <-got
+	case <-time.After(5 * time.Second):
+		t.Fatal("long poll not woken by the heartbeat: no answer 5 s after it")
+	}
 	if feed.Revision != 1 || feed.Nodes[0].State != wire.SlurmUp || feed.Nodes[0].Features != "overtime,desktop,desk-empty" {
 		t.Fatalf("after a heartbeat: %+v", feed)
 	}
