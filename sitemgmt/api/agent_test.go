@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
@@ -914,22 +915,19 @@ func TestAgentBodyBudget(t *testing.T) {
 		request(conn, strings.Repeat(" ", size/2))
 		go func() { held <- status(conn) }()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// The held requests are still being admitted: ask again until the fifth is refused.
+	code := 0
+	if !poll.Wait(10*time.Second, func() bool {
 		conn, err := net.Dial("tcp", u.Host)
 		if err != nil {
 			t.Fatal(err)
 		}
 		request(conn, strings.Repeat(" ", size))
-		code := status(conn)
+		code = status(conn)
 		conn.Close()
-		if code == http.StatusTooManyRequests {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a fifth heartbeat body while four are held: %d, want 429", code)
-		}
-		time.Sleep(10 * time.Millisecond) // the held requests are still being admitted
+		return code == http.StatusTooManyRequests
+	}) {
+		t.Fatalf("a fifth heartbeat body while four are held: %d, want 429", code)
 	}
 	select {
 	case c := <-held:
