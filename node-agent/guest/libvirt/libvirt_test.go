@@ -15,24 +15,23 @@ import (
 
 	"github.com/overtime-hpc/overtime/images/testimage"
 	"github.com/overtime-hpc/overtime/internal/testenv/libvirtenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond (every 100 ms: it asks libvirt) until it holds or the deadline
+// passes, and fails with cond's last detail.
 func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not reached within %s: %s", what, within, detail)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var detail string
+	if !poll.WaitEvery(within, 100*time.Millisecond, func() bool {
+		var ok bool
+		ok, detail = cond()
+		return ok
+	}) {
+		t.Fatalf("%s not reached within %s: %s", what, within, detail)
 	}
 }
 
