@@ -30,7 +30,7 @@ func registerCollections(s *Server) {
 		list: func(s *model.Site) *[]model.Pool { return &s.Pools },
 		name: func(v *model.Pool) *string { return &v.Name },
 		put:  s.svc.Bookings.PutPool,
-		del: s.remover(model.EntityPool, "pool")})
+		del:  s.remover(model.EntityPool, "pool")})
 	register(s, collection[model.Host]{kind: "host", path: "hosts",
 		list: func(s *model.Site) *[]model.Host { return &s.Hosts },
 		name: func(v *model.Host) *string { return &v.Name },
@@ -44,12 +44,12 @@ func registerCollections(s *Server) {
 		list: func(s *model.Site) *[]model.BootServer { return &s.BootServers },
 		name: func(v *model.BootServer) *string { return &v.Name },
 		put:  s.svc.Entities.PutBootServer,
-		del: s.remover(model.EntityBootServer, "boot server")})
+		del:  s.remover(model.EntityBootServer, "boot server")})
 	register(s, collection[model.Mode]{kind: "mode", path: "modes",
 		list: func(s *model.Site) *[]model.Mode { return &s.Modes },
 		name: func(v *model.Mode) *string { return &v.Name },
 		put:  s.svc.Entities.PutMode,
-		del: s.remover(model.EntityMode, "mode")})
+		del:  s.remover(model.EntityMode, "mode")})
 	register(s, collection[model.Image]{kind: "image", path: "images",
 		list: func(s *model.Site) *[]model.Image { return &s.Images },
 		name: func(v *model.Image) *string { return &v.Name },
@@ -66,7 +66,7 @@ func registerCollections(s *Server) {
 		list: func(s *model.Site) *[]model.RoleGrant { return &s.Roles },
 		name: func(v *model.RoleGrant) *string { return &v.Name },
 		put:  s.svc.Entities.PutRole,
-		del: s.remover(model.EntityRole, "role")})
+		del:  s.remover(model.EntityRole, "role")})
 }
 
 // remover is DELETE's operation for an entity of kind (what: the kind as users read it).

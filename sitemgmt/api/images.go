@@ -82,7 +82,6 @@ func (s *Server) putCurrent(w http.ResponseWriter, r *http.Request) {
 	s.written(w, r, http.StatusOK, changes, err)
 }
 
-
 func (s *Server) getDistribution(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("image")
 	if name != "" && s.svc.Snapshot().Site.Image(name) == nil {
