@@ -9,7 +9,6 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/errstatus"
 	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/vocab/model"
-	"github.com/overtime-hpc/overtime/vocab/names"
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
@@ -53,37 +52,13 @@ func (s *Server) uploadRoutes() {
 	s.mux.HandleFunc("DELETE "+base+"/upload", s.write(s.discardUpload))
 }
 
-// uploadTarget checks the path values and the user's right to upload to the image, and
-// that the version is still open: everything an upload, publish or discard decides
+// uploadTarget asks the service whether the user may upload to the image's version now
+// (service.Images.MayUpload): everything an upload, publish or discard decides
 // before touching a body or the store. It answers the request itself when it refuses.
 func (s *Server) uploadTarget(w http.ResponseWriter, r *http.Request) (im *model.Image, version string, ok bool) {
-	name, version := r.PathValue("name"), r.PathValue("version")
-	if err := model.ValidName("image", name); err != nil {
-		s.httpError(w, err)
-		return nil, "", false
-	}
-	if err := names.Version(version); err != nil {
-		s.httpError(w, model.Invalid("%v", err))
-		return nil, "", false
-	}
-	if s.store == nil {
-		writeError(w, http.StatusServiceUnavailable, "this site manager keeps no image store: start overtime serve with --images-dir to accept uploads")
-		return nil, "", false
-	}
-	im = s.svc.Snapshot().Site.Image(name)
-	if im == nil {
-		s.httpError(w, model.NotFound("image", name))
-		return nil, "", false
-	}
-	if err := principal(r).CheckUpload(im); err != nil {
-		s.httpError(w, err)
-		return nil, "", false
-	}
-	if im.Version(version) != nil {
-		s.httpError(w, model.Conflict("image %s version %s is already published; versions are immutable, upload a new one", name, version))
-		return nil, "", false
-	}
-	if err := s.store.CheckNew(name, version); err != nil {
+	version = r.PathValue("version")
+	im, err := s.svc.Images.MayUpload(principal(r), s.store, r.PathValue("name"), version)
+	if err != nil {
 		s.httpError(w, err)
 		return nil, "", false
 	}

@@ -1,10 +1,7 @@
 package api
 
 import (
-	"errors"
 	"net/http"
-
-	"github.com/overtime-hpc/overtime/sitemgmt/service"
 )
 
 // Directory users: site admins list, create (putUser) and delete them; every user may
@@ -37,7 +34,7 @@ func (s *Server) userRoutes() {
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) {
 	users, err := s.svc.Accounts.Users(r.Context(), principal(r))
 	if err != nil {
-		s.userError(w, err)
+		s.httpError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, users)
@@ -47,7 +44,7 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
 	// Refused before the body is read, as before the rules moved to the service.
 	if err := s.svc.Accounts.MayManageUsers(p); err != nil {
-		s.userError(w, err)
+		s.httpError(w, err)
 		return
 	}
 	var in UserRequest
@@ -56,7 +53,7 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.svc.Accounts.PutUser(r.Context(), p, in.UID, in.Name, in.Password); err != nil {
-		s.userError(w, err)
+		s.httpError(w, err)
 		return
 	}
 	s.auth.forget(in.UID)
@@ -66,7 +63,7 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request) {
 	uid := r.PathValue("uid")
 	if err := s.svc.Accounts.DeleteUser(r.Context(), principal(r), uid); err != nil {
-		s.userError(w, err)
+		s.httpError(w, err)
 		return
 	}
 	s.auth.forget(uid)
@@ -78,7 +75,7 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) {
 	uid := r.PathValue("uid")
 	// Refused before the body is read, as before the rules moved to the service.
 	if err := s.svc.Accounts.MaySetPassword(p, uid); err != nil {
-		s.userError(w, err)
+		s.httpError(w, err)
 		return
 	}
 	var in PasswordRequest
@@ -87,23 +84,12 @@ func (s *Server) setPassword(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.svc.Accounts.SetPassword(r.Context(), p, uid, in.OldPassword, in.Password); err != nil {
-		s.userError(w, err)
+		s.httpError(w, err)
 		return
 	}
 	// The old password must stop working now, not when its cache entry expires.
 	s.auth.forget(uid)
 	writeJSON(w, http.StatusOK, map[string]any{"uid": uid})
-}
-
-// userError is httpError for the user operations, whose check of a current password can
-// also find the directory unavailable: that is "try again" (503), not a refusal.
-func (s *Server) userError(w http.ResponseWriter, err error) {
-	var du *service.DirectoryUnavailable
-	if errors.As(err, &du) {
-		writeError(w, http.StatusServiceUnavailable, "directory unavailable; try again")
-		return
-	}
-	s.httpError(w, err)
 }
 
 func (c *authCache) forget(uid string) {

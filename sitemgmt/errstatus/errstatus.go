@@ -25,6 +25,24 @@ type StoreFull struct{ Msg string }
 
 func (e StoreFull) Error() string { return e.Msg }
 
+// Unavailable is something an operation needed that cannot be had now (503): the
+// directory during an outage, an image store this server does not keep. Not a refusal:
+// the user is told to try again or where the service is, never "wrong password". Msg is
+// the user's; Err, the cause, goes to the log.
+type Unavailable struct {
+	Msg string
+	Err error
+}
+
+func (e *Unavailable) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *Unavailable) Unwrap() error { return e.Err }
+
 // Of maps err to its status and the message shown to the user. Internal reports whether
 // the error is the server's own (a directory or file system failure the user cannot
 // mend): the caller logs those.
@@ -34,7 +52,10 @@ func Of(err error) (status int, msg string, internal bool) {
 	var nf *model.NotFoundError
 	var big TooLarge
 	var full StoreFull
+	var un *Unavailable
 	switch {
+	case errors.As(err, &un):
+		return http.StatusServiceUnavailable, un.Msg, false
 	case errors.As(err, &nf):
 		return http.StatusNotFound, err.Error(), false
 	case errors.As(err, &big):

@@ -21,6 +21,7 @@ func TestOf(t *testing.T) {
 		{model.NotFound("image", "x"), http.StatusNotFound, false},
 		{TooLarge{Limit: 10}, http.StatusRequestEntityTooLarge, false},
 		{StoreFull{Msg: "full"}, http.StatusInsufficientStorage, false},
+		{&Unavailable{Msg: "directory unavailable; try again", Err: errors.New("ldap: refused")}, http.StatusServiceUnavailable, false},
 		{&authz.Forbidden{Msg: "no"}, http.StatusForbidden, false},
 		{model.Invalid("bad"), http.StatusBadRequest, false},
 		{model.Conflict("dup"), http.StatusConflict, false},

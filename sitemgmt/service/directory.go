@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/errstatus"
 	"github.com/overtime-hpc/overtime/sitemgmt/hostcred"
 	"github.com/overtime-hpc/overtime/sitemgmt/loginguard"
 	"github.com/overtime-hpc/overtime/vocab/model"
@@ -358,13 +359,12 @@ func (a *Accounts) External() (h DirectoryHealth, ok bool) {
 // MinPasswordLen is the shortest password Overtime sets.
 const MinPasswordLen = 8
 
-// DirectoryUnavailable is an operation that needed the directory's answer and could not
-// get it: not a refusal, so the front ends answer "try again" (HTTP 503), never "wrong
-// password".
-type DirectoryUnavailable struct{ Err error }
-
-func (e *DirectoryUnavailable) Error() string { return "directory unavailable: " + e.Err.Error() }
-func (e *DirectoryUnavailable) Unwrap() error { return e.Err }
+// directoryUnavailable is an operation that needed the directory's answer and could not
+// get it: not a refusal, so the front ends answer "try again" (errstatus: 503), never
+// "wrong password".
+func directoryUnavailable(err error) error {
+	return &errstatus.Unavailable{Msg: "directory unavailable; try again", Err: err}
+}
 
 // MayManageUsers is nil when p may list, create and delete directory users: only a site
 // admin may.
@@ -437,7 +437,7 @@ func (a *Accounts) MaySetPassword(p authz.Principal, uid string) error {
 // SetPassword sets uid's password for p (MaySetPassword). A user who is not a site admin
 // proves the current password (old) again, not only the request's credentials, as
 // passwd(1) asks too: a wrong one is refused (*authz.Forbidden), and a directory that
-// cannot be asked is a *DirectoryUnavailable. An unknown uid is a *model.NotFoundError.
+// cannot be asked is a *errstatus.Unavailable. An unknown uid is a *model.NotFoundError.
 func (a *Accounts) SetPassword(ctx context.Context, p authz.Principal, uid, old, password string) error {
 	if err := a.MaySetPassword(p, uid); err != nil {
 		return err
@@ -451,7 +451,7 @@ func (a *Accounts) SetPassword(ctx context.Context, p authz.Principal, uid, old,
 		}
 		if err := a.Authenticate(ctx, uid, old); err != nil {
 			if !IsInvalidCredentials(err) {
-				return &DirectoryUnavailable{Err: err}
+				return directoryUnavailable(err)
 			}
 			return &authz.Forbidden{Msg: "the current password is wrong"}
 		}

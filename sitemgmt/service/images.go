@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/errstatus"
 	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
 	"github.com/overtime-hpc/overtime/vocab/model"
@@ -418,6 +420,36 @@ func (im *Images) GC(ctx context.Context, authz Authorizer, store *imagestore.St
 	}
 	res.FilesRemoved = append(res.FilesRemoved, store.GC(im.s.Snapshot().Site, res.Removed)...)
 	return res, nil
+}
+
+// MayUpload is the check before a file of image's version is received into store: valid
+// names, a store on this server (else errstatus.Unavailable, 503), an image that exists,
+// that p may upload to (authz.Principal.CheckUpload), a version not yet published (409)
+// and a staging area that admits it (imagestore.Store.CheckNew). It answers the image.
+func (im *Images) MayUpload(p authz.Principal, store *imagestore.Store, image, version string) (*model.Image, error) {
+	if err := model.ValidName("image", image); err != nil {
+		return nil, err
+	}
+	if err := names.Version(version); err != nil {
+		return nil, model.Invalid("%v", err)
+	}
+	if store == nil {
+		return nil, &errstatus.Unavailable{Msg: "this site manager keeps no image store: start overtime serve with --images-dir to accept uploads"}
+	}
+	cur := im.s.Snapshot().Site.Image(image)
+	if cur == nil {
+		return nil, model.NotFound("image", image)
+	}
+	if err := p.CheckUpload(cur); err != nil {
+		return nil, err
+	}
+	if cur.Version(version) != nil {
+		return nil, model.Conflict("image %s version %s is already published; versions are immutable, upload a new one", image, version)
+	}
+	if err := store.CheckNew(image, version); err != nil {
+		return nil, err
+	}
+	return cur, nil
 }
 
 // SetCurrent switches image's current version to version ("": follow the newest), as

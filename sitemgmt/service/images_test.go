@@ -12,6 +12,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/images/artefact"
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/sitemgmt/authz"
 	"github.com/overtime-hpc/overtime/sitemgmt/errstatus"
 	"github.com/overtime-hpc/overtime/sitemgmt/imagestore"
 	"github.com/overtime-hpc/overtime/vocab/model"
@@ -201,5 +202,38 @@ func TestImagesPublish(t *testing.T) {
 	stageFile(t, root, image, version, model.ImageRoot, "again")
 	if _, err := env.Svc.Images.Publish(ctx, nil, store, false, image, version, wire.PublishRequest{}, now); statusOf(err) != http.StatusConflict {
 		t.Errorf("publishing again: %v, want 409", err)
+	}
+}
+
+// TestImagesMayUpload: what an upload, publish or discard is refused before any body is
+// read, with the status each front end answers.
+func TestImagesMayUpload(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	store := imagestore.New(t.TempDir(), imagestore.Limits{}, nil, nil)
+	published := env.Svc.Snapshot().Site.Image("debian-desktop").Versions[0].Version
+	admin := authz.Principal{UID: "admin", SiteAdmin: true}
+	viewer := authz.Principal{UID: "vera"}
+	for _, tc := range []struct {
+		name           string
+		p              authz.Principal
+		store          *imagestore.Store
+		image, version string
+		status         int // 0: may
+	}{
+		{"may", admin, store, "debian-desktop", "2099.01.01-1", 0},
+		{"bad image name", admin, store, "bad name", "2099.01.01-1", http.StatusBadRequest},
+		{"bad version", admin, store, "debian-desktop", "../x", http.StatusBadRequest},
+		{"no store here", admin, nil, "debian-desktop", "2099.01.01-1", http.StatusServiceUnavailable},
+		{"unknown image", admin, store, "nope", "2099.01.01-1", http.StatusNotFound},
+		{"not allowed", viewer, store, "debian-desktop", "2099.01.01-1", http.StatusForbidden},
+		{"published already", admin, store, "debian-desktop", published, http.StatusConflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			im, err := env.Svc.Images.MayUpload(tc.p, tc.store, tc.image, tc.version)
+			if statusOf(err) != tc.status || err == nil && (im == nil || im.Name != tc.image) {
+				t.Fatalf("MayUpload(%s, %q, %q) = %v, %v; want status %d", tc.p.UID, tc.image, tc.version, im, err, tc.status)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
+	"github.com/overtime-hpc/overtime/sitemgmt/errstatus"
 	"github.com/overtime-hpc/overtime/sitemgmt/hostcred"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
@@ -106,14 +107,14 @@ var (
 )
 
 // The kinds of refusal the front ends map to a status (errstatus.Of, and 503 for
-// DirectoryUnavailable).
+// errstatus.Unavailable).
 const (
 	kindOK          = "ok"
 	kindForbidden   = "forbidden"   // *authz.Forbidden: 403
 	kindInvalid     = "invalid"     // *model.InvalidError: 400
 	kindConflict    = "conflict"    // *model.InvalidError with Conflict: 409
 	kindNotFound    = "not found"   // *model.NotFoundError: 404
-	kindUnavailable = "unavailable" // *DirectoryUnavailable: 503
+	kindUnavailable = "unavailable" // *errstatus.Unavailable: 503
 	kindStoreFailed = "store"       // the store's own failure: 502
 )
 
@@ -121,7 +122,7 @@ func kindOf(err error) string {
 	var forb *authz.Forbidden
 	var inv *model.InvalidError
 	var nf *model.NotFoundError
-	var du *DirectoryUnavailable
+	var du *errstatus.Unavailable
 	switch {
 	case err == nil:
 		return kindOK
