@@ -58,7 +58,7 @@ const (
 
 type powerState struct {
 	mu       sync.Mutex
-	writeMu  sync.Mutex // serialises RequestPower: decide, write, commit
+	writeMu  sync.Mutex // serialises Request: decide, write, commit
 	cmds     map[string]wire.PowerRecord
 	dirty    map[string]bool // command IDs to write
 	dead     map[string]bool // to delete
@@ -86,7 +86,7 @@ func newID(prefix string, now time.Time) string {
 
 // ---- requests ----
 
-// RequestPower records a power command for each of hosts (already authorised by the
+// Request records a power command for each of hosts (already authorised by the
 // caller for every host it knows), by user by, at now. Per host it is accepted (a
 // command ID) or refused with the reason:
 //   - unknown hosts;
@@ -98,7 +98,7 @@ func newID(prefix string, now time.Time) string {
 //   - a wake needs a boot server (it sends the magic packet).
 //
 // A new command supersedes the host's pending ones (a wake cancels a pending power-off).
-// The accepted commands are in the directory before RequestPower returns.
+// The accepted commands are in the directory before Request returns.
 func (pw *Power) Request(ctx context.Context, by string, op wire.PowerOp, hosts []string, force bool, reason string, now time.Time) (*wire.HostPowerResponse, error) {
 	if !slices.Contains(wire.PowerOps, op) {
 		return nil, model.Invalid("op %q: must be reboot, poweroff or wake", op)
@@ -228,7 +228,7 @@ func (p *powerState) pendingLocked() map[string][]wire.PowerRecord {
 	return out
 }
 
-// CancelPower ends host's pending power-offs, with why (Slurm resumed the host: its
+// Cancel ends host's pending power-offs, with why (Slurm resumed the host: its
 // earlier SuspendProgram power-off must not switch off the PC it now wants).
 func (pw *Power) Cancel(host, why string, now time.Time) {
 	p := &pw.state
@@ -292,7 +292,7 @@ func (p *powerState) evictLocked(durable bool) {
 
 // ---- the agent's side ----
 
-// PendingPower is the command host's agent is to carry out: its newest pending reboot or
+// Pending is the command host's agent is to carry out: its newest pending reboot or
 // power-off (nil: none). GET /api/v1/agent/config hands it out until the agent's
 // heartbeat reports it done or refused.
 func (pw *Power) Pending(host string) *wire.PowerCommand {
@@ -339,7 +339,7 @@ func (pw *Power) ack(st wire.HostStatus, now time.Time) {
 	}
 }
 
-// PowerCommands lists the commands kept, newest first (host != "": of that host only).
+// Commands lists the commands kept, newest first (host != "": of that host only).
 func (pw *Power) Commands(host string) []wire.PowerRecord {
 	p := &pw.state
 	p.mu.Lock()
