@@ -200,7 +200,7 @@ func Report(job string, start, end Counters) wire.JobReport {
 	return r
 }
 
-// Handler serves (Agent.JobHandler mounts it) the SPANK plugin's calls (mounted next to /metrics):
+// Handler serves the SPANK plugin's calls (Agent.JobHandler mounts it next to /metrics):
 //
 //	POST /v1/jobs/{id}/start   snapshot the counters
 //	POST /v1/jobs/{id}/progress  report since the start, the job still running (the
