@@ -30,7 +30,7 @@ func registerCollections(s *Server) {
 		list: func(s *model.Site) *[]model.Pool { return &s.Pools },
 		name: func(v *model.Pool) *string { return &v.Name },
 		put:  s.svc.Bookings.PutPool,
-		del:  s.remover(model.EntityPool, "pool")})
+		del:  s.remover(model.EntityPool)})
 	register(s, collection[model.Host]{kind: "host", path: "hosts",
 		list: func(s *model.Site) *[]model.Host { return &s.Hosts },
 		name: func(v *model.Host) *string { return &v.Name },
@@ -39,23 +39,23 @@ func registerCollections(s *Server) {
 			return p == "" || h.Pool == p
 		},
 		put: s.svc.Bookings.PutHost,
-		del: s.remover(model.EntityHost, "host")})
+		del: s.remover(model.EntityHost)})
 	register(s, collection[model.BootServer]{kind: "boot server", path: "bootservers",
 		list: func(s *model.Site) *[]model.BootServer { return &s.BootServers },
 		name: func(v *model.BootServer) *string { return &v.Name },
 		put:  s.svc.Entities.PutBootServer,
-		del:  s.remover(model.EntityBootServer, "boot server")})
+		del:  s.remover(model.EntityBootServer)})
 	register(s, collection[model.Mode]{kind: "mode", path: "modes",
 		list: func(s *model.Site) *[]model.Mode { return &s.Modes },
 		name: func(v *model.Mode) *string { return &v.Name },
 		put:  s.svc.Entities.PutMode,
-		del:  s.remover(model.EntityMode, "mode")})
+		del:  s.remover(model.EntityMode)})
 	register(s, collection[model.Image]{kind: "image", path: "images",
 		list: func(s *model.Site) *[]model.Image { return &s.Images },
 		name: func(v *model.Image) *string { return &v.Name },
 		// A PUT of the image's description keeps its versions (service.Entities.PutImage).
 		put: s.svc.Entities.PutImage,
-		del: s.remover(model.EntityImage, "image")})
+		del: s.remover(model.EntityImage)})
 	register(s, collection[model.Exception]{kind: "exception", path: "exceptions",
 		list: func(s *model.Site) *[]model.Exception { return &s.Exceptions },
 		name: func(v *model.Exception) *string { return &v.Name },
@@ -66,13 +66,13 @@ func registerCollections(s *Server) {
 		list: func(s *model.Site) *[]model.RoleGrant { return &s.Roles },
 		name: func(v *model.RoleGrant) *string { return &v.Name },
 		put:  s.svc.Entities.PutRole,
-		del:  s.remover(model.EntityRole, "role")})
+		del:  s.remover(model.EntityRole)})
 }
 
-// remover is DELETE's operation for an entity of kind (what: the kind as users read it).
-func (s *Server) remover(kind, what string) func(context.Context, authz.Principal, bool, string) ([]model.Change, error) {
+// remover is DELETE's operation for an entity of kind.
+func (s *Server) remover(kind string) func(context.Context, authz.Principal, bool, string) ([]model.Change, error) {
 	return func(ctx context.Context, p authz.Principal, dryRun bool, name string) ([]model.Change, error) {
-		return s.svc.Entities.Remove(ctx, p, dryRun, kind, what, name)
+		return s.svc.Entities.Remove(ctx, p, dryRun, kind, name)
 	}
 }
 

@@ -50,11 +50,10 @@ func (e *Entities) PutRole(ctx context.Context, p authz.Principal, dryRun bool, 
 }
 
 // Remove deletes the entity of kind (model.EntityPool, EntityHost, EntityBootServer,
-// EntityMode, EntityImage, EntityRole) named name; an unknown name is model.NotFound
-// with what (the kind as users read it: "boot server"). Whether p may, and whether
-// anything still refers to it, the one write path decides. Exceptions are removed by
-// Bookings.RemoveException.
-func (e *Entities) Remove(ctx context.Context, p authz.Principal, dryRun bool, kind, what, name string) ([]model.Change, error) {
+// EntityMode, EntityImage, EntityRole) named name; an unknown name is model.NotFound.
+// Whether p may, and whether anything still refers to it, the one write path decides.
+// Exceptions are removed by Bookings.RemoveException.
+func (e *Entities) Remove(ctx context.Context, p authz.Principal, dryRun bool, kind, name string) ([]model.Change, error) {
 	return e.s.Update(ctx, p.Check, dryRun, func(site *model.Site) error {
 		var found bool
 		switch kind {
@@ -74,6 +73,10 @@ func (e *Entities) Remove(ctx context.Context, p authz.Principal, dryRun bool, k
 			return model.Invalid("cannot remove entities of kind %q here", kind)
 		}
 		if !found {
+			what := kind // as users read it
+			if kind == model.EntityBootServer {
+				what = "boot server"
+			}
 			return model.NotFound(what, name)
 		}
 		return nil
