@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-ldap/ldap/v3"
+
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
@@ -103,7 +105,35 @@ func openReplicated(t *testing.T, s []*slapdenv.Server, timeout, retry time.Dura
 	if err := st.Init(bg, InitOptions{SiteName: "uni", Timezone: "Europe/Berlin", AdminUID: "admin", AdminPassword: adminPW}); err != nil {
 		t.Fatal(err)
 	}
+	waitReplicated(t, s)
 	return st
+}
+
+// waitReplicated waits until every provider has every change the first one has (its
+// contextCSN values caught up), so a test that stops provider 1 next finds the
+// initialised directory on the others rather than racing syncrepl.
+func waitReplicated(t *testing.T, s []*slapdenv.Server) {
+	t.Helper()
+	csn := func(srv *slapdenv.Server) []string {
+		c, err := ldap.DialURL(srv.URL)
+		if err != nil {
+			return nil
+		}
+		defer c.Close()
+		if err := c.Bind(srv.RootDN, srv.RootPW); err != nil {
+			return nil
+		}
+		return contextCSN(c, srv.BaseDN)
+	}
+	want := csn(s[0])
+	if len(want) == 0 {
+		t.Fatalf("provider 1 (%s) has no contextCSN after init", s[0].URL)
+	}
+	for i, srv := range s[1:] {
+		poll.Until(t, fmt.Sprintf("provider %d caught up with provider 1", i+2), 20*time.Second, func() bool {
+			return caughtUp(csn(srv), want)
+		})
+	}
 }
 
 // Provider 1 stops while readers (Load), logins (right and wrong passwords) and a
