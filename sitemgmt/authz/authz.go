@@ -389,6 +389,9 @@ var fieldRights = map[string]entityRights{
 			"bootServer":  {never, never},
 			"weekly":      {always, ownCourseRules},
 			"policy":      {always, never},
+			// Which directory the pool's desktops trust for logins: a site admin's, like
+			// everything else that decides what a PC runs and who may use it.
+			"desktopLogin": {never, never},
 		},
 	},
 	model.EntityHost: {

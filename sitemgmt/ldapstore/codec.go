@@ -62,6 +62,7 @@ const (
 	aTargetHost    = "otTargetHost"
 	aRoleKind      = "otRoleKind"
 	aPolicy        = "otPolicy"
+	aDesktopLogin  = "otDesktopLogin"
 	aGuest         = "otGuest"
 	aTokenHash     = "otAgentTokenHash"
 )
@@ -91,8 +92,12 @@ var ia5 = map[string]bool{
 }
 
 // maxJSON bounds the JSON documents kept in one attribute value (otPolicy, otGuest), the
-// length the schema declares.
-const maxJSON = 4096
+// length the schema declares; otDesktopLogin, which carries CA certificates, has
+// maxLoginJSON.
+const (
+	maxJSON      = 4096
+	maxLoginJSON = 16384
+)
 
 // attr is one LDAP attribute of an entity and the model field it carries ("" for the
 // naming attribute). A field can map to two attributes (exception targets).
@@ -137,16 +142,23 @@ func parseGenTime(v string) (time.Time, error) {
 }
 
 func siteEntry(s *model.Site) entry {
+	login, err := jsonValueMax("site desktopLogin", s.DesktopLogin, marshalJSON[model.DesktopLogin], maxLoginJSON)
 	return entry{classes: []string{"organizationalUnit", ocSite}, attrs: []attr{
 		{"name", aSiteName, opt(s.Name)},
 		{"timezone", aTimezone, opt(s.Timezone)},
 		{"defaultMode", aDefaultMode, opt(s.DefaultMode)},
 		{"unknownMode", aUnknownMode, opt(s.UnknownMode)},
-	}}
+		{"desktopLogin", aDesktopLogin, login},
+	}, err: err}
 }
 
 // jsonValue encodes a structured field (nil: no value).
 func jsonValue[T any](what string, v *T, marshal func(T) (string, error)) ([]string, error) {
+	return jsonValueMax(what, v, marshal, maxJSON)
+}
+
+// jsonValueMax is jsonValue for an attribute whose schema allows max bytes.
+func jsonValueMax[T any](what string, v *T, marshal func(T) (string, error), max int) ([]string, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -154,8 +166,8 @@ func jsonValue[T any](what string, v *T, marshal func(T) (string, error)) ([]str
 	if err != nil {
 		return nil, model.Invalid("%s: %v", what, err)
 	}
-	if len(s) > maxJSON {
-		return nil, model.Invalid("%s too large (%d bytes of JSON, at most %d)", what, len(s), maxJSON)
+	if len(s) > max {
+		return nil, model.Invalid("%s too large (%d bytes of JSON, at most %d)", what, len(s), max)
 	}
 	return []string{s}, nil
 }
@@ -167,6 +179,10 @@ func poolEntry(p *model.Pool) entry {
 	if p.Policy != nil && !p.Policy.IsZero() {
 		policy, err = jsonValue("pool "+p.Name+" policy", p.Policy, marshalPolicy)
 	}
+	login, lerr := jsonValueMax("pool "+p.Name+" desktopLogin", p.DesktopLogin, marshalJSON[model.DesktopLogin], maxLoginJSON)
+	if err == nil {
+		err = lerr
+	}
 	return entry{classes: []string{ocPool}, attrs: []attr{
 		{"", aCN, []string{p.Name}},
 		{"description", aDescription, opt(p.Description)},
@@ -175,6 +191,7 @@ func poolEntry(p *model.Pool) entry {
 		{"weekly", aWeekly, managedRules(p.Weekly, p.RuleOwners)},
 		{"weekly", aBookedRule, bookedRules(p.Weekly, p.RuleOwners)},
 		{"policy", aPolicy, policy},
+		{"desktopLogin", aDesktopLogin, login},
 	}, err: err}
 }
 
@@ -440,6 +457,27 @@ func unmarshalPolicy(s string) (model.Policy, error) {
 		return model.Policy{}, fmt.Errorf("policy: trailing data after the JSON object")
 	}
 	return p, p.Validate()
+}
+
+// marshalJSON and unmarshalJSON are the LDAP encoding of a structured field without
+// encoding rules of its own (compact JSON, one attribute value), strict like the
+// policy's: unknown fields and trailing data are refused.
+func marshalJSON[T any](v T) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+func unmarshalJSON[T any](s string) (T, error) {
+	var v T
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, err
+	}
+	if dec.More() {
+		return v, fmt.Errorf("trailing data after the JSON object")
+	}
+	return v, nil
 }
 
 // marshalGuest and unmarshalGuest are the LDAP encoding of a mode's guest (compact JSON,

@@ -33,7 +33,7 @@ var loadAttrs = []string{
 	aModeKind, aImageName, aPinned, aVMImage, aKernel, aInitrd, aKernelArgs,
 	aImageKind, aVersion, aSHA256, aSize, aPath, aCreated,
 	aExceptionKind, aStart, aEnd, aModeName, aTargetPool, aTargetHost, aRoleKind,
-	aPolicy, aGuest,
+	aPolicy, aGuest, aDesktopLogin,
 }
 
 // Load reads the whole site with one paged subtree search of ou=overtime and returns it
@@ -167,6 +167,9 @@ func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry
 		site.Timezone = a.one(aTimezone)
 		site.DefaultMode = a.one(aDefaultMode)
 		site.UnknownMode = a.one(aUnknownMode)
+		if site.DesktopLogin, err = decodeDesktopLogin(e.DN, a); err != nil {
+			return false, err
+		}
 		isSite = true
 	case a.is(ocHost):
 		h := model.Host{
@@ -187,6 +190,9 @@ func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry
 				return false, decodeErr(e.DN, "%s: %v", aPolicy, err)
 			}
 			p.Policy = &pol
+		}
+		if p.DesktopLogin, err = decodeDesktopLogin(e.DN, a); err != nil {
+			return false, err
 		}
 		site.Pools = append(site.Pools, p)
 	case a.is(ocBootServer):
@@ -263,4 +269,21 @@ func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry
 		site.Roles = append(site.Roles, r)
 	}
 	return isSite, nil
+}
+
+// decodeDesktopLogin decodes an entry's otDesktopLogin (nil when absent), validated like
+// a write: a hand edit with a typo is refused rather than half applied to the PCs.
+func decodeDesktopLogin(dn string, a attrs) (*model.DesktopLogin, error) {
+	v := a.one(aDesktopLogin)
+	if v == "" {
+		return nil, nil
+	}
+	d, err := unmarshalJSON[model.DesktopLogin](v)
+	if err == nil {
+		err = d.Validate("desktopLogin")
+	}
+	if err != nil {
+		return nil, decodeErr(dn, "%s: %v", aDesktopLogin, err)
+	}
+	return &d, nil
 }

@@ -19,12 +19,30 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
 )
 
-// Directories set up before the DNS fields of boot servers (issue 18) hold the older
-// schema. These tests make that schema from the current one and check the upgrade story
-// of sitemgmt/ldap/README.md, "Schema changes".
+// Directories set up before a schema change hold the older schema. These tests make each
+// older schema from the current one and check the upgrade story of
+// sitemgmt/ldap/README.md, "Schema changes".
 
-// preDNSSchema is overtime.schema without otDNSServer and otDNSDomain.
-func preDNSSchema(t *testing.T) string {
+// schemaUpgrades are the additive schema changes, oldest first: the section of
+// overtime.schema each appended, what it added to object classes' MAY lists (new text,
+// old text), its upgrade file under sitemgmt/ldap/upgrades, and an attribute name that
+// must be gone from the schema before it.
+var schemaUpgrades = []struct {
+	section string
+	may     [][2]string
+	ldif    string
+	attr    string
+}{
+	{"# --- name service handed out by a boot server", [][2]string{{" $\n\t\totDNSServer $ otDNSDomain ) )", " ) )"}}, "dns.ldif", "otDNS"},
+	{"# --- desktop logins", [][2]string{
+		{"MAY ( otUnknownMode $ otDesktopLogin ) )", "MAY otUnknownMode )"},
+		{" $\n\t\totDesktopLogin ) )", " ) )"},
+	}, "desktop-login.ldif", "otDesktopLogin"},
+}
+
+// schemaBefore is a directory holding overtime.schema as it was before schemaUpgrades[i]
+// (that change and every later one taken out).
+func schemaBefore(t *testing.T, i int) string {
 	t.Helper()
 	schemaDir, err := slapdenv.FindSchemaDir()
 	if err != nil {
@@ -35,15 +53,26 @@ func preDNSSchema(t *testing.T) string {
 		t.Fatal(err)
 	}
 	s := string(b)
-	start := strings.Index(s, "# --- name service handed out by a boot server")
-	end := strings.Index(s, "# --- object classes")
-	may := " $\n\t\totDNSServer $ otDNSDomain ) )"
-	if start < 0 || end < start || strings.Count(s, may) != 1 {
-		t.Fatal("overtime.schema changed: teach preDNSSchema the new layout")
-	}
-	s = strings.Replace(s[:start]+s[end:], may, " ) )", 1)
-	if strings.Contains(s, "otDNS") {
-		t.Fatal("preDNSSchema left a DNS attribute")
+	for j := len(schemaUpgrades) - 1; j >= i; j-- {
+		u := schemaUpgrades[j]
+		start := strings.Index(s, u.section)
+		end := -1
+		if start >= 0 {
+			end = strings.Index(s[start+1:], "# --- ")
+		}
+		if start < 0 || end < 0 {
+			t.Fatalf("overtime.schema changed: teach schemaUpgrades the new layout (section %q)", u.section)
+		}
+		s = s[:start] + s[start+1+end:]
+		for _, m := range u.may {
+			if strings.Count(s, m[0]) != 1 {
+				t.Fatalf("overtime.schema changed: teach schemaUpgrades the new layout (%q)", m[0])
+			}
+			s = strings.Replace(s, m[0], m[1], 1)
+		}
+		if strings.Contains(s, u.attr) {
+			t.Fatalf("schemaBefore(%d) left %s", j, u.attr)
+		}
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "overtime.schema"), []byte(s), 0o644); err != nil {
@@ -51,6 +80,10 @@ func preDNSSchema(t *testing.T) string {
 	}
 	return dir
 }
+
+// preDNSSchema is overtime.schema without otDNSServer and otDNSDomain (and what came
+// after them).
+func preDNSSchema(t *testing.T) string { return schemaBefore(t, 0) }
 
 // A directory with the older schema keeps working: the site loads and applies as long
 // as no boot server uses the new fields, and a write that does is refused naming the
@@ -80,34 +113,51 @@ func TestOlderSchemaWithoutDNS(t *testing.T) {
 	assertSameSite(t, mustLoad(t, st), site)
 }
 
-// The cn=config upgrade: a slapd whose cn=config was loaded with the older overtime.ldif,
-// upgraded with sitemgmt/ldap/upgrades/dns.ldif by the commands its header gives, holds
-// the same schema entry as one loaded with the current overtime.ldif.
-func TestSchemaUpgradeDNS(t *testing.T) {
+// The cn=config upgrades: a slapd whose cn=config was loaded with the oldest
+// overtime.ldif, upgraded with each file of sitemgmt/ldap/upgrades in turn by the
+// commands its header gives, holds after each the same schema entry as one loaded with
+// the overtime.ldif of that step (the last: the current one).
+func TestSchemaUpgrades(t *testing.T) {
 	needs.Servers(t, "slapd, slapadd, slapcat (Debian package slapd)", "ldapmodify, ldapsearch (ldap-utils)")
 	schemaDir, err := slapdenv.FindSchemaDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The older overtime.ldif, written by gen-ldif.sh from the older schema.
-	old := preDNSSchema(t)
 	gen, err := os.ReadFile(filepath.Join(schemaDir, "gen-ldif.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(old, "gen-ldif.sh"), gen, 0o755); err != nil {
-		t.Fatal(err)
+	// ldifBefore is overtime.ldif before schemaUpgrades[i], written by gen-ldif.sh.
+	ldifBefore := func(i int) string {
+		if i == len(schemaUpgrades) {
+			return filepath.Join(schemaDir, "overtime.ldif")
+		}
+		old := schemaBefore(t, i)
+		if err := os.WriteFile(filepath.Join(old, "gen-ldif.sh"), gen, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("sh", filepath.Join(old, "gen-ldif.sh")).CombinedOutput(); err != nil {
+			t.Fatalf("gen-ldif.sh: %v\n%s", err, out)
+		}
+		return filepath.Join(old, "overtime.ldif")
 	}
-	if out, err := exec.Command("sh", filepath.Join(old, "gen-ldif.sh")).CombinedOutput(); err != nil {
-		t.Fatalf("gen-ldif.sh: %v\n%s", err, out)
+	dir := configDir(t, ldifBefore(0))
+	for i, u := range schemaUpgrades {
+		want := schemaEntry(t, configDir(t, ldifBefore(i+1)))
+		if before := schemaEntry(t, dir); slices.Equal(before, want) {
+			t.Fatalf("%s: the schema before equals the one after: nothing to test", u.ldif)
+		}
+		applyUpgrade(t, dir, filepath.Join(schemaDir, "upgrades", u.ldif))
+		if got := schemaEntry(t, dir); !slices.Equal(got, want) {
+			t.Errorf("schema entry after %s:\n%s\nwant (fresh load):\n%s", u.ldif, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
 	}
+}
 
-	fresh := schemaEntry(t, configDir(t, filepath.Join(schemaDir, "overtime.ldif")))
-
-	dir := configDir(t, filepath.Join(old, "overtime.ldif"))
-	if before := schemaEntry(t, dir); slices.Equal(before, fresh) {
-		t.Fatal("the older schema equals the current one: nothing to test")
-	}
+// applyUpgrade runs slapd on the cn=config directory dir and applies the upgrade file
+// with the two commands of its header, then stops slapd.
+func applyUpgrade(t *testing.T, dir, upgrade string) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "ldapi")
 	uri := "ldapi://" + strings.ReplaceAll(sock, "/", "%2F")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,32 +167,22 @@ func TestSchemaUpgradeDNS(t *testing.T) {
 	if err := slapd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			_ = slapd.Wait()
-		}
-	}
-	defer stop()
+	defer func() {
+		cancel()
+		_ = slapd.Wait()
+	}()
 	answers := poll.WaitEvery(10*time.Second, 50*time.Millisecond, func() bool {
 		return exec.Command("ldapsearch", "-Y", "EXTERNAL", "-H", uri, "-LLL", "-b", "cn=config", "-s", "base", "dn").Run() == nil
 	})
 	if !answers {
 		t.Fatalf("slapd -F did not answer on %s:\n%s", uri, log.String())
 	}
-	// The two commands of the upgrade file's header, with this server's URI.
 	header := `dn=$(ldapsearch -Y EXTERNAL -H "$URI" -LLL -b cn=schema,cn=config '(cn=*overtime)' dn | sed -n 's/^dn: //p')
 sed "s/^dn: .*/dn: $dn/" "$UPGRADE" | ldapmodify -Y EXTERNAL -H "$URI"`
 	cmd := exec.Command("sh", "-ec", header)
-	cmd.Env = append(os.Environ(), "URI="+uri, "UPGRADE="+filepath.Join(schemaDir, "upgrades", "dns.ldif"))
+	cmd.Env = append(os.Environ(), "URI="+uri, "UPGRADE="+upgrade)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("upgrade: %v\n%s\nslapd:\n%s", err, out, log.String())
-	}
-	stop()
-	if got := schemaEntry(t, dir); !slices.Equal(got, fresh) {
-		t.Errorf("upgraded schema entry:\n%s\nwant (fresh load):\n%s", strings.Join(got, "\n"), strings.Join(fresh, "\n"))
+		t.Fatalf("upgrade %s: %v\n%s\nslapd:\n%s", filepath.Base(upgrade), err, out, log.String())
 	}
 }
 

@@ -104,6 +104,9 @@ func Diff(cur, next *Site) []Change {
 	if cur.Timezone != next.Timezone {
 		early = append(early, "timezone")
 	}
+	if !SameDesktopLogin(cur.DesktopLogin, next.DesktopLogin) {
+		early = append(early, "desktopLogin")
+	}
 	for _, f := range []struct {
 		name     string
 		old, new string
@@ -405,6 +408,7 @@ func poolFields(a, b *Pool) []string {
 		fieldCmp{"bootServer", a.BootServer == b.BootServer},
 		fieldCmp{"weekly", sameRules(a.Weekly, b.Weekly, a.RuleOwners, b.RuleOwners)},
 		fieldCmp{"policy", SamePolicy(a.Policy, b.Policy)},
+		fieldCmp{"desktopLogin", SameDesktopLogin(a.DesktopLogin, b.DesktopLogin)},
 	)
 }
 

@@ -131,11 +131,12 @@ func entityFields(s *Site, c Change) map[string]json.RawMessage {
 	switch c.Kind {
 	case EntitySite:
 		v = struct {
-			Name        string `json:"name"`
-			Timezone    string `json:"timezone"`
-			DefaultMode string `json:"defaultMode"`
-			UnknownMode string `json:"unknownMode,omitempty"`
-		}{s.Name, s.Timezone, s.DefaultMode, s.UnknownMode}
+			Name         string        `json:"name"`
+			Timezone     string        `json:"timezone"`
+			DefaultMode  string        `json:"defaultMode"`
+			UnknownMode  string        `json:"unknownMode,omitempty"`
+			DesktopLogin *DesktopLogin `json:"desktopLogin,omitempty"`
+		}{s.Name, s.Timezone, s.DefaultMode, s.UnknownMode, s.DesktopLogin}
 	case EntityPool:
 		if p := s.Pool(c.Name); p != nil {
 			v = p

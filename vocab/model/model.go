@@ -91,6 +91,9 @@ type Site struct {
 	Timezone    string `json:"timezone" yaml:"timezone"`                           // IANA name, e.g. Europe/Berlin
 	DefaultMode string `json:"defaultMode" yaml:"defaultMode"`                     // mode when no rule applies
 	UnknownMode string `json:"unknownMode,omitempty" yaml:"unknownMode,omitempty"` // mode served to MACs not in the directory; default: DefaultMode
+	// DesktopLogin: how the desktops find and authenticate the people at the seat; nil =
+	// no directory logins (the desktops say so at the login screen).
+	DesktopLogin *DesktopLogin `json:"desktopLogin,omitempty" yaml:"desktopLogin,omitempty"`
 
 	Pools       []Pool       `json:"pools" yaml:"pools"`
 	Hosts       []Host       `json:"hosts" yaml:"hosts"`
@@ -110,6 +113,9 @@ type Pool struct {
 	Weekly      []string   `json:"weekly,omitempty" yaml:"weekly,omitempty"`         // weekly rules, e.g. "mon-fri 08:00-18:00 desktop"
 	RuleOwners  RuleOwners `json:"ruleOwners,omitempty" yaml:"ruleOwners,omitempty"` // bookings: rule of Weekly -> user who booked it (see RuleOwners)
 	Policy      *Policy    `json:"policy,omitempty" yaml:"policy,omitempty"`         // how desktops share with the compute guest; nil = DefaultPolicy
+	// DesktopLogin overrides the site's for this pool's desktops (a room of another
+	// faculty with its own directory); nil = the site's.
+	DesktopLogin *DesktopLogin `json:"desktopLogin,omitempty" yaml:"desktopLogin,omitempty"`
 }
 
 // Host is one PC.
@@ -271,11 +277,13 @@ func (s *Site) Sort() {
 // the snapshot that is being served.
 func (s *Site) Clone() *Site {
 	c := *s
+	c.DesktopLogin = s.DesktopLogin.Clone()
 	c.Pools = append([]Pool(nil), s.Pools...)
 	for i := range c.Pools {
 		c.Pools[i].Weekly = append([]string(nil), c.Pools[i].Weekly...)
 		c.Pools[i].RuleOwners = c.Pools[i].RuleOwners.Clone()
 		c.Pools[i].Policy = c.Pools[i].Policy.Clone()
+		c.Pools[i].DesktopLogin = c.Pools[i].DesktopLogin.Clone()
 	}
 	c.Hosts = append([]Host(nil), s.Hosts...)
 	for i := range c.Hosts {

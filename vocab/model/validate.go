@@ -169,6 +169,11 @@ func (s *Site) validateSiteFields() (*siteIndex, error) {
 	if err != nil || s.Timezone == "" || s.Timezone == "Local" {
 		return nil, invalid("invalid timezone %q: use an IANA name like Europe/Berlin", s.Timezone)
 	}
+	if s.DesktopLogin != nil {
+		if err := s.DesktopLogin.Validate("desktopLogin"); err != nil {
+			return nil, err
+		}
+	}
 	return &siteIndex{loc: loc}, nil
 }
 

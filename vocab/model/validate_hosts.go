@@ -28,6 +28,11 @@ func (s *Site) validatePools(ix *siteIndex) error {
 				return invalid("pool %s: %v", p.Name, err)
 			}
 		}
+		if p.DesktopLogin != nil {
+			if err := p.DesktopLogin.Validate("pool " + p.Name + " desktopLogin"); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -1,0 +1,51 @@
+package ldapstore
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/go-ldap/ldap/v3"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/unidir"
+	"github.com/overtime-hpc/overtime/vocab/model"
+)
+
+// The desktops' login configuration round-trips on the site and on a pool (with its CA
+// certificate), changes, and is removed again; a hand-edited value that does not
+// validate is refused at load with the entry named.
+func TestDesktopLoginRoundTrip(t *testing.T) {
+	st, srv := initStore(t)
+	ca := unidir.NewCA(t, t.TempDir(), "uni-ca")
+	pem, err := os.ReadFile(ca.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := exampleSite()
+	site.DesktopLogin = &model.DesktopLogin{Provider: model.LoginKerberos, URIs: []string{"ldaps://ldap.uni.example", "ldap://10.0.0.9"},
+		SearchBase: "ou=people,dc=uni,dc=example", CACert: string(pem), Realm: "UNI.EXAMPLE", KDCs: []string{"kdc.uni.example:88"}}
+	site.Pools[0].DesktopLogin = &model.DesktopLogin{Provider: model.LoginAD, Realm: "AD.UNI.EXAMPLE"}
+	mustApply(t, st, mustLoad(t, st), site)
+	cur := mustLoad(t, st)
+	assertSameSite(t, cur, site)
+
+	next := cur.Clone()
+	next.DesktopLogin.KDCs = append(next.DesktopLogin.KDCs, "kdc2.uni.example")
+	next.Pools[0].DesktopLogin = nil
+	if ch := mustApply(t, st, cur, next); len(ch) != 2 {
+		t.Errorf("changes %+v, want the site's and the pool's desktopLogin", ch)
+	}
+	cur = mustLoad(t, st)
+	assertSameSite(t, cur, next)
+
+	// A hand edit that does not validate (an unknown provider) is refused at load.
+	c := rootConn(t, srv)
+	mod := ldap.NewModifyRequest("ou=overtime,"+srv.BaseDN, nil)
+	mod.Replace(aDesktopLogin, []string{`{"provider":"nis","uris":["ldap://x"],"searchBase":"dc=x"}`})
+	if err := c.Modify(mod); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Load(bg); err == nil || !strings.Contains(err.Error(), `unknown provider "nis"`) || !strings.Contains(err.Error(), "ou=overtime") {
+		t.Fatalf("Load of a hand-edited desktopLogin: %v, want refused naming the entry", err)
+	}
+}
