@@ -55,6 +55,7 @@ func newServeCmd() *cobra.Command {
 		tlsCert, tlsKey     string
 		imagesDir, filesDir string
 		mungeKey            string
+		desktopSecrets      string
 		syslinuxDir         string
 		identityConfig      string
 		maxUpload           string
@@ -111,7 +112,13 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 			}()
 			opt := api.Options{BootServer: bootServer, MenuTimeout: menu, Log: log,
 				ImagesDir: imagesDir, FilesDir: filesDir, SyslinuxDir: syslinuxDir, MungeKeyFile: mungeKey, UploadsPerUser: uploadsPerUser,
-				StagingTTL: stagingTTL}
+				StagingTTL: stagingTTL, DesktopSecrets: desktopSecrets}
+			if desktopSecrets != "" {
+				// A wrong path fails the start, not the first PC's login screen.
+				if fi, err := os.Stat(desktopSecrets); err != nil || !fi.IsDir() {
+					return fmt.Errorf("--desktop-secrets %s: not a readable directory (%v)", desktopSecrets, err)
+				}
+			}
 			if mungeKey != "" {
 				// Read once now so that a wrong path fails the start, not the first guest.
 				if b, err := os.ReadFile(mungeKey); err != nil || len(b) == 0 {
@@ -193,6 +200,7 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (API passwords travel in Basic auth)")
 	f.StringVar(&tlsKey, "tls-key", "", "key for --tls-cert")
 	f.StringVar(&mungeKey, "munge-key", "", "the cluster's munge key, handed to node agents for their compute guests (never baked into images)")
+	f.StringVar(&desktopSecrets, "desktop-secrets", "", "directory of the desktops' login secrets: bind-password, keytabs/HOST.keytab (docs/desktop.md); each PC gets its own with its login configuration")
 	f.StringVar(&imagesDir, "images-dir", "", "serve published images' kernels and initrds from this tree (the NFS export root)")
 	f.StringVar(&filesDir, "files-dir", "", "serve kernels and initrds that modes name themselves from this directory")
 	f.StringVar(&identityConfig, "identity-config", "", "also authenticate users against the university's directory described in this YAML file (docs/identity.md)")

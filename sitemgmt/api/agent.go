@@ -14,6 +14,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
 	"github.com/overtime-hpc/overtime/sitemgmt/hostcred"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
+	"github.com/overtime-hpc/overtime/sitemgmt/seatlogin"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/wire"
@@ -38,6 +39,7 @@ func (s *Server) agentRoutes() {
 	m.HandleFunc("GET /api/v1/agent/config", s.agent(s.agentConfig))
 	m.HandleFunc("POST /api/v1/agent/heartbeat", s.agent(s.heartbeat))
 	m.HandleFunc("GET /api/v1/agent/guest-secrets", s.agent(s.guestSecrets))
+	m.HandleFunc("GET /api/v1/agent/seat-login", s.agent(s.seatLogin))
 	m.HandleFunc("GET /api/v1/agent/status", s.read(s.agentStatusList))
 	m.HandleFunc("GET /api/v1/agent/status/{host}", s.read(s.agentStatusOne))
 }
@@ -284,6 +286,24 @@ func (s *Server) guestSecrets(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, wire.GuestSecrets{MungeKey: key})
+}
+
+// seatLogin hands a desktop the files of its login stack (sssd.conf, krb5.conf, the
+// directory's CA, its keytab) before its display manager starts: only to the host
+// itself, since they carry the directory's bind password and the PC's own key.
+func (s *Server) seatLogin(w http.ResponseWriter, r *http.Request) {
+	host, err := principal(r).CheckSeatLogin()
+	if err != nil {
+		s.httpError(w, err)
+		return
+	}
+	out, err := s.svc.Hosts.SeatLogin(host, seatlogin.SecretDir(s.opt.DesktopSecrets))
+	if err != nil {
+		s.serviceError(w, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, out)
 }
 
 // ---- heartbeats and status ----

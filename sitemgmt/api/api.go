@@ -61,6 +61,10 @@ type Options struct {
 	// MungeKeyFile is the cluster's munge key, handed to node agents whose compute guest
 	// runs now (GET /api/v1/agent/guest-secrets); empty: none is handed out.
 	MungeKeyFile string
+	// DesktopSecrets is the directory of the desktops' login secrets (the directory's
+	// bind password, a keytab per PC: sitemgmt/seatlogin.SecretDir), handed to each PC
+	// with its login configuration (GET /api/v1/agent/seat-login); empty: none.
+	DesktopSecrets string
 	// SyslinuxDir holds ldlinux.c32, menu.c32 and the libraries lpxelinux loads over
 	// HTTP (Debian: /usr/lib/syslinux/modules/bios).
 	SyslinuxDir string
@@ -164,6 +168,9 @@ func (s *Server) routes() {
 	m.HandleFunc("PUT /api/v1/site", s.write(s.putSite))
 	m.HandleFunc("GET /api/v1/site/settings", s.read(s.getSettings))
 	m.HandleFunc("PUT /api/v1/site/settings", s.write(s.putSettings))
+	m.HandleFunc("GET /api/v1/site/desktop-login", s.read(s.getDesktopLogin))
+	m.HandleFunc("PUT /api/v1/site/desktop-login", s.write(s.putDesktopLogin))
+	m.HandleFunc("DELETE /api/v1/site/desktop-login", s.write(s.deleteDesktopLogin))
 	m.HandleFunc("GET /api/v1/mode-at", s.read(s.modeAt))
 	m.HandleFunc("GET /api/v1/render/{what}", s.read(s.render))
 	m.HandleFunc("POST /api/v1/hosts/import", s.user(mayImportHosts, s.importHosts))
@@ -579,6 +586,32 @@ func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	changes, err := s.svc.Entities.PutSettings(r.Context(), principal(r), dryRun(r), in)
+	s.written(w, r, http.StatusOK, changes, err)
+}
+
+// getDesktopLogin answers the site's desktopLogin (404 when it has none); a pool's own
+// is part of the pool.
+func (s *Server) getDesktopLogin(w http.ResponseWriter, r *http.Request) {
+	d := s.svc.Snapshot().Site.DesktopLogin
+	if d == nil {
+		s.httpError(w, model.NotFound("desktop login configuration", "site"))
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) putDesktopLogin(w http.ResponseWriter, r *http.Request) {
+	var in model.DesktopLogin
+	if err := decodeJSON(r, &in); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	changes, err := s.svc.Entities.PutDesktopLogin(r.Context(), principal(r), dryRun(r), "", &in)
+	s.written(w, r, http.StatusOK, changes, err)
+}
+
+func (s *Server) deleteDesktopLogin(w http.ResponseWriter, r *http.Request) {
+	changes, err := s.svc.Entities.PutDesktopLogin(r.Context(), principal(r), dryRun(r), "", nil)
 	s.written(w, r, http.StatusOK, changes, err)
 }
 

@@ -108,6 +108,16 @@ func (p Principal) CheckGuestSecrets() (string, error) {
 	return p.Host, nil
 }
 
+// CheckSeatLogin authorises handing a desktop its login stack (sssd.conf with the
+// directory's bind password, its keytab): only a host's own credential, for itself, like
+// the guest secrets. An administrator has the secrets where the site manager runs.
+func (p Principal) CheckSeatLogin() (string, error) {
+	if !p.IsHost() {
+		return "", &Forbidden{Msg: fmt.Sprintf("user %s may not fetch a desktop's login configuration: only a host's own credential may", p.UID)}
+	}
+	return p.Host, nil
+}
+
 // CheckHostCredential authorises issuing or revoking host h's node agent credential:
 // a site admin, or an admin of the host's pool.
 func (p Principal) CheckHostCredential(h *model.Host) error {

@@ -100,6 +100,23 @@ type Settings struct {
 	UnknownMode string `json:"unknownMode,omitempty"`
 }
 
+// PutDesktopLogin sets how desktops find and authenticate users (d; nil removes it): the
+// site's when pool is "", else that pool's own, which overrides the site's.
+func (e *Entities) PutDesktopLogin(ctx context.Context, p authz.Principal, dryRun bool, pool string, d *model.DesktopLogin) ([]model.Change, error) {
+	return e.s.Update(ctx, p.Check, dryRun, func(site *model.Site) error {
+		if pool == "" {
+			site.DesktopLogin = d.Clone()
+			return nil
+		}
+		pl := site.Pool(pool)
+		if pl == nil {
+			return model.NotFound("pool", pool)
+		}
+		pl.DesktopLogin = d.Clone()
+		return nil
+	})
+}
+
 // PutSettings sets the site's settings.
 func (e *Entities) PutSettings(ctx context.Context, p authz.Principal, dryRun bool, in Settings) ([]model.Change, error) {
 	return e.s.Update(ctx, p.Check, dryRun, func(site *model.Site) error {

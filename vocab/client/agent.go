@@ -26,6 +26,15 @@ func (c *Client) GuestSecrets(ctx context.Context) (*wire.GuestSecrets, error) {
 	return &s, nil
 }
 
+// SeatLogin fetches the files of this desktop's login stack (host credential).
+func (c *Client) SeatLogin(ctx context.Context) (*wire.SeatLogin, error) {
+	var s wire.SeatLogin
+	if err := c.getCtx(ctx, "/api/v1/agent/seat-login", nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
 // Heartbeat, need a client made with NewWithToken; the others are for people.
 
 // TokenFromFile reads a host credential file (one line, as `overtime host credential

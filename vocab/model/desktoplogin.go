@@ -138,6 +138,10 @@ func (d *DesktopLogin) Validate(what string) error {
 			return invalid("%s: %q given twice", field("uris"), u)
 		}
 		seen[u] = true
+		if !strings.HasPrefix(u, strings.SplitN(d.URIs[0], ":", 2)[0]+"://") {
+			// sssd has one StartTLS switch per domain: ldap:// needs it on, ldaps:// off.
+			return invalid("%s: %q and %q: use one scheme, all ldaps:// or all ldap:// (then with StartTLS)", field("uris"), d.URIs[0], u)
+		}
 	}
 	if d.SearchBase == "" && d.Provider != LoginAD {
 		return invalid("%s: missing (the DN users and groups are searched below, e.g. dc=uni,dc=example)", field("searchBase"))
@@ -148,6 +152,9 @@ func (d *DesktopLogin) Validate(what string) error {
 		}
 	}
 	if d.BindDN != "" {
+		if d.Provider == LoginAD {
+			return invalid("%s: the ad provider searches as the PC's machine account (its keytab), not as a bind DN", field("bindDN"))
+		}
 		if err := validDN(d.BindDN); err != nil {
 			return invalid("%s: %v", field("bindDN"), err)
 		}

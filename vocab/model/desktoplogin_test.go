@@ -32,7 +32,7 @@ func testCAPEM(t *testing.T) string {
 // quoting: what validation accepts must be one inert value, and a refusal names the field.
 func TestDesktopLoginValidate(t *testing.T) {
 	ca := testCAPEM(t)
-	ldapOK := DesktopLogin{Provider: LoginLDAP, URIs: []string{"ldaps://ldap.uni.example", "ldap://10.0.0.9:389"}, SearchBase: "dc=uni,dc=example", CACert: ca}
+	ldapOK := DesktopLogin{Provider: LoginLDAP, URIs: []string{"ldap://ldap.uni.example", "ldap://10.0.0.9:389"}, SearchBase: "dc=uni,dc=example", CACert: ca}
 	krbOK := DesktopLogin{Provider: LoginKerberos, URIs: []string{"ldaps://ldap.uni.example"}, SearchBase: "dc=uni,dc=example", Realm: "UNI.EXAMPLE", KDCs: []string{"kdc1.uni.example", "10.0.0.8:88"}}
 	adOK := DesktopLogin{Provider: LoginAD, Realm: "AD.UNI.EXAMPLE"}
 	with := func(d DesktopLogin, f func(*DesktopLogin)) DesktopLogin { d = *d.Clone(); f(&d); return d }
@@ -54,6 +54,8 @@ func TestDesktopLoginValidate(t *testing.T) {
 		{"URI list in one", with(ldapOK, func(d *DesktopLogin) { d.URIs = []string{"ldap://a,ldap://b"} }), "desktopLogin.uris: invalid LDAP URI"},
 		{"URI with newline", with(ldapOK, func(d *DesktopLogin) { d.URIs = []string{"ldap://a\nldap_tls_reqcert = never"} }), "desktopLogin.uris"},
 		{"URI with a DN", with(ldapOK, func(d *DesktopLogin) { d.URIs = []string{"ldap://a/dc=x??sub"} }), "desktopLogin.uris"},
+		{"mixed schemes", with(ldapOK, func(d *DesktopLogin) { d.URIs = []string{"ldap://a", "ldaps://b"} }), "use one scheme"},
+		{"ad with bind DN", with(adOK, func(d *DesktopLogin) { d.BindDN = "cn=x,dc=y" }), "desktopLogin.bindDN: the ad provider"},
 		{"URI twice", with(ldapOK, func(d *DesktopLogin) { d.URIs = []string{"ldap://a", "ldap://a"} }), "given twice"},
 		{"no search base", with(ldapOK, func(d *DesktopLogin) { d.SearchBase = "" }), "desktopLogin.searchBase: missing"},
 		{"search base injection", with(ldapOK, func(d *DesktopLogin) { d.SearchBase = "dc=x\n[domain/evil]" }), "desktopLogin.searchBase: invalid DN"},

@@ -342,3 +342,37 @@ func OneLine(s string, max int) string {
 	}
 	return s[:cut] + "…"
 }
+
+// SeatLogin is what GET /api/v1/agent/seat-login gives a desktop before its display
+// manager starts: the files of its login stack (sssd.conf, krb5.conf, the directory's
+// CA, its keytab), rendered by the site manager from the site's desktopLogin for this
+// host only (sitemgmt/seatlogin). With Unavailable set, logins with university accounts
+// cannot work on this PC and Files is empty: the desktop shows the reason, in plain
+// words, where people log in.
+type SeatLogin struct {
+	Unavailable string     `json:"unavailable,omitempty"`
+	Files       []SeatFile `json:"files,omitempty"`
+}
+
+// SeatFile is one file of a SeatLogin. Path is one of SeatLoginFiles; an agent writes
+// nothing else.
+type SeatFile struct {
+	Path    string `json:"path"`
+	Mode    uint32 `json:"mode"`    // 0600 for files that hold secrets, else 0644
+	Content []byte `json:"content"` // base64 in JSON (a keytab is binary)
+}
+
+// The files of a desktop's login stack. sssd reads sssd.conf only when it is root's and
+// 0600; the CA and the keytab live beside it so that one directory holds all of
+// Overtime's login files.
+const (
+	SeatSSSDConf = "/etc/sssd/sssd.conf"
+	SeatCACert   = "/etc/sssd/overtime-ca.pem"
+	SeatKeytab   = "/etc/sssd/overtime.keytab"
+	SeatKrb5Conf = "/etc/krb5.conf"
+)
+
+// SeatLoginFiles are every path a SeatLogin may name. An agent writes these only, and
+// removes the ones an answer leaves out (a site that stopped using Kerberos leaves no
+// stale krb5.conf behind).
+var SeatLoginFiles = []string{SeatSSSDConf, SeatCACert, SeatKeytab, SeatKrb5Conf}

@@ -1,0 +1,248 @@
+// Package seatlogin answers what a desktop's login stack gets: from the site's (or its
+// pool's) model.DesktopLogin and the secrets the site manager keeps for that PC, the
+// sssd.conf, krb5.conf, CA file and keytab the PC writes before its display manager
+// starts (overtime-agent seat-login; docs/desktop.md "Logins").
+//
+// sssd.conf (ding-libs' INI) and krb5.conf (profile) have no quoting: a value runs to the
+// end of its line and ',' separates list items. Every value written here is either a
+// constant or a field model.DesktopLogin.Validate has checked to be one inert item; the
+// renderer checks again (a bind password from a file has no other check), so a value
+// that could add an option of its own is refused, never written.
+package seatlogin
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
+	"github.com/overtime-hpc/overtime/vocab/wire"
+)
+
+// Domain is the name of the sssd domain the desktops use. Fixed: it is not shown to
+// users (names are not fully qualified), and the site's name may be free text.
+const Domain = "university"
+
+// Secrets are what a PC's login stack needs and no image or site document may hold.
+type Secrets struct {
+	BindPassword string // the password of DesktopLogin.BindDN; "" when none
+	Keytab       []byte // this PC's keytab (krb5: optional; ad: required)
+}
+
+// SecretDir is the directory of the site manager's desktop secrets (overtime serve
+// --desktop-secrets): bind-password (one line) and keytabs/HOST.keytab, one per PC.
+// Read at each request, so that a rotated password or a newly joined PC takes effect
+// at the PCs' next boot without a restart. "" = none.
+type SecretDir string
+
+// BindPasswordFile and KeytabFile name the files of a SecretDir.
+const BindPasswordFile = "bind-password"
+
+// KeytabFile is the path of host's keytab below a SecretDir.
+func KeytabFile(host string) string { return filepath.Join("keytabs", host+".keytab") }
+
+// For reads the secrets host may get: the bind password when d needs one, the host's
+// keytab when it has one. A missing file is no error here (Render decides whether the
+// configuration can work without it); an unreadable one is.
+func (dir SecretDir) For(host string, d *model.DesktopLogin) (Secrets, error) {
+	var sec Secrets
+	if dir == "" {
+		return sec, nil
+	}
+	if err := names.Hostname(host); err != nil { // a path component below
+		return sec, err
+	}
+	if d.BindDN != "" {
+		b, err := os.ReadFile(filepath.Join(string(dir), BindPasswordFile))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return sec, fmt.Errorf("desktop secrets: %w", err)
+		}
+		sec.BindPassword = strings.TrimRight(string(b), "\r\n")
+	}
+	if d.Provider != model.LoginLDAP {
+		b, err := os.ReadFile(filepath.Join(string(dir), KeytabFile(host)))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return sec, fmt.Errorf("desktop secrets: %w", err)
+		}
+		sec.Keytab = b
+	}
+	return sec, nil
+}
+
+// Unavailable is Render's answer when a PC's users cannot log in with university
+// accounts: Reason is shown on the PC's login screen, so it says what is missing in plain
+// words, and what an administrator does about it.
+type Unavailable struct{ Reason string }
+
+func (e *Unavailable) Error() string { return e.Reason }
+
+// Render is what host (of pool) gets for its login stack. d nil: the site configures no
+// directory logins (an *Unavailable). An error other than *Unavailable means a value
+// would not render inertly (a bind password with a line break).
+func Render(d *model.DesktopLogin, host, pool string, sec Secrets) (*wire.SeatLogin, error) {
+	if d == nil {
+		return nil, &Unavailable{Reason: "No university directory is configured for this PC (pool " + pool +
+			"): only local accounts can log in. Administrators: set the site's desktopLogin (docs/desktop.md)."}
+	}
+	if err := d.Validate("desktopLogin"); err != nil {
+		return nil, err
+	}
+	if d.BindDN != "" && sec.BindPassword == "" {
+		return nil, &Unavailable{Reason: "The site manager has no password for the directory account " + d.BindDN +
+			" that PCs search with: university logins cannot work. Administrators: put it in the desktop secrets' " + BindPasswordFile + " file."}
+	}
+	if d.Provider == model.LoginAD && len(sec.Keytab) == 0 {
+		return nil, &Unavailable{Reason: "This PC (" + host + ") has no keytab of the " + d.Realm +
+			" domain on the site manager: university logins cannot work. Administrators: join it and put its keytab in the desktop secrets as " + KeytabFile(host) + "."}
+	}
+	if err := inert("bind password", sec.BindPassword); err != nil {
+		return nil, err
+	}
+	out := &wire.SeatLogin{}
+	out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatSSSDConf, Mode: 0o600, Content: sssdConf(d, host, pool, sec)})
+	if d.CACert != "" {
+		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatCACert, Mode: 0o644, Content: []byte(d.CACert)})
+	}
+	if len(sec.Keytab) > 0 {
+		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatKeytab, Mode: 0o600, Content: sec.Keytab})
+	}
+	if d.Provider != model.LoginLDAP {
+		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatKrb5Conf, Mode: 0o644, Content: krb5Conf(d, host, pool)})
+	}
+	return out, nil
+}
+
+// inert refuses a value that could end its line or start a comment in sssd.conf.
+func inert(what, v string) error {
+	if v != strings.TrimSpace(v) {
+		return fmt.Errorf("%s: leading or trailing white space would be lost in sssd.conf", what)
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%s: a control character (line break) cannot be written to sssd.conf", what)
+		}
+	}
+	return nil
+}
+
+func header(b *bytes.Buffer, comment, host, pool string) {
+	fmt.Fprintf(b, "%s Written at boot by overtime-agent seat-login, from the site manager's desktopLogin\n", comment)
+	fmt.Fprintf(b, "%s for host %s (pool %s). Rewritten at every boot: change the site instead.\n", comment, host, pool)
+}
+
+func sssdConf(d *model.DesktopLogin, host, pool string, sec Secrets) []byte {
+	var b bytes.Buffer
+	header(&b, "#", host, pool)
+	opt := func(k, v string) { fmt.Fprintf(&b, "%s = %s\n", k, v) }
+	b.WriteString("\n[sssd]\n")
+	opt("config_file_version", "2")
+	opt("services", "nss, pam")
+	opt("domains", Domain)
+	// Local system accounts never come from the university's directory.
+	b.WriteString("\n[nss]\n")
+	opt("filter_users", "root")
+	opt("filter_groups", "root")
+	b.WriteString("\n[pam]\n")
+	fmt.Fprintf(&b, "\n[domain/%s]\n", Domain)
+	switch d.Provider {
+	case model.LoginLDAP:
+		opt("id_provider", "ldap")
+		opt("auth_provider", "ldap")
+	case model.LoginKerberos:
+		opt("id_provider", "ldap")
+		opt("auth_provider", "krb5")
+	case model.LoginAD:
+		opt("id_provider", "ad")
+		opt("auth_provider", "ad")
+	}
+	// Passwords are changed at the university's own service, not at a pool PC; who may
+	// log in at a pool is the pool's business, not the domain's access rules.
+	opt("chpass_provider", "none")
+	opt("access_provider", "permit")
+	if len(d.URIs) > 0 {
+		if d.Provider == model.LoginAD {
+			hosts := make([]string, len(d.URIs))
+			for i, u := range d.URIs {
+				p, _ := url.Parse(u) // validated
+				hosts[i] = p.Hostname()
+			}
+			opt("ad_server", strings.Join(hosts, ", "))
+		} else {
+			opt("ldap_uri", strings.Join(d.URIs, ", "))
+			if strings.HasPrefix(d.URIs[0], "ldap://") {
+				opt("ldap_id_use_start_tls", "true")
+			}
+		}
+	}
+	if d.SearchBase != "" {
+		opt("ldap_search_base", d.SearchBase)
+	}
+	if d.Provider != model.LoginAD {
+		opt("ldap_schema", "rfc2307")
+	}
+	opt("ldap_tls_reqcert", "demand")
+	if d.CACert != "" {
+		opt("ldap_tls_cacert", wire.SeatCACert)
+	}
+	if d.BindDN != "" {
+		opt("ldap_default_bind_dn", d.BindDN)
+		opt("ldap_default_authtok_type", "password")
+		opt("ldap_default_authtok", sec.BindPassword)
+	}
+	switch d.Provider {
+	case model.LoginKerberos:
+		opt("krb5_realm", d.Realm)
+		opt("krb5_server", strings.Join(d.KDCs, ", "))
+		// With this PC's keytab, a ticket is checked against the PC's own key: a KDC
+		// someone impersonates on the pool network cannot let a password through.
+		if len(sec.Keytab) > 0 {
+			opt("krb5_validate", "true")
+			opt("krb5_keytab", wire.SeatKeytab)
+		} else {
+			opt("krb5_validate", "false")
+		}
+	case model.LoginAD:
+		opt("ad_domain", d.ADDomain())
+		opt("krb5_realm", d.Realm)
+		opt("krb5_keytab", wire.SeatKeytab)
+		opt("ad_gpo_access_control", "disabled")
+	}
+	// A stateless PC keeps its cache in RAM anyway; offline logins with cached
+	// passwords would outlive a password change for the PC's uptime.
+	opt("cache_credentials", "false")
+	opt("enumerate", "false")
+	// Give up on an unreachable directory within seconds, so the login screen can say
+	// so instead of hanging.
+	opt("ldap_network_timeout", "3")
+	opt("ldap_opt_timeout", "5")
+	return b.Bytes()
+}
+
+func krb5Conf(d *model.DesktopLogin, host, pool string) []byte {
+	var b bytes.Buffer
+	header(&b, "#", host, pool)
+	b.WriteString("\n[libdefaults]\n")
+	fmt.Fprintf(&b, "\tdefault_realm = %s\n", d.Realm)
+	b.WriteString("\tdns_lookup_realm = false\n")
+	fmt.Fprintf(&b, "\tdns_lookup_kdc = %t\n", len(d.KDCs) == 0)
+	b.WriteString("\trdns = false\n")
+	if len(d.KDCs) > 0 {
+		b.WriteString("\n[realms]\n")
+		fmt.Fprintf(&b, "\t%s = {\n", d.Realm)
+		for _, k := range d.KDCs {
+			fmt.Fprintf(&b, "\t\tkdc = %s\n", k)
+		}
+		b.WriteString("\t}\n")
+	}
+	if d.Provider == model.LoginAD {
+		b.WriteString("\n[domain_realm]\n")
+		fmt.Fprintf(&b, "\t.%s = %s\n", d.ADDomain(), d.Realm)
+		fmt.Fprintf(&b, "\t%s = %s\n", d.ADDomain(), d.Realm)
+	}
+	return b.Bytes()
+}

@@ -1,0 +1,169 @@
+package seatlogin
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/wire"
+)
+
+// Regenerate the golden files with: go test ./sitemgmt/seatlogin -update
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current renderer")
+
+// testCA is a CA certificate (ECDSA P-256, self-signed, "Uni Test CA") for the cases.
+const testCA = `-----BEGIN CERTIFICATE-----
+MIIBgjCCASegAwIBAgIUbITyiUN1A5zjd9Qs8wRtsq+T8B0wCgYIKoZIzj0EAwIw
+FjEUMBIGA1UEAwwLVW5pIFRlc3QgQ0EwHhcNMjYxMTI4MDY1MTIxWhcNMzYxMTI1
+MDY1MTIxWjAWMRQwEgYDVQQDDAtVbmkgVGVzdCBDQTBZMBMGByqGSM49AgEGCCqG
+SM49AwEHA0IABNjRwJRzbw9HBhfwkWB6NXYbTOCwbpuhByQjF1dvUDDLJafRYVXq
+4MB81TjHjvpRUfjz2L0uWHE6FwCWp6XxvBOjUzBRMB0GA1UdDgQWBBRUh9BSUAod
+jKjfxnKpF57OuNCiUTAfBgNVHSMEGDAWgBRUh9BSUAodjKjfxnKpF57OuNCiUTAP
+BgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0kAMEYCIQDtGM9iQvhbiIFkmoBH
+bUXfnD8ZKemJVaIatSvMvLXU8gIhAIcEvgbkvwX61V26lUxa4ckS//0X5zk4dLuE
+6Flaxb80
+-----END CERTIFICATE-----
+`
+
+func cases() []struct {
+	name string
+	d    *model.DesktopLogin
+	sec  Secrets
+} {
+	return []struct {
+		name string
+		d    *model.DesktopLogin
+		sec  Secrets
+	}{
+		{"ldap-starttls", &model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{"ldap://ldap1.uni.example", "ldap://ldap2.uni.example:3389"},
+			SearchBase: "dc=uni,dc=example", CACert: testCA, BindDN: "cn=pc-reader,ou=services,dc=uni,dc=example"},
+			Secrets{BindPassword: "s3cret # not a comment; = really"}},
+		{"ldaps-anonymous", &model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{"ldaps://ldap.uni.example"}, SearchBase: "ou=people,dc=uni,dc=example"}, Secrets{}},
+		{"krb5-keytab", &model.DesktopLogin{Provider: model.LoginKerberos, URIs: []string{"ldaps://ldap.uni.example"}, SearchBase: "dc=uni,dc=example",
+			CACert: testCA, Realm: "UNI.EXAMPLE", KDCs: []string{"kdc1.uni.example", "10.0.0.8:88"}}, Secrets{Keytab: []byte("\x05\x02keytab")}},
+		{"krb5-no-keytab", &model.DesktopLogin{Provider: model.LoginKerberos, URIs: []string{"ldaps://ldap.uni.example"}, SearchBase: "dc=uni,dc=example",
+			Realm: "UNI.EXAMPLE", KDCs: []string{"kdc1.uni.example"}}, Secrets{}},
+		{"ad", &model.DesktopLogin{Provider: model.LoginAD, URIs: []string{"ldap://dc1.ad.uni.example", "ldap://dc2.ad.uni.example"}, Realm: "AD.UNI.EXAMPLE", CACert: testCA},
+			Secrets{Keytab: []byte("\x05\x02keytab")}},
+	}
+}
+
+// golden renders every file of every case into testdata/NAME.golden (the files one after
+// another, each under a line naming its path and mode; binary content as its length).
+func TestGolden(t *testing.T) {
+	for _, tc := range cases() {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Render(tc.d, "pc-a01", "lab-a", tc.sec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			for _, f := range out.Files {
+				b.WriteString("==> " + f.Path + " " + fmt.Sprintf("%04o", f.Mode) + "\n")
+				if f.Path == wire.SeatKeytab {
+					b.WriteString("(binary, " + strconv.Itoa(len(f.Content)) + " bytes)\n")
+					continue
+				}
+				b.Write(f.Content)
+			}
+			path := filepath.Join("testdata", tc.name+".golden")
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test ./sitemgmt/seatlogin -update writes it)", err)
+			}
+			if b.String() != string(want) {
+				t.Errorf("%s differs from the renderer's output:\n%s", path, b.String())
+			}
+			for _, f := range out.Files {
+				if !isSeatFile(f.Path) {
+					t.Errorf("file %s is not one of wire.SeatLoginFiles", f.Path)
+				}
+				if (f.Path == wire.SeatSSSDConf || f.Path == wire.SeatKeytab) != (f.Mode == 0o600) {
+					t.Errorf("%s mode %o", f.Path, f.Mode)
+				}
+			}
+		})
+	}
+}
+
+func isSeatFile(p string) bool {
+	for _, f := range wire.SeatLoginFiles {
+		if f == p {
+			return true
+		}
+	}
+	return false
+}
+
+// What cannot work says so in words a person at the login screen understands; a value
+// that would not stay inert in sssd.conf is refused.
+func TestUnavailableAndRefused(t *testing.T) {
+	ldapBind := &model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{"ldaps://l"}, SearchBase: "dc=x", BindDN: "cn=r,dc=x"}
+	for _, tc := range []struct {
+		name        string
+		d           *model.DesktopLogin
+		sec         Secrets
+		unavailable string // substring of the reason, or "" for a plain error
+		err         string
+	}{
+		{"none", nil, Secrets{}, "No university directory is configured for this PC (pool lab-a)", ""},
+		{"no bind password", ldapBind, Secrets{}, "no password for the directory account cn=r,dc=x", ""},
+		{"ad without keytab", &model.DesktopLogin{Provider: model.LoginAD, Realm: "AD.X"}, Secrets{}, "This PC (pc-a01) has no keytab of the AD.X domain", ""},
+		{"password with newline", ldapBind, Secrets{BindPassword: "a\nldap_tls_reqcert = never"}, "", "bind password: a control character"},
+		{"password with trailing space", ldapBind, Secrets{BindPassword: "a "}, "", "white space would be lost"},
+		{"invalid configuration", &model.DesktopLogin{Provider: "nis"}, Secrets{}, "", "unknown provider"},
+	} {
+		_, err := Render(tc.d, "pc-a01", "lab-a", tc.sec)
+		var un *Unavailable
+		switch {
+		case tc.unavailable != "":
+			if !errors.As(err, &un) || !strings.Contains(un.Reason, tc.unavailable) {
+				t.Errorf("%s: %v, want unavailable %q", tc.name, err, tc.unavailable)
+			}
+		case err == nil || errors.As(err, &un) || !strings.Contains(err.Error(), tc.err):
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.err)
+		}
+	}
+}
+
+// SecretDir hands a host its own keytab and the shared bind password, and nothing for a
+// name that is not a host name (no path out of the directory).
+func TestSecretDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "keytabs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{BindPasswordFile: "pw\n", KeytabFile("pc-a01"): "kt-a01", KeytabFile("pc-a02"): "kt-a02"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	krb := &model.DesktopLogin{Provider: model.LoginKerberos, BindDN: "cn=r,dc=x"}
+	sec, err := SecretDir(dir).For("pc-a01", krb)
+	if err != nil || sec.BindPassword != "pw" || string(sec.Keytab) != "kt-a01" {
+		t.Errorf("pc-a01: %+v %v", sec, err)
+	}
+	if sec, err := SecretDir(dir).For("pc-a03", krb); err != nil || sec.Keytab != nil {
+		t.Errorf("pc-a03 (no keytab): %+v %v", sec, err)
+	}
+	if sec, err := SecretDir(dir).For("pc-a01", &model.DesktopLogin{Provider: model.LoginLDAP}); err != nil || sec.Keytab != nil || sec.BindPassword != "" {
+		t.Errorf("ldap without bind DN gets %+v %v, want nothing", sec, err)
+	}
+	if _, err := SecretDir(dir).For("../keytabs/pc-a02", krb); err == nil {
+		t.Error("a path as host name: want refused")
+	}
+}
