@@ -84,6 +84,10 @@ var (
 	CommandTimeout = 60 * time.Second
 	// DebugLevel is sssd's -d: 6 shows each request and each LDAP/Kerberos step.
 	DebugLevel = "6"
+
+	// hostKrb5Conf is where the host's krb5.conf would be (krb5-config writes it); a
+	// test of the package points it elsewhere to take the overlay path.
+	hostKrb5Conf = "/etc/krb5.conf"
 )
 
 // Seat is sssd running in its own mount namespace with a PC's /etc configuration.
@@ -186,7 +190,7 @@ func (s *Seat) prepare(t testing.TB) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	bind := func(src, dst string) { w("mount --bind %s %s", shq(src), shq(dst)) }
-	if _, err := os.Stat("/etc/krb5.conf"); err != nil {
+	if _, err := os.Stat(hostKrb5Conf); err != nil {
 		// No /etc/krb5.conf to bind over, and creating one would change the host: the
 		// namespace gets an overlay of the host's /etc (everything else reads through
 		// unchanged) whose upper layer, on a tmpfs of the namespace, holds an empty
@@ -335,9 +339,10 @@ func (s *Seat) Authenticate(user, password string) error {
 	return nil
 }
 
-// Logs is sssd's stderr (the monitor's, the backends' and responders') followed by the
-// files under the namespace's /var/log/sssd (the children's, krb5_child and
-// ldap_child, log there).
+// Logs is sssd's stderr followed by any files under the namespace's /var/log/sssd.
+// With --logger=stderr every process logs to stderr (the monitor, sssd_be, the
+// responders and krb5_child/ldap_child, whose lines the backend relays), so the files
+// normally stay empty.
 func (s *Seat) Logs() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "--- sssd stderr:\n%s", s.stderr.String())

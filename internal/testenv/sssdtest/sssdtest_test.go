@@ -228,6 +228,9 @@ cache_credentials = false
 		} else {
 			t.Logf("with the directory down: %v", err)
 		}
+		if !strings.Contains(s.Logs(), "Back end is offline") {
+			t.Error("sssd's backend did not go offline (see its logs)")
+		}
 		if d := time.Since(start); d > 30*time.Second {
 			t.Errorf("getent and authenticate took %v with the directory down", d)
 		} else {
