@@ -130,6 +130,9 @@ func checkIdentity(t *testing.T, s *sssdtest.Seat) {
 // noneLeft fails t if a process of sssd's group (the seat's PID) remains.
 func noneLeft(t *testing.T, pid int) {
 	t.Helper()
+	if pid == 0 { // the seat was skipped (-short) or never started
+		return
+	}
 	if out, err := exec.Command("pgrep", "-g", fmt.Sprint(pid)).CombinedOutput(); err == nil {
 		t.Errorf("processes of the seat's sssd (group %d) left behind:\n%s", pid, out)
 	}
