@@ -33,13 +33,22 @@ cd "$(dirname "$0")/.."
 #   debhelper lintian mmdebstrap   make deb (dpkg-buildpackage, debhelper compat 13), the
 #                          lintian check of the .debs, the clean bookworm root the install test uses
 #   chromium               headless browser for the web UI's tests (internal/testenv/browser)
+#   sssd-ldap sssd-krb5 libnss-sss libpam-sss pamtester   a real sssd for the desktop-login
+#                          tests (internal/testenv/sssdtest), run in a private mount namespace;
+#                          pamtester drives PAM. libnss-sss/libpam-sss add `sss` to the host's
+#                          nsswitch.conf and common-* PAM files: accepted, as without a running
+#                          sssd (policy-rc.d keeps it from starting) it answers "unavailable" at once
+#   krb5-kdc krb5-admin-server krb5-user   a real MIT KDC (internal/testenv/kdctest): krb5kdc
+#                          and kdb5_util, kadmin.local, kinit/klist; krb5-config writes /etc/krb5.conf,
+#                          which sssdtest binds a test's krb5.conf over
 PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
 	shellcheck netbase binutils e2fsprogs dosfstools mtools
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils libxml2-utils passt crun
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
-	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils chromium)
+	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils chromium
+	sssd-ldap sssd-krb5 libnss-sss libpam-sss pamtester krb5-kdc krb5-admin-server krb5-user)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -55,13 +64,36 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	$SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
 	# policy-rc.d keeps package scripts from starting system services (munge, slapd,
-	# ganesha) that tests would then collide with.
+	# ganesha, sssd, krb5kdc, kadmind) that tests would then collide with.
 	if [ ! -e /usr/sbin/policy-rc.d ]; then
 		printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
 		$SUDO chmod +x /usr/sbin/policy-rc.d
 		trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
 	fi
 	$SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# No system sssd, KDC or kadmind may run: tests start private ones, and a system sssd would
+# answer the host's own lookups through the `sss` entries libnss-sss added. policy-rc.d kept
+# the packages from starting them; this also covers a host where they were enabled and
+# started anyway (systemd units and sockets at boot, a policy-rc.d that allowed it).
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+if [ -d /run/systemd/system ]; then
+	for u in sssd.service sssd-nss.socket sssd-pam.socket sssd-pam-priv.socket sssd-autofs.socket \
+		sssd-ssh.socket sssd-sudo.socket sssd-pac.socket krb5-kdc.service krb5-admin-server.service; do
+		if systemctl -q is-enabled "$u" 2>/dev/null || systemctl -q is-active "$u" 2>/dev/null; then
+			echo "deps: disabling and stopping system $u"
+			$SUDO systemctl disable -q --now "$u"
+		fi
+	done
+else
+	for s in sssd:sssd krb5kdc:krb5-kdc kadmind:krb5-admin-server; do
+		if pidof "${s%%:*}" >/dev/null && [ -x "/etc/init.d/${s#*:}" ]; then
+			echo "deps: stopping system ${s%%:*}"
+			$SUDO "/etc/init.d/${s#*:}" stop
+		fi
+	done
 fi
 
 # libvirtd looks up its compiled-in QEMU user before it reads qemu.conf (which tests set to

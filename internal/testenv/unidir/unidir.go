@@ -3,6 +3,13 @@
 // Active Directory's login attributes (sAMAccountName, userPrincipalName), the memberof
 // overlay so that memberOf is maintained by the server as AD and OpenLDAP sites have it,
 // and TLS (StartTLS and ldaps) with a certificate from a CA made for the test.
+//
+// It also carries RFC 2307 POSIX accounts (posixAccount people, posixGroup groups with
+// memberUid; the nis schema, which slapdenv loads with core, cosine and inetorgperson),
+// so that tests of a desktop's login configuration can point a real sssd at it
+// (internal/testenv/sssdtest). Anonymous search is not allowed (slapdenv's ACLs): a
+// client binds as the service account (Server.ServiceDN, ServicePassword), which reads
+// everything but userPassword; people bind as themselves to authenticate.
 package unidir
 
 import (
@@ -16,6 +23,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,7 +155,7 @@ func Start(t testing.TB) *Dir {
 		OmitOvertimeSchema: true,
 		ExtraSchema:        []string{schema},
 		Modules:            []string{"memberof"},
-		DatabaseConfig:     []string{"index sAMAccountName,userPrincipalName eq", "overlay memberof"},
+		DatabaseConfig:     []string{"index sAMAccountName,userPrincipalName eq", "index uidNumber,gidNumber,memberUid eq", "overlay memberof"},
 		TLS:                &slapdenv.TLSOptions{CertFile: cert, KeyFile: key, CAFile: ca.CertPEM},
 	})
 	pwFile := filepath.Join(dir, "service.pw")
@@ -226,6 +234,65 @@ func (d *Dir) AddGroup(t testing.TB, cn string, members ...string) string {
 	req.Attribute("objectClass", []string{"groupOfNames"})
 	req.Attribute("cn", []string{cn})
 	req.Attribute("member", members)
+	d.add(t, req)
+	return dn
+}
+
+// PosixUser is a person of the university directory with an RFC 2307 POSIX account
+// (inetOrgPerson + posixAccount under People), as sssd's ldap id provider reads it.
+type PosixUser struct {
+	UID       string // login and RDN: uid=UID,ou=people,...
+	UIDNumber int    // e.g. 1234567: universities number beyond 16 bits
+	GIDNumber int    // primary group
+	Home      string // default /home/UID
+	Shell     string // default /bin/bash
+	CN        string // default UID
+	Password  string // stored as {SSHA}
+}
+
+// AddPosixUser adds u under People and returns its DN.
+func (d *Dir) AddPosixUser(t testing.TB, u PosixUser) string {
+	t.Helper()
+	if u.Home == "" {
+		u.Home = "/home/" + u.UID
+	}
+	if u.Shell == "" {
+		u.Shell = "/bin/bash"
+	}
+	if u.CN == "" {
+		u.CN = u.UID
+	}
+	dn := "uid=" + ldap.EscapeDN(u.UID) + "," + People
+	req := ldap.NewAddRequest(dn, nil)
+	req.Attribute("objectClass", []string{"inetOrgPerson", "posixAccount"})
+	req.Attribute("uid", []string{u.UID})
+	req.Attribute("cn", []string{u.CN})
+	req.Attribute("sn", []string{u.CN})
+	req.Attribute("uidNumber", []string{strconv.Itoa(u.UIDNumber)})
+	req.Attribute("gidNumber", []string{strconv.Itoa(u.GIDNumber)})
+	req.Attribute("homeDirectory", []string{u.Home})
+	req.Attribute("loginShell", []string{u.Shell})
+	if u.Password != "" {
+		req.Attribute("userPassword", []string{slapdenv.SSHA(u.Password)})
+	}
+	d.add(t, req)
+	return dn
+}
+
+// AddPosixGroup adds a posixGroup under Groups with these member logins (memberUid, RFC
+// 2307: names, not DNs) and returns its DN. It is a posixGroup alone because nis.schema
+// makes both posixGroup and groupOfNames structural; the memberof overlay does not see
+// memberUid.
+func (d *Dir) AddPosixGroup(t testing.TB, cn string, gidNumber int, memberUIDs ...string) string {
+	t.Helper()
+	dn := "cn=" + ldap.EscapeDN(cn) + "," + Groups
+	req := ldap.NewAddRequest(dn, nil)
+	req.Attribute("objectClass", []string{"posixGroup"})
+	req.Attribute("cn", []string{cn})
+	req.Attribute("gidNumber", []string{strconv.Itoa(gidNumber)})
+	if len(memberUIDs) > 0 {
+		req.Attribute("memberUid", memberUIDs)
+	}
 	d.add(t, req)
 	return dn
 }
