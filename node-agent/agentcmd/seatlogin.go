@@ -1,0 +1,92 @@
+package agentcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overtime-hpc/overtime/node-agent/seat"
+	"github.com/overtime-hpc/overtime/vocab/client"
+)
+
+// NewSeatLoginCmd is `overtime-agent seat-login`: once per boot, before sssd and the
+// display manager (unit overtime-seat-login.service), fetch this desktop's login stack
+// from the site manager with the host credential and write it (node-agent/seat).
+func NewSeatLoginCmd(server *string) *cobra.Command {
+	var (
+		tokenFile, root string
+		wait            time.Duration
+		status          bool
+	)
+	c := &cobra.Command{
+		Use:   "seat-login",
+		Short: "Write this desktop's login configuration (sssd, Kerberos) from the site manager",
+		Long: `Fetches how this desktop authenticates the people at its seat (the site's or its
+pool's desktopLogin: sssd.conf, krb5.conf, the directory's CA, this PC's keytab) with the
+host credential and writes it under --root, before sssd and the display manager start
+(unit overtime-seat-login.service). When university logins cannot work here (nothing
+configured, a secret missing, the site manager unreachable for --wait), the reason goes
+to /run/overtime/seat-login.status and the console's login prompt, and the command
+still succeeds: the PC boots, and says why. --status prints that line.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if status {
+				st := seat.ReadStatus(root)
+				if st == "" {
+					return errors.New("seat-login has not run on this boot")
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), st)
+				return nil
+			}
+			if !cmd.Flags().Changed("token-file") {
+				tokenFile = TokenFile(os.Getenv("CREDENTIALS_DIRECTORY"))
+			}
+			token, err := client.TokenFromFile(tokenFile)
+			if err != nil {
+				return err
+			}
+			site := client.NewWithToken(*server, token)
+			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
+			defer cancel()
+			for {
+				reqCtx, reqCancel := context.WithTimeout(ctx, 10*time.Second)
+				sl, err := site.SeatLogin(reqCtx)
+				reqCancel()
+				if err == nil {
+					if err := seat.Apply(root, sl); err != nil {
+						return err
+					}
+					if sl.Unavailable != "" {
+						fmt.Fprintln(cmd.ErrOrStderr(), "seat-login: university logins unavailable:", seat.OneLine(sl.Unavailable))
+					} else {
+						fmt.Fprintf(cmd.ErrOrStderr(), "seat-login: wrote %d login files\n", len(sl.Files))
+					}
+					return nil
+				}
+				var apiErr *client.APIError
+				if errors.As(err, &apiErr) && apiErr.Status < 500 {
+					// Refused (a revoked credential, an unknown host): asking again will
+					// not help, and saying so is the useful thing.
+					_ = seat.Unreachable(root, *server)
+					return fmt.Errorf("seat-login: the site manager refused: %w", err)
+				}
+				select {
+				case <-ctx.Done():
+					fmt.Fprintf(cmd.ErrOrStderr(), "seat-login: %v; giving up after %v\n", err, wait)
+					return seat.Unreachable(root, *server)
+				case <-time.After(2 * time.Second):
+				}
+			}
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&tokenFile, "token-file", "", "host credential file (default: the systemd credential agent.token, else /run/overtime/agent.token)")
+	f.StringVar(&root, "root", "/", "root directory to write under (tests)")
+	f.DurationVar(&wait, "wait", time.Minute, "how long to keep asking an unreachable site manager at boot")
+	f.BoolVar(&status, "status", false, "print what the last run said (ok, or why university logins cannot work) and exit")
+	return c
+}

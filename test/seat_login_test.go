@@ -1,0 +1,131 @@
+package test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/kdctest"
+	"github.com/overtime-hpc/overtime/internal/testenv/sssdtest"
+	"github.com/overtime-hpc/overtime/internal/testenv/unidir"
+	"github.com/overtime-hpc/overtime/sitemgmt/api"
+	"github.com/overtime-hpc/overtime/vocab/model"
+)
+
+// A student logs in at a desktop with their university account, configured from the site:
+// the site admin sets the site's desktopLogin through the API, the PC's real
+// `overtime-agent seat-login` fetches its login stack with its host credential and
+// writes it, and a real sssd (in a private mount namespace, reading exactly those files)
+// resolves the student, uid 1234567 and their group, from a second slapd playing the
+// university (TLS with its CA, searched as a service account whose password only the site
+// manager holds) and checks their password — by an LDAP bind, and then by a real MIT KDC
+// with this PC's own keytab. Wrong passwords are refused; with no configuration the PC
+// writes nothing and its login prompt says why.
+func TestSeatLoginStudent(t *testing.T) {
+	uni := unidir.Start(t)
+	uni.AddPosixUser(t, unidir.PosixUser{UID: "student", UIDNumber: 1234567, GIDNumber: 1234500, CN: "Stu Dent", Password: "ldap-pw"})
+	uni.AddPosixGroup(t, "students", 1234500, "student")
+	ca, err := os.ReadFile(uni.CA.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := t.TempDir()
+	if err := os.WriteFile(filepath.Join(secrets, "bind-password"), []byte(uni.ServicePW+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.New(t, testenv.Options{API: api.Options{DesktopSecrets: secrets}})
+	env.ApplyExample(t)
+	admin := env.Admin()
+	cred, err := admin.CreateHostCredential(context.Background(), "pc-a01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "agent.token")
+	if err := os.WriteFile(tokenFile, []byte(cred.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := bootlab.AgentBinary(t)
+	// seatLogin runs the PC's boot step into a fresh root and returns it.
+	seatLogin := func() string {
+		t.Helper()
+		root := t.TempDir()
+		out, err := exec.Command(agent, "seat-login", "--server", env.HTTP.URL, "--token-file", tokenFile, "--root", root, "--wait", "20s").CombinedOutput()
+		if err != nil {
+			t.Fatalf("overtime-agent seat-login: %v\n%s", err, out)
+		}
+		t.Logf("overtime-agent seat-login: %s", strings.TrimSpace(string(out)))
+		return root
+	}
+
+	// Nothing configured yet: no files, and the console's prompt says why.
+	root := seatLogin()
+	if _, err := os.Stat(filepath.Join(root, "etc/sssd/sssd.conf")); !os.IsNotExist(err) {
+		t.Fatalf("unconfigured: sssd.conf written (%v)", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "run/issue.d/50-overtime-login.issue")); !strings.Contains(string(b), "No university directory is configured") {
+		t.Fatalf("unconfigured: login prompt says %q", b)
+	}
+
+	// LDAP: ldaps with the university's CA, searched as the service account.
+	login := model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{uni.LDAPSURL}, SearchBase: unidir.BaseDN,
+		CACert: string(ca), BindDN: uni.ServiceDN}
+	if err := admin.Send("PUT", "/api/v1/site/desktop-login", nil, login, nil); err != nil {
+		t.Fatal(err)
+	}
+	root = seatLogin()
+	if fi, err := os.Stat(filepath.Join(root, "etc/sssd/sssd.conf")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("sssd.conf: %v %v, want mode 0600", fi, err)
+	}
+	seat := sssdtest.Start(t, filepath.Join(root, "etc"))
+	pw, err := seat.Getent("passwd", "student")
+	if err != nil || !strings.HasPrefix(pw, "student:*:1234567:1234500:Stu Dent:/home/student:") {
+		t.Fatalf("getent passwd student: %q %v\n%s", pw, err, seat.Logs())
+	}
+	if id, err := seat.ID("student"); err != nil || !strings.Contains(id, "1234500(students)") {
+		t.Fatalf("id student: %q %v", id, err)
+	}
+	if err := seat.Authenticate("student", "ldap-pw"); err != nil {
+		t.Fatalf("student's password refused: %v\n%s", err, seat.Logs())
+	}
+	if err := seat.Authenticate("student", "wrong"); err == nil {
+		t.Fatal("a wrong password was accepted")
+	}
+
+	// Kerberos: passwords checked by the realm's KDC, the ticket validated with this PC's
+	// keytab (handed to pc-a01 only); users from LDAP over StartTLS.
+	kdc := kdctest.Start(t, "UNI.EXAMPLE")
+	kdc.AddPrincipal(t, "student", "krb-pw")
+	kdc.AddRandKey(t, "host/pc-a01.uni.example")
+	if err := os.MkdirAll(filepath.Join(secrets, "keytabs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secrets, "keytabs", "pc-a01.keytab"), kdc.Keytab(t, "host/pc-a01.uni.example"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	login = model.DesktopLogin{Provider: model.LoginKerberos, URIs: []string{uni.URL}, SearchBase: unidir.BaseDN,
+		CACert: string(ca), BindDN: uni.ServiceDN, Realm: "UNI.EXAMPLE", KDCs: []string{kdc.Addr}}
+	if err := admin.Send("PUT", "/api/v1/site/desktop-login", nil, login, nil); err != nil {
+		t.Fatal(err)
+	}
+	root = seatLogin()
+	for path, mode := range map[string]os.FileMode{"etc/sssd/overtime.keytab": 0o600, "etc/krb5.conf": 0o644} {
+		if fi, err := os.Stat(filepath.Join(root, path)); err != nil || fi.Mode().Perm() != mode {
+			t.Fatalf("%s: %v %v, want mode %o", path, fi, err, mode)
+		}
+	}
+	krb := sssdtest.Start(t, filepath.Join(root, "etc"))
+	if err := krb.Authenticate("student", "krb-pw"); err != nil {
+		t.Fatalf("student's Kerberos password refused: %v\n%s\nKDC:\n%s", err, krb.Logs(), kdc.Logs())
+	}
+	if err := krb.Authenticate("student", "ldap-pw"); err == nil {
+		t.Fatal("the LDAP password was accepted where the KDC decides")
+	}
+	if !strings.Contains(krb.Logs(), "TGT verified using key for") {
+		t.Errorf("sssd did not validate the ticket with the PC's keytab:\n%s", krb.Logs())
+	}
+}
