@@ -203,12 +203,12 @@ func TestDebianPackages(t *testing.T) {
 	}
 	t.Logf("verified %d units: %s", len(units), strings.Join(units, " "))
 
-	// Enabled where installed: the node agent (a desktop image runs it at boot) and the
+	// Enabled where installed: the node agent and the seat login (a desktop image runs them at boot) and the
 	// exam lockdown's path unit (it watches /run/overtime/exam; its service is static);
 	// not the headless course VM player, nor the site manager's or Slurm's daemons (they
 	// need configuration first).
 	wants := filepath.Join(dir, "etc/systemd/system/multi-user.target.wants")
-	for unit, enabled := range map[string]bool{"overtime-agent.service": true, "overtime-course-vm.service": false,
+	for unit, enabled := range map[string]bool{"overtime-agent.service": true, "overtime-seat-login.service": true, "overtime-course-vm.service": false,
 		"overtime-serve.service": false, "overtime-slurm-sync.service": false, "overtime-exam.service": false} {
 		if _, err := os.Lstat(filepath.Join(wants, unit)); (err == nil) != enabled {
 			t.Errorf("%s: enabled %v after install, want %v", unit, err == nil, enabled)

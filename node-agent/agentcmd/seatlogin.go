@@ -47,6 +47,7 @@ still succeeds: the PC boots, and says why. --status prints that line.`,
 			}
 			token, err := client.TokenFromFile(tokenFile)
 			if err != nil {
+				_ = seat.Say(root, "This PC has no usable host credential ("+err.Error()+"): it cannot ask the site manager how university accounts log in. Administrators: enrol it (docs/node-agent.md \"Host credential\").")
 				return err
 			}
 			site := client.NewWithToken(*server, token)

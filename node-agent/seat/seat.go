@@ -95,7 +95,13 @@ func Apply(root string, sl *wire.SeatLogin) error {
 // Unreachable records that the site manager could not be asked: the files the image has
 // (or an earlier Apply wrote) stay, and the login screen says why logins may fail.
 func Unreachable(root, server string) error {
-	msg := "The site manager (" + server + ") could not be reached at boot: logins with university accounts may not work on this PC until it is restarted."
+	return Say(root, "The site manager ("+server+") could not be reached at boot: logins with university accounts may not work on this PC until it is restarted.")
+}
+
+// Say records why university logins may not work here (msg, one line) without touching
+// the login files.
+func Say(root, msg string) error {
+	msg = OneLine(msg)
 	if err := writeRun(root, Status, msg+"\n"); err != nil {
 		return err
 	}

@@ -1,7 +1,8 @@
 # shellcheck shell=sh
 # desktop-minimal: PAM and NSS ask sssd (packages libnss-sss, libpam-sss); sssd itself
-# starts only when /etc/sssd/sssd.conf exists (its unit's condition), which the site
-# provides at boot (docs/images.md "Directory logins").
+# starts only when /etc/sssd/sssd.conf exists (its unit's condition), which
+# overtime-seat-login.service writes at boot, before sssd, from the site's desktopLogin
+# (docs/desktop.md "Logins").
 root=$1
 grep -q '^passwd:.*sss' "${root}/etc/nsswitch.conf" || sed -i 's/^\(passwd\|group\|shadow\):\(.*\)$/\1:\2 sss/' "${root}/etc/nsswitch.conf"
 chroot "${root}" pam-auth-update --enable sss mkhomedir 2>/dev/null || chroot "${root}" pam-auth-update --package

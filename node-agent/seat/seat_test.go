@@ -1,0 +1,101 @@
+package seat
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/overtime-hpc/overtime/vocab/wire"
+)
+
+func read(t *testing.T, root, rel string) (string, os.FileMode) {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", 0
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), fi.Mode().Perm()
+}
+
+// Apply writes the allowed files with their modes, removes what it wrote before and an
+// answer leaves out (never a file it did not write), and says why when logins cannot work.
+func TestApply(t *testing.T) {
+	root := t.TempDir()
+	// A krb5.conf the image brought: not Apply's to remove.
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/krb5.conf"), []byte("image's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	krb := &wire.SeatLogin{Files: []wire.SeatFile{
+		{Path: wire.SeatSSSDConf, Mode: 0o600, Content: []byte("[sssd]\n")},
+		{Path: wire.SeatKeytab, Mode: 0o600, Content: []byte{5, 2}},
+		{Path: wire.SeatKrb5Conf, Mode: 0o644, Content: []byte("[libdefaults]\n")},
+	}}
+	if err := Apply(root, krb); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{wire.SeatSSSDConf: 0o600, wire.SeatKeytab: 0o600, wire.SeatKrb5Conf: 0o644} {
+		if _, mode := read(t, root, path); mode != want {
+			t.Errorf("%s mode %o, want %o", path, mode, want)
+		}
+	}
+	if s := ReadStatus(root); s != "ok" {
+		t.Errorf("status %q", s)
+	}
+	// The site moves to plain LDAP: the keytab and krb5.conf Apply wrote go.
+	if err := Apply(root, &wire.SeatLogin{Files: krb.Files[:1]}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{wire.SeatKeytab, wire.SeatKrb5Conf} {
+		if _, err := os.Stat(filepath.Join(root, p)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", p, err)
+		}
+	}
+	// Unavailable: the reason, on one line, for the status and the console prompt.
+	if err := Apply(root, &wire.SeatLogin{Unavailable: "No directory\nfor C:\\pool"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := ReadStatus(root); s != "No directory for C:\\pool" {
+		t.Errorf("status %q", s)
+	}
+	if issue, _ := read(t, root, Issue); !strings.Contains(issue, "No directory for C:/pool") || strings.Contains(issue, `\`) {
+		t.Errorf("issue %q: want the reason without agetty escapes", issue)
+	}
+	if _, err := os.Stat(filepath.Join(root, wire.SeatSSSDConf)); !os.IsNotExist(err) {
+		t.Errorf("sssd.conf left behind when logins are unavailable: %v", err)
+	}
+	// Back to working: the prompt's notice goes.
+	if err := Apply(root, krb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, Issue)); !os.IsNotExist(err) {
+		t.Errorf("login prompt notice left behind: %v", err)
+	}
+}
+
+// A path outside the login files, or a mode other than 0600/0644, is refused before
+// anything is written.
+func TestApplyRefuses(t *testing.T) {
+	for _, sl := range []*wire.SeatLogin{
+		{Files: []wire.SeatFile{{Path: wire.SeatSSSDConf, Mode: 0o600}, {Path: "/etc/shadow", Mode: 0o600}}},
+		{Files: []wire.SeatFile{{Path: wire.SeatSSSDConf, Mode: 0o600}, {Path: "/etc/sssd/../shadow", Mode: 0o600}}},
+		{Files: []wire.SeatFile{{Path: wire.SeatSSSDConf, Mode: 0o666}}},
+		{},
+	} {
+		root := t.TempDir()
+		if err := Apply(root, sl); err == nil {
+			t.Errorf("%+v accepted", sl)
+		}
+		if _, err := os.Stat(filepath.Join(root, wire.SeatSSSDConf)); !os.IsNotExist(err) {
+			t.Errorf("%+v: sssd.conf written before the refusal", sl)
+		}
+	}
+}
