@@ -2,11 +2,13 @@ package test
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
@@ -128,4 +130,30 @@ func TestSeatLoginStudent(t *testing.T) {
 	if !strings.Contains(krb.Logs(), "TGT verified using key for") {
 		t.Errorf("sssd did not validate the ticket with the PC's keytab:\n%s", krb.Logs())
 	}
+
+	// The directory down (its servers closed): the PC still gets its files, its prompt says
+	// the directory cannot be reached, and a login fails at once instead of hanging.
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := closed.Addr().String()
+	closed.Close()
+	login = model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{"ldaps://" + dead}, SearchBase: unidir.BaseDN, CACert: string(ca), BindDN: uni.ServiceDN}
+	if err := admin.Send("PUT", "/api/v1/site/desktop-login", nil, login, nil); err != nil {
+		t.Fatal(err)
+	}
+	root = seatLogin()
+	if b, _ := os.ReadFile(filepath.Join(root, "run/issue.d/50-overtime-login.issue")); !strings.Contains(string(b), "The university directory ("+dead+") cannot be reached from this PC") {
+		t.Fatalf("directory down: login prompt says %q", b)
+	}
+	down := sssdtest.Start(t, filepath.Join(root, "etc"))
+	started := time.Now()
+	if err := down.Authenticate("student", "ldap-pw"); err == nil {
+		t.Fatal("a login succeeded with the directory down")
+	}
+	if _, err := down.Getent("passwd", "student"); err == nil {
+		t.Fatal("the student resolved with the directory down")
+	}
+	t.Logf("with the directory down, a login and a look-up failed in %v", time.Since(started).Round(time.Millisecond))
 }

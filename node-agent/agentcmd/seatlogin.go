@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,8 +64,12 @@ still succeeds: the PC boots, and says why. --status prints that line.`,
 					}
 					if sl.Unavailable != "" {
 						fmt.Fprintln(cmd.ErrOrStderr(), "seat-login: university logins unavailable:", seat.OneLine(sl.Unavailable))
-					} else {
-						fmt.Fprintf(cmd.ErrOrStderr(), "seat-login: wrote %d login files\n", len(sl.Files))
+						return nil
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "seat-login: wrote %d login files\n", len(sl.Files))
+					if !seat.Reachable(cmd.Context(), sl.Directory, 5*time.Second) {
+						fmt.Fprintf(cmd.ErrOrStderr(), "seat-login: no directory server answers (%s)\n", strings.Join(sl.Directory, ", "))
+						return seat.DirectoryUnreachable(root, sl.Directory)
 					}
 					return nil
 				}

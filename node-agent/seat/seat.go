@@ -8,12 +8,15 @@ package seat
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/vocab/wire"
@@ -149,3 +152,37 @@ func OneLine(s string) string {
 // agettyText keeps agetty from reading escapes (\n, \l, ...) in a reason: agetty has no
 // escape for a backslash itself, so it becomes a slash.
 func agettyText(s string) string { return strings.ReplaceAll(s, `\`, "/") }
+
+// Reachable reports whether one of the directory's servers (host:port) accepts a TCP
+// connection within timeout, asking all at once. No servers (AD found by DNS): true, as
+// there is nothing to check.
+func Reachable(ctx context.Context, servers []string, timeout time.Duration) bool {
+	if len(servers) == 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ok := make(chan bool, len(servers))
+	for _, s := range servers {
+		go func(addr string) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			ok <- err == nil
+		}(s)
+	}
+	for range servers {
+		if <-ok {
+			return true
+		}
+	}
+	return false
+}
+
+// DirectoryUnreachable says that the configuration is written but none of the
+// directory's servers answered from this PC.
+func DirectoryUnreachable(root string, servers []string) error {
+	return Say(root, "The university directory ("+strings.Join(servers, ", ")+") cannot be reached from this PC: logins with university accounts will fail until it answers.")
+}

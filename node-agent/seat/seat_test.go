@@ -1,10 +1,13 @@
 package seat
 
 import (
+	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
@@ -97,5 +100,37 @@ func TestApplyRefuses(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, wire.SeatSSSDConf)); !os.IsNotExist(err) {
 			t.Errorf("%+v: sssd.conf written before the refusal", sl)
 		}
+	}
+}
+
+// Reachable: one listening server is enough; none answering is said in words.
+func TestReachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := closed.Addr().String()
+	closed.Close()
+	ctx := context.Background()
+	if !Reachable(ctx, []string{dead, ln.Addr().String()}, 2*time.Second) {
+		t.Error("one server listens: want reachable")
+	}
+	if Reachable(ctx, []string{dead}, 2*time.Second) {
+		t.Error("nothing listens: want unreachable")
+	}
+	if !Reachable(ctx, nil, time.Second) {
+		t.Error("no servers to check: want true")
+	}
+	root := t.TempDir()
+	if err := DirectoryUnreachable(root, []string{dead}); err != nil {
+		t.Fatal(err)
+	}
+	if s := ReadStatus(root); !strings.Contains(s, "The university directory ("+dead+") cannot be reached") {
+		t.Errorf("status %q", s)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -103,7 +104,7 @@ func Render(d *model.DesktopLogin, host, pool string, sec Secrets) (*wire.SeatLo
 	if err := inert("bind password", sec.BindPassword); err != nil {
 		return nil, err
 	}
-	out := &wire.SeatLogin{}
+	out := &wire.SeatLogin{Directory: servers(d)}
 	out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatSSSDConf, Mode: 0o600, Content: sssdConf(d, host, pool, sec)})
 	if d.CACert != "" {
 		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatCACert, Mode: 0o644, Content: []byte(d.CACert)})
@@ -245,4 +246,21 @@ func krb5Conf(d *model.DesktopLogin, host, pool string) []byte {
 		fmt.Fprintf(&b, "\t%s = %s\n", d.ADDomain(), d.Realm)
 	}
 	return b.Bytes()
+}
+
+// servers are the directory's LDAP servers as host:port (ldap 389, ldaps 636).
+func servers(d *model.DesktopLogin) []string {
+	var out []string
+	for _, u := range d.URIs {
+		p, err := url.Parse(u)
+		if err != nil { // validated
+			continue
+		}
+		port := p.Port()
+		if port == "" {
+			port = map[string]string{"ldap": "389", "ldaps": "636"}[p.Scheme]
+		}
+		out = append(out, net.JoinHostPort(p.Hostname(), port))
+	}
+	return out
 }

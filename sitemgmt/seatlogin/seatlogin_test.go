@@ -64,6 +64,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			var b strings.Builder
+			b.WriteString("==> directory servers: " + strings.Join(out.Directory, " ") + "\n")
 			for _, f := range out.Files {
 				b.WriteString("==> " + f.Path + " " + fmt.Sprintf("%04o", f.Mode) + "\n")
 				if f.Path == wire.SeatKeytab {

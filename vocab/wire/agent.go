@@ -352,6 +352,10 @@ func OneLine(s string, max int) string {
 type SeatLogin struct {
 	Unavailable string     `json:"unavailable,omitempty"`
 	Files       []SeatFile `json:"files,omitempty"`
+	// Directory is the directory's servers as host:port (its LDAP URIs with their
+	// default ports), for the agent to check that one answers from this PC: if none
+	// does, it says so at the login screen instead of letting every login fail.
+	Directory []string `json:"directory,omitempty"`
 }
 
 // SeatFile is one file of a SeatLogin. Path is one of SeatLoginFiles; an agent writes
