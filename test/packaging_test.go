@@ -208,7 +208,7 @@ func TestDebianPackages(t *testing.T) {
 	// not the headless course VM player, nor the site manager's or Slurm's daemons (they
 	// need configuration first).
 	wants := filepath.Join(dir, "etc/systemd/system/multi-user.target.wants")
-	for unit, enabled := range map[string]bool{"overtime-agent.service": true, "overtime-seat-login.service": true, "overtime-course-vm.service": false,
+	for unit, enabled := range map[string]bool{"overtime-agent.service": true, "overtime-seat.service": true, "overtime-course-vm.service": false,
 		"overtime-serve.service": false, "overtime-slurm-sync.service": false, "overtime-exam.service": false} {
 		if _, err := os.Lstat(filepath.Join(wants, unit)); (err == nil) != enabled {
 			t.Errorf("%s: enabled %v after install, want %v", unit, err == nil, enabled)

@@ -41,7 +41,7 @@ func newRoot() *cobra.Command {
 		def = "http://127.0.0.1:8080"
 	}
 	root.PersistentFlags().StringVar(&server, "server", def, "site manager URL ($OVERTIME_SERVER)")
-	root.AddCommand(agentcmd.NewRunCmd(&server, version), agentcmd.NewSeatLoginCmd(&server), agentcmd.NewCourseVMCmd(), agentcmd.NewBenchCmd())
+	root.AddCommand(agentcmd.NewRunCmd(&server, version), agentcmd.NewSeatConfigCmd(&server), agentcmd.NewCourseVMCmd(), agentcmd.NewBenchCmd())
 	cmdline.Strict(root)
 	return root
 }

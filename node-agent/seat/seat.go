@@ -1,8 +1,8 @@
 // Package seat applies a desktop's login stack, as the site manager hands it out
-// (wire.SeatLogin, GET /api/v1/agent/seat-login), to the PC before its display manager
-// and sssd start: the files under /etc (only the paths wire.SeatLoginFiles names, each
+// (wire.SeatConfig, GET /api/v1/agent/seat), to the PC before its display manager
+// and sssd start: the files under /etc (only the paths wire.SeatFiles names, each
 // written atomically with its mode), and what the login screen says when university
-// logins cannot work. `overtime-agent seat-login` (unit overtime-seat-login.service)
+// logins cannot work. `overtime-agent seat-config` (unit overtime-seat.service)
 // runs it once per boot; docs/desktop.md "Logins".
 package seat
 
@@ -26,29 +26,29 @@ import (
 const (
 	// Manifest lists the login files the last Apply wrote, so that the next one removes
 	// those an answer no longer names (and never a file the image brought).
-	Manifest = "run/overtime/seat-login.files"
+	Manifest = "run/overtime/seat.files"
 	// Status is one line: "ok", or why university logins cannot work here. The
-	// graphical greeter and `overtime-agent seat-login --status` read it.
-	Status = "run/overtime/seat-login.status"
+	// graphical greeter and `overtime-agent seat-config --status` read it.
+	Status = "run/overtime/seat.status"
 	// Issue is shown by the console's login prompt (agetty reads /run/issue.d).
 	Issue = "run/issue.d/50-overtime-login.issue"
 )
 
 // Apply writes sl under root ("/" on a PC; a directory in tests). Files outside
-// wire.SeatLoginFiles, or with a mode other than 0600 and 0644, are refused before
+// wire.SeatFiles, or with a mode other than 0600 and 0644, are refused before
 // anything is written: the agent trusts the site manager, but a file the login stack
 // reads as root is worth the check.
-func Apply(root string, sl *wire.SeatLogin) error {
+func Apply(root string, sl *wire.SeatConfig) error {
 	for _, f := range sl.Files {
-		if !slices.Contains(wire.SeatLoginFiles, f.Path) {
-			return fmt.Errorf("seat login: the site manager named %q, which is not a login file", f.Path)
+		if !slices.Contains(wire.SeatFiles, f.Path) {
+			return fmt.Errorf("seat config: the site manager named %q, which is not a login file", f.Path)
 		}
 		if f.Mode != 0o600 && f.Mode != 0o644 {
-			return fmt.Errorf("seat login: %s with mode %o", f.Path, f.Mode)
+			return fmt.Errorf("seat config: %s with mode %o", f.Path, f.Mode)
 		}
 	}
 	if sl.Unavailable == "" && len(sl.Files) == 0 {
-		return errors.New("seat login: the site manager's answer has neither files nor a reason")
+		return errors.New("seat config: the site manager's answer has neither files nor a reason")
 	}
 	prev := readManifest(root)
 	var wrote []string
@@ -58,7 +58,7 @@ func Apply(root string, sl *wire.SeatLogin) error {
 			return err
 		}
 		if err := atomicfile.WriteFile(p, f.Content, os.FileMode(f.Mode)); err != nil {
-			return fmt.Errorf("seat login: %w", err)
+			return fmt.Errorf("seat config: %w", err)
 		}
 		// WriteFile's mode is subject to nothing but this: make sure (sssd refuses a
 		// group- or world-readable sssd.conf; krb5_child, running as the user, needs to
@@ -69,7 +69,7 @@ func Apply(root string, sl *wire.SeatLogin) error {
 		wrote = append(wrote, f.Path)
 	}
 	for _, p := range prev {
-		if !slices.Contains(wrote, p) && slices.Contains(wire.SeatLoginFiles, p) {
+		if !slices.Contains(wrote, p) && slices.Contains(wire.SeatFiles, p) {
 			if err := os.Remove(filepath.Join(root, p)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}

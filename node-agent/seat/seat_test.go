@@ -37,7 +37,7 @@ func TestApply(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "etc/krb5.conf"), []byte("image's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	krb := &wire.SeatLogin{Files: []wire.SeatFile{
+	krb := &wire.SeatConfig{Files: []wire.SeatFile{
 		{Path: wire.SeatSSSDConf, Mode: 0o600, Content: []byte("[sssd]\n")},
 		{Path: wire.SeatKeytab, Mode: 0o600, Content: []byte{5, 2}},
 		{Path: wire.SeatKrb5Conf, Mode: 0o644, Content: []byte("[libdefaults]\n")},
@@ -54,7 +54,7 @@ func TestApply(t *testing.T) {
 		t.Errorf("status %q", s)
 	}
 	// The site moves to plain LDAP: the keytab and krb5.conf Apply wrote go.
-	if err := Apply(root, &wire.SeatLogin{Files: krb.Files[:1]}); err != nil {
+	if err := Apply(root, &wire.SeatConfig{Files: krb.Files[:1]}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{wire.SeatKeytab, wire.SeatKrb5Conf} {
@@ -63,7 +63,7 @@ func TestApply(t *testing.T) {
 		}
 	}
 	// Unavailable: the reason, on one line, for the status and the console prompt.
-	if err := Apply(root, &wire.SeatLogin{Unavailable: "No directory\nfor C:\\pool"}); err != nil {
+	if err := Apply(root, &wire.SeatConfig{Unavailable: "No directory\nfor C:\\pool"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := ReadStatus(root); s != "No directory for C:\\pool" {
@@ -87,7 +87,7 @@ func TestApply(t *testing.T) {
 // A path outside the login files, or a mode other than 0600/0644, is refused before
 // anything is written.
 func TestApplyRefuses(t *testing.T) {
-	for _, sl := range []*wire.SeatLogin{
+	for _, sl := range []*wire.SeatConfig{
 		{Files: []wire.SeatFile{{Path: wire.SeatSSSDConf, Mode: 0o600}, {Path: "/etc/shadow", Mode: 0o600}}},
 		{Files: []wire.SeatFile{{Path: wire.SeatSSSDConf, Mode: 0o600}, {Path: "/etc/sssd/../shadow", Mode: 0o600}}},
 		{Files: []wire.SeatFile{{Path: wire.SeatSSSDConf, Mode: 0o666}}},

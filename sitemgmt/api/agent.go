@@ -14,7 +14,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/authz"
 	"github.com/overtime-hpc/overtime/sitemgmt/hostcred"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
-	"github.com/overtime-hpc/overtime/sitemgmt/seatlogin"
+	"github.com/overtime-hpc/overtime/sitemgmt/seatconf"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/wire"
@@ -39,7 +39,7 @@ func (s *Server) agentRoutes() {
 	m.HandleFunc("GET /api/v1/agent/config", s.agent(s.agentConfig))
 	m.HandleFunc("POST /api/v1/agent/heartbeat", s.agent(s.heartbeat))
 	m.HandleFunc("GET /api/v1/agent/guest-secrets", s.agent(s.guestSecrets))
-	m.HandleFunc("GET /api/v1/agent/seat-login", s.agent(s.seatLogin))
+	m.HandleFunc("GET /api/v1/agent/seat", s.agent(s.seatConfig))
 	m.HandleFunc("GET /api/v1/agent/status", s.read(s.agentStatusList))
 	m.HandleFunc("GET /api/v1/agent/status/{host}", s.read(s.agentStatusOne))
 }
@@ -288,16 +288,16 @@ func (s *Server) guestSecrets(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.GuestSecrets{MungeKey: key})
 }
 
-// seatLogin hands a desktop the files of its login stack (sssd.conf, krb5.conf, the
+// seatConfig hands a desktop the files of its login stack (sssd.conf, krb5.conf, the
 // directory's CA, its keytab) before its display manager starts: only to the host
 // itself, since they carry the directory's bind password and the PC's own key.
-func (s *Server) seatLogin(w http.ResponseWriter, r *http.Request) {
-	host, err := principal(r).CheckSeatLogin()
+func (s *Server) seatConfig(w http.ResponseWriter, r *http.Request) {
+	host, err := principal(r).CheckSeatConfig()
 	if err != nil {
 		s.httpError(w, err)
 		return
 	}
-	out, err := s.svc.Hosts.SeatLogin(host, seatlogin.SecretDir(s.opt.DesktopSecrets))
+	out, err := s.svc.Hosts.SeatConfig(host, seatconf.SecretDir(s.opt.DesktopSecrets))
 	if err != nil {
 		s.serviceError(w, err)
 		return

@@ -62,8 +62,8 @@ type Options struct {
 	// runs now (GET /api/v1/agent/guest-secrets); empty: none is handed out.
 	MungeKeyFile string
 	// DesktopSecrets is the directory of the desktops' login secrets (the directory's
-	// bind password, a keytab per PC: sitemgmt/seatlogin.SecretDir), handed to each PC
-	// with its login configuration (GET /api/v1/agent/seat-login); empty: none.
+	// bind password, a keytab per PC: sitemgmt/seatconf.SecretDir), handed to each PC
+	// with its login configuration (GET /api/v1/agent/seat); empty: none.
 	DesktopSecrets string
 	// SyslinuxDir holds ldlinux.c32, menu.c32 and the libraries lpxelinux loads over
 	// HTTP (Debian: /usr/lib/syslinux/modules/bios).

@@ -116,7 +116,7 @@ func TestOpenAPICoverage(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Wrap: chk.wrap})
 	env.ApplyExample(t)
 	runAPISuite(t, env)
-	runSeatLoginSuite(t, testenv.Options{Wrap: chk.wrap})
+	runSeatSuite(t, testenv.Options{Wrap: chk.wrap})
 	if missing := chk.unused(); len(missing) > 0 {
 		t.Errorf("operations in docs/api/openapi.yaml that no test exercised: %s", strings.Join(missing, ", "))
 	}

@@ -108,10 +108,10 @@ func (p Principal) CheckGuestSecrets() (string, error) {
 	return p.Host, nil
 }
 
-// CheckSeatLogin authorises handing a desktop its login stack (sssd.conf with the
+// CheckSeatConfig authorises handing a desktop its login stack (sssd.conf with the
 // directory's bind password, its keytab): only a host's own credential, for itself, like
 // the guest secrets. An administrator has the secrets where the site manager runs.
-func (p Principal) CheckSeatLogin() (string, error) {
+func (p Principal) CheckSeatConfig() (string, error) {
 	if !p.IsHost() {
 		return "", &Forbidden{Msg: fmt.Sprintf("user %s may not fetch a desktop's login configuration: only a host's own credential may", p.UID)}
 	}
@@ -402,6 +402,8 @@ var fieldRights = map[string]entityRights{
 			// Which directory the pool's desktops trust for logins: a site admin's, like
 			// everything else that decides what a PC runs and who may use it.
 			"desktopLogin": {never, never},
+			// The room's print server: the pool admin's, like its room and description.
+			"printing": {always, never},
 		},
 	},
 	model.EntityHost: {

@@ -2,6 +2,7 @@ package ldapstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -63,6 +64,7 @@ const (
 	aRoleKind      = "otRoleKind"
 	aPolicy        = "otPolicy"
 	aDesktopLogin  = "otDesktopLogin"
+	aPrinting      = "otPrinting"
 	aGuest         = "otGuest"
 	aTokenHash     = "otAgentTokenHash"
 )
@@ -95,8 +97,9 @@ var ia5 = map[string]bool{
 // length the schema declares; otDesktopLogin, which carries CA certificates, has
 // maxLoginJSON.
 const (
-	maxJSON      = 4096
-	maxLoginJSON = 16384
+	maxJSON         = 4096
+	maxLoginJSON    = 16384
+	maxPrintingJSON = 1024
 )
 
 // attr is one LDAP attribute of an entity and the model field it carries ("" for the
@@ -143,12 +146,17 @@ func parseGenTime(v string) (time.Time, error) {
 
 func siteEntry(s *model.Site) entry {
 	login, err := jsonValueMax("site desktopLogin", s.DesktopLogin, marshalJSON[model.DesktopLogin], maxLoginJSON)
+	printing, perr := jsonValueMax("site printing", s.Printing, marshalJSON[model.Printing], maxPrintingJSON)
+	if err == nil {
+		err = perr
+	}
 	return entry{classes: []string{"organizationalUnit", ocSite}, attrs: []attr{
 		{"name", aSiteName, opt(s.Name)},
 		{"timezone", aTimezone, opt(s.Timezone)},
 		{"defaultMode", aDefaultMode, opt(s.DefaultMode)},
 		{"unknownMode", aUnknownMode, opt(s.UnknownMode)},
 		{"desktopLogin", aDesktopLogin, login},
+		{"printing", aPrinting, printing},
 	}, err: err}
 }
 
@@ -180,9 +188,8 @@ func poolEntry(p *model.Pool) entry {
 		policy, err = jsonValue("pool "+p.Name+" policy", p.Policy, marshalPolicy)
 	}
 	login, lerr := jsonValueMax("pool "+p.Name+" desktopLogin", p.DesktopLogin, marshalJSON[model.DesktopLogin], maxLoginJSON)
-	if err == nil {
-		err = lerr
-	}
+	printing, perr := jsonValueMax("pool "+p.Name+" printing", p.Printing, marshalJSON[model.Printing], maxPrintingJSON)
+	err = errors.Join(err, lerr, perr)
 	return entry{classes: []string{ocPool}, attrs: []attr{
 		{"", aCN, []string{p.Name}},
 		{"description", aDescription, opt(p.Description)},
@@ -192,6 +199,7 @@ func poolEntry(p *model.Pool) entry {
 		{"weekly", aBookedRule, bookedRules(p.Weekly, p.RuleOwners)},
 		{"policy", aPolicy, policy},
 		{"desktopLogin", aDesktopLogin, login},
+		{"printing", aPrinting, printing},
 	}, err: err}
 }
 

@@ -22,9 +22,11 @@ func TestDesktopLoginRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	site := exampleSite()
-	site.DesktopLogin = &model.DesktopLogin{Provider: model.LoginKerberos, URIs: []string{"ldaps://ldap.uni.example", "ldap://10.0.0.9"},
+	site.DesktopLogin = &model.DesktopLogin{Provider: model.LoginKerberos, URIs: []string{"ldaps://ldap.uni.example", "ldaps://10.0.0.9"},
 		SearchBase: "ou=people,dc=uni,dc=example", CACert: string(pem), Realm: "UNI.EXAMPLE", KDCs: []string{"kdc.uni.example:88"}}
 	site.Pools[0].DesktopLogin = &model.DesktopLogin{Provider: model.LoginAD, Realm: "AD.UNI.EXAMPLE"}
+	site.Printing = &model.Printing{Server: "print.uni.example"}
+	site.Pools[1].Printing = &model.Printing{Server: "print-b.uni.example:631", DefaultPrinter: "room-b"}
 	mustApply(t, st, mustLoad(t, st), site)
 	cur := mustLoad(t, st)
 	assertSameSite(t, cur, site)
@@ -32,8 +34,9 @@ func TestDesktopLoginRoundTrip(t *testing.T) {
 	next := cur.Clone()
 	next.DesktopLogin.KDCs = append(next.DesktopLogin.KDCs, "kdc2.uni.example")
 	next.Pools[0].DesktopLogin = nil
-	if ch := mustApply(t, st, cur, next); len(ch) != 2 {
-		t.Errorf("changes %+v, want the site's and the pool's desktopLogin", ch)
+	next.Pools[1].Printing = nil
+	if ch := mustApply(t, st, cur, next); len(ch) != 3 {
+		t.Errorf("changes %+v, want the site's and pool 0's desktopLogin, pool 1's printing", ch)
 	}
 	cur = mustLoad(t, st)
 	assertSameSite(t, cur, next)

@@ -33,7 +33,7 @@ var loadAttrs = []string{
 	aModeKind, aImageName, aPinned, aVMImage, aKernel, aInitrd, aKernelArgs,
 	aImageKind, aVersion, aSHA256, aSize, aPath, aCreated,
 	aExceptionKind, aStart, aEnd, aModeName, aTargetPool, aTargetHost, aRoleKind,
-	aPolicy, aGuest, aDesktopLogin,
+	aPolicy, aGuest, aDesktopLogin, aPrinting,
 }
 
 // Load reads the whole site with one paged subtree search of ou=overtime and returns it
@@ -170,6 +170,9 @@ func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry
 		if site.DesktopLogin, err = decodeDesktopLogin(e.DN, a); err != nil {
 			return false, err
 		}
+		if site.Printing, err = decodePrinting(e.DN, a); err != nil {
+			return false, err
+		}
 		isSite = true
 	case a.is(ocHost):
 		h := model.Host{
@@ -192,6 +195,9 @@ func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry
 			p.Policy = &pol
 		}
 		if p.DesktopLogin, err = decodeDesktopLogin(e.DN, a); err != nil {
+			return false, err
+		}
+		if p.Printing, err = decodePrinting(e.DN, a); err != nil {
 			return false, err
 		}
 		site.Pools = append(site.Pools, p)
@@ -286,4 +292,20 @@ func decodeDesktopLogin(dn string, a attrs) (*model.DesktopLogin, error) {
 		return nil, decodeErr(dn, "%s: %v", aDesktopLogin, err)
 	}
 	return &d, nil
+}
+
+// decodePrinting decodes an entry's otPrinting (nil when absent), validated like a write.
+func decodePrinting(dn string, a attrs) (*model.Printing, error) {
+	v := a.one(aPrinting)
+	if v == "" {
+		return nil, nil
+	}
+	pr, err := unmarshalJSON[model.Printing](v)
+	if err == nil {
+		err = pr.Validate("printing")
+	}
+	if err != nil {
+		return nil, decodeErr(dn, "%s: %v", aPrinting, err)
+	}
+	return &pr, nil
 }

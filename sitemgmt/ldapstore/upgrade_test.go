@@ -34,10 +34,10 @@ var schemaUpgrades = []struct {
 	attr    string
 }{
 	{"# --- name service handed out by a boot server", [][2]string{{" $\n\t\totDNSServer $ otDNSDomain ) )", " ) )"}}, "dns.ldif", "otDNS"},
-	{"# --- desktop logins", [][2]string{
-		{"MAY ( otUnknownMode $ otDesktopLogin ) )", "MAY otUnknownMode )"},
-		{" $\n\t\totDesktopLogin ) )", " ) )"},
-	}, "desktop-login.ldif", "otDesktopLogin"},
+	{"# --- desktops at the seat", [][2]string{
+		{"MAY ( otUnknownMode $ otDesktopLogin $ otPrinting ) )", "MAY otUnknownMode )"},
+		{" $\n\t\totDesktopLogin $ otPrinting ) )", " ) )"},
+	}, "desktop-seat.ldif", "otDesktopLogin"},
 }
 
 // schemaBefore is a directory holding overtime.schema as it was before schemaUpgrades[i]

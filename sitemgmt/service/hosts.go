@@ -10,7 +10,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/sitemgmt/render"
 	"github.com/overtime-hpc/overtime/sitemgmt/resolve"
-	"github.com/overtime-hpc/overtime/sitemgmt/seatlogin"
+	"github.com/overtime-hpc/overtime/sitemgmt/seatconf"
 	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/wire"
@@ -122,28 +122,28 @@ func (hs *Hosts) GuestSecretsFor(host string, req AgentRequest) (*wire.AgentConf
 	return cfg, nil
 }
 
-// SeatLogin is what host's login stack gets (sitemgmt/seatlogin): the files rendered from
+// SeatConfig is what host's login stack gets (sitemgmt/seatconf): the files rendered from
 // its pool's (or the site's) desktopLogin with its secrets from dir. When university
 // logins cannot work there (nothing configured, a secret missing), the answer says why
 // in Unavailable, for the PC's login screen; an error is a failure of the site manager.
-func (hs *Hosts) SeatLogin(host string, dir seatlogin.SecretDir) (*wire.SeatLogin, error) {
+func (hs *Hosts) SeatConfig(host string, dir seatconf.SecretDir) (*wire.SeatConfig, error) {
 	site := hs.s.Snapshot().Site
 	h := site.Host(host)
 	if h == nil {
 		return nil, model.NotFound("host", host)
 	}
 	d := site.DesktopLoginFor(h.Pool)
-	var sec seatlogin.Secrets
+	var sec seatconf.Secrets
 	if d != nil {
 		var err error
 		if sec, err = dir.For(host, d); err != nil {
 			return nil, err
 		}
 	}
-	out, err := seatlogin.Render(d, host, h.Pool, sec)
-	var un *seatlogin.Unavailable
+	out, err := seatconf.Render(d, host, h.Pool, sec)
+	var un *seatconf.Unavailable
 	if errors.As(err, &un) {
-		return &wire.SeatLogin{Unavailable: un.Reason}, nil
+		return &wire.SeatConfig{Unavailable: un.Reason}, nil
 	}
 	return out, err
 }

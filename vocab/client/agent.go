@@ -26,10 +26,10 @@ func (c *Client) GuestSecrets(ctx context.Context) (*wire.GuestSecrets, error) {
 	return &s, nil
 }
 
-// SeatLogin fetches the files of this desktop's login stack (host credential).
-func (c *Client) SeatLogin(ctx context.Context) (*wire.SeatLogin, error) {
-	var s wire.SeatLogin
-	if err := c.getCtx(ctx, "/api/v1/agent/seat-login", nil, &s); err != nil {
+// SeatConfig fetches the files of this desktop's login stack (host credential).
+func (c *Client) SeatConfig(ctx context.Context) (*wire.SeatConfig, error) {
+	var s wire.SeatConfig
+	if err := c.getCtx(ctx, "/api/v1/agent/seat", nil, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil

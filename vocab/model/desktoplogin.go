@@ -16,7 +16,7 @@ import (
 // DesktopLogin is how the desktops of a site, or of one pool where it differs, look up
 // and authenticate the people who log in at the seat: the university's directory as
 // sssd's identity and authentication providers (docs/desktop.md "Logins"). The site
-// manager renders it into sssd.conf and krb5.conf for each PC (sitemgmt/seatlogin); the
+// manager renders it into sssd.conf and krb5.conf for each PC (sitemgmt/seatconf); the
 // secrets it needs (a bind password, a PC's keytab) are not part of it: they stay in
 // files on the site manager and go to one PC each (overtime serve --desktop-secrets).
 type DesktopLogin struct {

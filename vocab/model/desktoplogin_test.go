@@ -115,3 +115,30 @@ func TestDesktopLoginFor(t *testing.T) {
 		t.Errorf("diff %+v, want pool lab-b desktopLogin", got)
 	}
 }
+
+// The print server is one host[:port] and the default queue one inert word; a pool's
+// replaces the site's.
+func TestPrintingValidate(t *testing.T) {
+	for _, tc := range []struct {
+		p    Printing
+		want string
+	}{
+		{Printing{Server: "print.uni.example"}, ""},
+		{Printing{Server: "10.0.0.5:631", DefaultPrinter: "room-101_a.b"}, ""},
+		{Printing{}, "printing.server: missing"},
+		{Printing{Server: "ipp://print.uni.example/printers/x"}, "give the host (and :port), not a URL"},
+		{Printing{Server: "print uni"}, "printing.server: invalid host"},
+		{Printing{Server: "print:70000"}, "printing.server: invalid port"},
+		{Printing{Server: "print", DefaultPrinter: "a b"}, "printing.defaultPrinter: invalid queue name"},
+		{Printing{Server: "print", DefaultPrinter: "a\nServerName evil"}, "printing.defaultPrinter"},
+	} {
+		err := tc.p.Validate("printing")
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v, want %q", tc.p, err, tc.want)
+		}
+	}
+	site := &Site{Printing: &Printing{Server: "print"}, Pools: []Pool{{Name: "a"}, {Name: "b", Printing: &Printing{Server: "room-b"}}}}
+	if site.PrintingFor("a").Server != "print" || site.PrintingFor("b").Server != "room-b" {
+		t.Error("PrintingFor: want the pool's own, else the site's")
+	}
+}

@@ -107,6 +107,9 @@ func Diff(cur, next *Site) []Change {
 	if !SameDesktopLogin(cur.DesktopLogin, next.DesktopLogin) {
 		early = append(early, "desktopLogin")
 	}
+	if !SamePrinting(cur.Printing, next.Printing) {
+		early = append(early, "printing")
+	}
 	for _, f := range []struct {
 		name     string
 		old, new string
@@ -409,6 +412,7 @@ func poolFields(a, b *Pool) []string {
 		fieldCmp{"weekly", sameRules(a.Weekly, b.Weekly, a.RuleOwners, b.RuleOwners)},
 		fieldCmp{"policy", SamePolicy(a.Policy, b.Policy)},
 		fieldCmp{"desktopLogin", SameDesktopLogin(a.DesktopLogin, b.DesktopLogin)},
+		fieldCmp{"printing", SamePrinting(a.Printing, b.Printing)},
 	)
 }
 

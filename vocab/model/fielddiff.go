@@ -136,7 +136,8 @@ func entityFields(s *Site, c Change) map[string]json.RawMessage {
 			DefaultMode  string        `json:"defaultMode"`
 			UnknownMode  string        `json:"unknownMode,omitempty"`
 			DesktopLogin *DesktopLogin `json:"desktopLogin,omitempty"`
-		}{s.Name, s.Timezone, s.DefaultMode, s.UnknownMode, s.DesktopLogin}
+			Printing     *Printing     `json:"printing,omitempty"`
+		}{s.Name, s.Timezone, s.DefaultMode, s.UnknownMode, s.DesktopLogin, s.Printing}
 	case EntityPool:
 		if p := s.Pool(c.Name); p != nil {
 			v = p

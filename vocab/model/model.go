@@ -94,6 +94,8 @@ type Site struct {
 	// DesktopLogin: how the desktops find and authenticate the people at the seat; nil =
 	// no directory logins (the desktops say so at the login screen).
 	DesktopLogin *DesktopLogin `json:"desktopLogin,omitempty" yaml:"desktopLogin,omitempty"`
+	// Printing: the print server the desktops use; nil = none configured.
+	Printing *Printing `json:"printing,omitempty" yaml:"printing,omitempty"`
 
 	Pools       []Pool       `json:"pools" yaml:"pools"`
 	Hosts       []Host       `json:"hosts" yaml:"hosts"`
@@ -116,6 +118,9 @@ type Pool struct {
 	// DesktopLogin overrides the site's for this pool's desktops (a room of another
 	// faculty with its own directory); nil = the site's.
 	DesktopLogin *DesktopLogin `json:"desktopLogin,omitempty" yaml:"desktopLogin,omitempty"`
+	// Printing overrides the site's for this pool's desktops (the room's own print
+	// server); nil = the site's.
+	Printing *Printing `json:"printing,omitempty" yaml:"printing,omitempty"`
 }
 
 // Host is one PC.
@@ -278,12 +283,14 @@ func (s *Site) Sort() {
 func (s *Site) Clone() *Site {
 	c := *s
 	c.DesktopLogin = s.DesktopLogin.Clone()
+	c.Printing = s.Printing.Clone()
 	c.Pools = append([]Pool(nil), s.Pools...)
 	for i := range c.Pools {
 		c.Pools[i].Weekly = append([]string(nil), c.Pools[i].Weekly...)
 		c.Pools[i].RuleOwners = c.Pools[i].RuleOwners.Clone()
 		c.Pools[i].Policy = c.Pools[i].Policy.Clone()
 		c.Pools[i].DesktopLogin = c.Pools[i].DesktopLogin.Clone()
+		c.Pools[i].Printing = c.Pools[i].Printing.Clone()
 	}
 	c.Hosts = append([]Host(nil), s.Hosts...)
 	for i := range c.Hosts {

@@ -174,6 +174,11 @@ func (s *Site) validateSiteFields() (*siteIndex, error) {
 			return nil, err
 		}
 	}
+	if s.Printing != nil {
+		if err := s.Printing.Validate("printing"); err != nil {
+			return nil, err
+		}
+	}
 	return &siteIndex{loc: loc}, nil
 }
 

@@ -33,6 +33,11 @@ func (s *Site) validatePools(ix *siteIndex) error {
 				return err
 			}
 		}
+		if p.Printing != nil {
+			if err := p.Printing.Validate("pool " + p.Name + " printing"); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

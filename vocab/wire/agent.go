@@ -343,13 +343,13 @@ func OneLine(s string, max int) string {
 	return s[:cut] + "…"
 }
 
-// SeatLogin is what GET /api/v1/agent/seat-login gives a desktop before its display
+// SeatConfig is what GET /api/v1/agent/seat gives a desktop before its display
 // manager starts: the files of its login stack (sssd.conf, krb5.conf, the directory's
 // CA, its keytab), rendered by the site manager from the site's desktopLogin for this
-// host only (sitemgmt/seatlogin). With Unavailable set, logins with university accounts
+// host only (sitemgmt/seatconf). With Unavailable set, logins with university accounts
 // cannot work on this PC and Files is empty: the desktop shows the reason, in plain
 // words, where people log in.
-type SeatLogin struct {
+type SeatConfig struct {
 	Unavailable string     `json:"unavailable,omitempty"`
 	Files       []SeatFile `json:"files,omitempty"`
 	// Directory is the directory's servers as host:port (its LDAP URIs with their
@@ -358,7 +358,7 @@ type SeatLogin struct {
 	Directory []string `json:"directory,omitempty"`
 }
 
-// SeatFile is one file of a SeatLogin. Path is one of SeatLoginFiles; an agent writes
+// SeatFile is one file of a SeatConfig. Path is one of SeatFiles; an agent writes
 // nothing else.
 type SeatFile struct {
 	Path    string `json:"path"`
@@ -376,7 +376,7 @@ const (
 	SeatKrb5Conf = "/etc/krb5.conf"
 )
 
-// SeatLoginFiles are every path a SeatLogin may name. An agent writes these only, and
+// SeatFiles are every path a SeatConfig may name. An agent writes these only, and
 // removes the ones an answer leaves out (a site that stopped using Kerberos leaves no
 // stale krb5.conf behind).
-var SeatLoginFiles = []string{SeatSSSDConf, SeatCACert, SeatKeytab, SeatKrb5Conf}
+var SeatFiles = []string{SeatSSSDConf, SeatCACert, SeatKeytab, SeatKrb5Conf}

@@ -1,7 +1,7 @@
 # shellcheck shell=sh
 # desktop-minimal: PAM and NSS ask sssd (packages libnss-sss, libpam-sss); sssd itself
 # starts only when /etc/sssd/sssd.conf exists (its unit's condition), which
-# overtime-seat-login.service writes at boot, before sssd, from the site's desktopLogin
+# overtime-seat.service writes at boot, before sssd, from the site's desktopLogin
 # (docs/desktop.md "Logins").
 root=$1
 grep -q '^passwd:.*sss' "${root}/etc/nsswitch.conf" || sed -i 's/^\(passwd\|group\|shadow\):\(.*\)$/\1:\2 sss/' "${root}/etc/nsswitch.conf"

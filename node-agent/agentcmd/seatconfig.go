@@ -14,31 +14,31 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/client"
 )
 
-// NewSeatLoginCmd is `overtime-agent seat-login`: once per boot, before sssd and the
-// display manager (unit overtime-seat-login.service), fetch this desktop's login stack
+// NewSeatConfigCmd is `overtime-agent seat-config`: once per boot, before sssd and the
+// display manager (unit overtime-seat.service), fetch this desktop's login stack
 // from the site manager with the host credential and write it (node-agent/seat).
-func NewSeatLoginCmd(server *string) *cobra.Command {
+func NewSeatConfigCmd(server *string) *cobra.Command {
 	var (
 		tokenFile, root string
 		wait            time.Duration
 		status          bool
 	)
 	c := &cobra.Command{
-		Use:   "seat-login",
+		Use:   "seat-config",
 		Short: "Write this desktop's login configuration (sssd, Kerberos) from the site manager",
 		Long: `Fetches how this desktop authenticates the people at its seat (the site's or its
 pool's desktopLogin: sssd.conf, krb5.conf, the directory's CA, this PC's keytab) with the
 host credential and writes it under --root, before sssd and the display manager start
-(unit overtime-seat-login.service). When university logins cannot work here (nothing
+(unit overtime-seat.service). When university logins cannot work here (nothing
 configured, a secret missing, the site manager unreachable for --wait), the reason goes
-to /run/overtime/seat-login.status and the console's login prompt, and the command
+to /run/overtime/seat.status and the console's login prompt, and the command
 still succeeds: the PC boots, and says why. --status prints that line.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if status {
 				st := seat.ReadStatus(root)
 				if st == "" {
-					return errors.New("seat-login has not run on this boot")
+					return errors.New("seat-config has not run on this boot")
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), st)
 				return nil
@@ -56,19 +56,19 @@ still succeeds: the PC boots, and says why. --status prints that line.`,
 			defer cancel()
 			for {
 				reqCtx, reqCancel := context.WithTimeout(ctx, 10*time.Second)
-				sl, err := site.SeatLogin(reqCtx)
+				sl, err := site.SeatConfig(reqCtx)
 				reqCancel()
 				if err == nil {
 					if err := seat.Apply(root, sl); err != nil {
 						return err
 					}
 					if sl.Unavailable != "" {
-						fmt.Fprintln(cmd.ErrOrStderr(), "seat-login: university logins unavailable:", seat.OneLine(sl.Unavailable))
+						fmt.Fprintln(cmd.ErrOrStderr(), "seat-config: university logins unavailable:", seat.OneLine(sl.Unavailable))
 						return nil
 					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "seat-login: wrote %d login files\n", len(sl.Files))
+					fmt.Fprintf(cmd.ErrOrStderr(), "seat-config: wrote %d login files\n", len(sl.Files))
 					if !seat.Reachable(cmd.Context(), sl.Directory, 5*time.Second) {
-						fmt.Fprintf(cmd.ErrOrStderr(), "seat-login: no directory server answers (%s)\n", strings.Join(sl.Directory, ", "))
+						fmt.Fprintf(cmd.ErrOrStderr(), "seat-config: no directory server answers (%s)\n", strings.Join(sl.Directory, ", "))
 						return seat.DirectoryUnreachable(root, sl.Directory)
 					}
 					return nil
@@ -78,11 +78,11 @@ still succeeds: the PC boots, and says why. --status prints that line.`,
 					// Refused (a revoked credential, an unknown host): asking again will
 					// not help, and saying so is the useful thing.
 					_ = seat.Unreachable(root, *server)
-					return fmt.Errorf("seat-login: the site manager refused: %w", err)
+					return fmt.Errorf("seat-config: the site manager refused: %w", err)
 				}
 				select {
 				case <-ctx.Done():
-					fmt.Fprintf(cmd.ErrOrStderr(), "seat-login: %v; giving up after %v\n", err, wait)
+					fmt.Fprintf(cmd.ErrOrStderr(), "seat-config: %v; giving up after %v\n", err, wait)
 					return seat.Unreachable(root, *server)
 				case <-time.After(2 * time.Second):
 				}

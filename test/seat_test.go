@@ -21,14 +21,14 @@ import (
 
 // A student logs in at a desktop with their university account, configured from the site:
 // the site admin sets the site's desktopLogin through the API, the PC's real
-// `overtime-agent seat-login` fetches its login stack with its host credential and
+// `overtime-agent seat-config` fetches its login stack with its host credential and
 // writes it, and a real sssd (in a private mount namespace, reading exactly those files)
 // resolves the student, uid 1234567 and their group, from a second slapd playing the
 // university (TLS with its CA, searched as a service account whose password only the site
 // manager holds) and checks their password — by an LDAP bind, and then by a real MIT KDC
 // with this PC's own keytab. Wrong passwords are refused; with no configuration the PC
 // writes nothing and its login prompt says why.
-func TestSeatLoginStudent(t *testing.T) {
+func TestSeatStudentLogin(t *testing.T) {
 	uni := unidir.Start(t)
 	uni.AddPosixUser(t, unidir.PosixUser{UID: "student", UIDNumber: 1234567, GIDNumber: 1234500, CN: "Stu Dent", Password: "ldap-pw"})
 	uni.AddPosixGroup(t, "students", 1234500, "student")
@@ -56,11 +56,11 @@ func TestSeatLoginStudent(t *testing.T) {
 	seatLogin := func() string {
 		t.Helper()
 		root := t.TempDir()
-		out, err := exec.Command(agent, "seat-login", "--server", env.HTTP.URL, "--token-file", tokenFile, "--root", root, "--wait", "20s").CombinedOutput()
+		out, err := exec.Command(agent, "seat-config", "--server", env.HTTP.URL, "--token-file", tokenFile, "--root", root, "--wait", "20s").CombinedOutput()
 		if err != nil {
-			t.Fatalf("overtime-agent seat-login: %v\n%s", err, out)
+			t.Fatalf("overtime-agent seat-config: %v\n%s", err, out)
 		}
-		t.Logf("overtime-agent seat-login: %s", strings.TrimSpace(string(out)))
+		t.Logf("overtime-agent seat-config: %s", strings.TrimSpace(string(out)))
 		return root
 	}
 

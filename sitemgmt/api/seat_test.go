@@ -17,13 +17,13 @@ import (
 // admin may not, neither for the site nor for their pool); each PC gets its files with its
 // own credential only, its own keytab and the bind password, and nobody else gets them;
 // without a configuration, or without a secret it needs, the answer says why in words.
-func TestSeatLogin(t *testing.T) {
-	runSeatLoginSuite(t, testenv.Options{})
+func TestSeatConfig(t *testing.T) {
+	runSeatSuite(t, testenv.Options{})
 }
 
-// runSeatLoginSuite is TestSeatLogin on an environment made with opt (TestOpenAPICoverage
+// runSeatSuite is TestSeatConfig on an environment made with opt (TestOpenAPICoverage
 // passes its spec checker).
-func runSeatLoginSuite(t *testing.T, opt testenv.Options) {
+func runSeatSuite(t *testing.T, opt testenv.Options) {
 	secrets := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(secrets, "keytabs"), 0o700); err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func runSeatLoginSuite(t *testing.T, opt testenv.Options) {
 	pcA := hostClient(env, issue(t, admin, "pc-a01"))
 
 	// Nothing configured: the PC is told so, in words for its login screen.
-	got, err := pcA.SeatLogin(ctx)
+	got, err := pcA.SeatConfig(ctx)
 	if err != nil || len(got.Files) != 0 || !strings.Contains(got.Unavailable, "No university directory is configured") {
 		t.Fatalf("unconfigured: %v %+v", err, got)
 	}
@@ -76,14 +76,14 @@ func runSeatLoginSuite(t *testing.T, opt testenv.Options) {
 		t.Fatalf("viewer reads %+v %v, want what was set", back, err)
 	}
 
-	files := func(sl *wire.SeatLogin) map[string]string {
+	files := func(sl *wire.SeatConfig) map[string]string {
 		m := map[string]string{}
 		for _, f := range sl.Files {
 			m[f.Path] = string(f.Content)
 		}
 		return m
 	}
-	got, err = pcA.SeatLogin(ctx)
+	got, err = pcA.SeatConfig(ctx)
 	if err != nil || got.Unavailable != "" {
 		t.Fatalf("configured: %v %+v", err, got)
 	}
@@ -100,10 +100,10 @@ func runSeatLoginSuite(t *testing.T, opt testenv.Options) {
 		t.Errorf("pc-a02 (no keytab): %q", f)
 	}
 	// Users never, whatever their role; nor anyone without a credential.
-	if _, err := admin.SeatLogin(ctx); status(err) != http.StatusForbidden {
+	if _, err := admin.SeatConfig(ctx); status(err) != http.StatusForbidden {
 		t.Fatalf("site admin got a seat login: %v", err)
 	}
-	if _, err := env.Client("", "").SeatLogin(ctx); status(err) != http.StatusUnauthorized {
+	if _, err := env.Client("", "").SeatConfig(ctx); status(err) != http.StatusUnauthorized {
 		t.Fatalf("anonymous: %v", err)
 	}
 	// A pool of another faculty: its own directory, set by the site admin.
@@ -121,24 +121,24 @@ func runSeatLoginSuite(t *testing.T, opt testenv.Options) {
 	if err := os.Remove(filepath.Join(secrets, "bind-password")); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := pcA.SeatLogin(ctx); err != nil || !strings.Contains(got.Unavailable, "no password for the directory account") {
+	if got, err := pcA.SeatConfig(ctx); err != nil || !strings.Contains(got.Unavailable, "no password for the directory account") {
 		t.Fatalf("no bind password: %v %+v", err, got)
 	}
 	if err := admin.Send("DELETE", "/api/v1/site/desktop-login", nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := pcA.SeatLogin(ctx); err != nil || !strings.Contains(got.Unavailable, "No university directory") {
+	if got, err := pcA.SeatConfig(ctx); err != nil || !strings.Contains(got.Unavailable, "No university directory") {
 		t.Fatalf("after DELETE: %v %+v", err, got)
 	}
 }
 
 // pcSeat is what host's agent gets, with a credential issued for it now.
-func pcSeat(t *testing.T, env *testenv.Env, admin *client.Client, host string) (*wire.SeatLogin, error) {
+func pcSeat(t *testing.T, env *testenv.Env, admin *client.Client, host string) (*wire.SeatConfig, error) {
 	t.Helper()
-	return hostClient(env, issue(t, admin, host)).SeatLogin(ctx)
+	return hostClient(env, issue(t, admin, host)).SeatConfig(ctx)
 }
 
-func must(sl *wire.SeatLogin, err error) *wire.SeatLogin {
+func must(sl *wire.SeatConfig, err error) *wire.SeatConfig {
 	if err != nil {
 		panic(err)
 	}

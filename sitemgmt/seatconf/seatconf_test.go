@@ -1,4 +1,4 @@
-package seatlogin
+package seatconf
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
-// Regenerate the golden files with: go test ./sitemgmt/seatlogin -update
+// Regenerate the golden files with: go test ./sitemgmt/seatconf -update
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current renderer")
 
 // testCA is a CA certificate (ECDSA P-256, self-signed, "Uni Test CA") for the cases.
@@ -84,14 +84,14 @@ func TestGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(path)
 			if err != nil {
-				t.Fatalf("%v (go test ./sitemgmt/seatlogin -update writes it)", err)
+				t.Fatalf("%v (go test ./sitemgmt/seatconf -update writes it)", err)
 			}
 			if b.String() != string(want) {
 				t.Errorf("%s differs from the renderer's output:\n%s", path, b.String())
 			}
 			for _, f := range out.Files {
 				if !isSeatFile(f.Path) {
-					t.Errorf("file %s is not one of wire.SeatLoginFiles", f.Path)
+					t.Errorf("file %s is not one of wire.SeatFiles", f.Path)
 				}
 				if (f.Path == wire.SeatSSSDConf || f.Path == wire.SeatKeytab) != (f.Mode == 0o600) {
 					t.Errorf("%s mode %o", f.Path, f.Mode)
@@ -102,7 +102,7 @@ func TestGolden(t *testing.T) {
 }
 
 func isSeatFile(p string) bool {
-	for _, f := range wire.SeatLoginFiles {
+	for _, f := range wire.SeatFiles {
 		if f == p {
 			return true
 		}

@@ -1,14 +1,14 @@
-// Package seatlogin answers what a desktop's login stack gets: from the site's (or its
+// Package seatconf answers what a desktop's login stack gets: from the site's (or its
 // pool's) model.DesktopLogin and the secrets the site manager keeps for that PC, the
 // sssd.conf, krb5.conf, CA file and keytab the PC writes before its display manager
-// starts (overtime-agent seat-login; docs/desktop.md "Logins").
+// starts (overtime-agent seat-config; docs/desktop.md "Logins").
 //
 // sssd.conf (ding-libs' INI) and krb5.conf (profile) have no quoting: a value runs to the
 // end of its line and ',' separates list items. Every value written here is either a
 // constant or a field model.DesktopLogin.Validate has checked to be one inert item; the
 // renderer checks again (a bind password from a file has no other check), so a value
 // that could add an option of its own is refused, never written.
-package seatlogin
+package seatconf
 
 import (
 	"bytes"
@@ -85,7 +85,7 @@ func (e *Unavailable) Error() string { return e.Reason }
 // Render is what host (of pool) gets for its login stack. d nil: the site configures no
 // directory logins (an *Unavailable). An error other than *Unavailable means a value
 // would not render inertly (a bind password with a line break).
-func Render(d *model.DesktopLogin, host, pool string, sec Secrets) (*wire.SeatLogin, error) {
+func Render(d *model.DesktopLogin, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
 	if d == nil {
 		return nil, &Unavailable{Reason: "No university directory is configured for this PC (pool " + pool +
 			"): only local accounts can log in. Administrators: set the site's desktopLogin (docs/desktop.md)."}
@@ -104,7 +104,7 @@ func Render(d *model.DesktopLogin, host, pool string, sec Secrets) (*wire.SeatLo
 	if err := inert("bind password", sec.BindPassword); err != nil {
 		return nil, err
 	}
-	out := &wire.SeatLogin{Directory: servers(d)}
+	out := &wire.SeatConfig{Directory: servers(d)}
 	out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatSSSDConf, Mode: 0o600, Content: sssdConf(d, host, pool, sec)})
 	if d.CACert != "" {
 		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatCACert, Mode: 0o644, Content: []byte(d.CACert)})
@@ -132,7 +132,7 @@ func inert(what, v string) error {
 }
 
 func header(b *bytes.Buffer, comment, host, pool string) {
-	fmt.Fprintf(b, "%s Written at boot by overtime-agent seat-login, from the site manager's desktopLogin\n", comment)
+	fmt.Fprintf(b, "%s Written at boot by overtime-agent seat-config, from the site manager's desktopLogin\n", comment)
 	fmt.Fprintf(b, "%s for host %s (pool %s). Rewritten at every boot: change the site instead.\n", comment, host, pool)
 }
 
