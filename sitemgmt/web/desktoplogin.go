@@ -104,7 +104,7 @@ type LoginScope struct {
 	Pool    string // "" : the site
 	Anchor  string // the element id of its section
 	Own     *model.DesktopLogin
-	InForce string // for a pool without its own: what its PCs use
+	InForce string // for a pool without its own: what its PCs use ("the site's", "nothing: …")
 	Form    loginForm
 	FormErr string
 	Open    bool // a pool without its own configuration shows its form unfolded
@@ -174,7 +174,7 @@ func (u *UI) renderDesktopLogin(q *Req, status int, failed *LoginScope) {
 		if p.DesktopLogin == nil {
 			s.InForce = "the site's"
 			if site.DesktopLogin == nil {
-				s.InForce = "none (the site has none either)"
+				s.InForce = "nothing: only local accounts"
 			}
 		}
 		pg.Pools = append(pg.Pools, scope(s))

@@ -82,7 +82,7 @@ func TestDesktopLoginSite(t *testing.T) {
 		t.Fatalf("saved %+v\nwant %+v", got, want)
 	}
 	mustContain(t, "after saving", body, "the desktop login of the site set (krb5, UNI.EXAMPLE)", "<code>ldaps://ldap2.uni.example:636</code>",
-		"kdc1.uni.example, kdc2.uni.example:88", "Remove the desktop login of the site", "its desktops use the site&#39;s")
+		"kdc1.uni.example, kdc2.uni.example:88", "Remove the desktop login of the site", "No own configuration: its desktops use the site's.", ">the site&#39;s</td>")
 	// The pool page says which directory its PCs use, and links here.
 	_, body = admin.get("/ui/pools/lab-a")
 	mustContain(t, "pool page", body, "the site's directory (krb5, UNI.EXAMPLE)", `href="/ui/desktop-login#pool-lab-a"`)
