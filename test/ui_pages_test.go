@@ -353,7 +353,7 @@ func TestUIBrowserPages(t *testing.T) {
 		if code := b.Go("/ui/audit?user=carol"); code != http.StatusOK {
 			t.Fatalf("audit: status %d", code)
 		}
-		if got := b.Text("form.who span"); got != "alice" || b.Count("header nav a") != 7 {
+		if got := b.Text("form.who span"); got != "alice" || b.Count("header nav a") != 8 {
 			t.Errorf("audit page header: user %q, %d navigation links", got, b.Count("header nav a"))
 		}
 		if got := b.Value("#a-user"); got != "carol" {

@@ -66,7 +66,7 @@ func TestUIBrowser(t *testing.T) {
 	})
 
 	allPools := []string{"lab-a", "lab-b"}
-	nav := []string{"Overview", "Pools", "Schedule", "Images", "Course VMs", "Harvest", "Audit log"}
+	nav := []string{"Overview", "Pools", "Schedule", "Images", "Desktop logins", "Course VMs", "Harvest", "Audit log"}
 	for _, c := range []struct {
 		name, uid, pw string
 		pools         []string

@@ -180,6 +180,10 @@ type poolPage struct {
 	Power       *powerResult
 	PowerError  string
 	Selected    map[string]bool
+	// Login summarises the desktop login the pool's PCs use ("" : none); OwnLogin: the
+	// pool's own, not the site's.
+	Login    string
+	OwnLogin bool
 }
 
 // powerResult is the answer to a power request as the pages show it.
@@ -222,7 +226,8 @@ func (u *UI) poolPage(q *Req) {
 func (u *UI) renderPool(q *Req, p *model.Pool, status int, add hostForm, with func(pg *poolPage)) {
 	site := q.Snap.Site
 	pg := poolPage{Page: u.Base(q, "Pool "+p.Name, "pools"), Pool: *p, BootServer: p.BootServer,
-		CanAdmin: MayAdminPool(q.P, p.Name), Add: add}
+		CanAdmin: MayAdminPool(q.P, p.Name), Add: add,
+		Login: loginSummary(site.DesktopLoginFor(p.Name)), OwnLogin: p.DesktopLogin != nil}
 	for _, bs := range site.BootServers {
 		pg.BootServers = append(pg.BootServers, bs.Name)
 	}

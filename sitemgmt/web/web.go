@@ -102,6 +102,7 @@ func (u *UI) routes() {
 	u.poolRoutes()
 	u.scheduleRoutes()
 	u.imageRoutes()
+	u.desktopLoginRoutes()
 	u.lecturerRoutes()
 	u.harvestRoutes()
 	u.auditRoutes()
