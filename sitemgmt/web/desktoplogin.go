@@ -23,9 +23,9 @@ func (u *UI) desktopLoginRoutes() {
 	m.HandleFunc("POST "+Prefix+"desktop-login", u.page(u.desktopLoginPost))
 }
 
-// siteScope is the form's scope value for the site's own configuration (any other value
-// names a pool).
-const siteScope = "site"
+// siteScope is the form's scope value for the site's own configuration; any other value
+// names a pool. "@" is in no pool name (names.Name), so a pool named "site" keeps its form.
+const siteScope = "@site"
 
 // loginForm is one scope's form: the text the user typed (lists one item per line) and
 // the errors by field (provider, uris, searchBase, bindDN, caCert, realm, kdcs, domain;
@@ -100,7 +100,7 @@ func loginErrorField(scope, msg string) string {
 
 // LoginScope is one scope on the page: the site, or a pool.
 type LoginScope struct {
-	Scope   string // the form's scope value: "site" or the pool's name
+	Scope   string // the form's scope value: siteScope or the pool's name
 	Pool    string // "" : the site
 	Anchor  string // the element id of its section
 	Own     *model.DesktopLogin

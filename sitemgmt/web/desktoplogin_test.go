@@ -62,7 +62,7 @@ func TestDesktopLoginSite(t *testing.T) {
 	}
 	mustContain(t, "empty page", body, "<h1>Desktop logins</h1>", `href="/ui/desktop-login" aria-current="page"`,
 		"--desktop-secrets", "docs/desktop.md", "only local accounts can log in", "Not configured",
-		`name="scope" value="site"`, `name="scope" value="lab-a"`, `name="scope" value="lab-b"`,
+		`name="scope" value="@site"`, `name="scope" value="lab-a"`, `name="scope" value="lab-b"`,
 		`<option>krb5</option>`, "Save the desktop login of the site", "Give pool lab-a its own directory")
 	if strings.Contains(body, "Remove the desktop login of the site") {
 		t.Error("a Remove button for a configuration that is not there")
@@ -70,7 +70,7 @@ func TestDesktopLoginSite(t *testing.T) {
 
 	ca := testCAPEM(t)
 	tok := admin.csrf("/ui/desktop-login")
-	code, body = admin.post("/ui/desktop-login", krb5Form(tok, "site", ca))
+	code, body = admin.post("/ui/desktop-login", krb5Form(tok, "@site", ca))
 	if code != http.StatusOK {
 		t.Fatalf("save: %d\n%s", code, body)
 	}
@@ -88,7 +88,7 @@ func TestDesktopLoginSite(t *testing.T) {
 	mustContain(t, "pool page", body, "the site's directory (krb5, UNI.EXAMPLE)", `href="/ui/desktop-login#pool-lab-a"`)
 
 	// A bad realm: 400, the error at the realm field, the user's input kept, nothing saved.
-	f := krb5Form(tok, "site", ca)
+	f := krb5Form(tok, "@site", ca)
 	f.Set("realm", "uni.example")
 	f.Set("searchBase", "ou=people,dc=uni,dc=example")
 	code, body = admin.post("/ui/desktop-login", f)
@@ -105,7 +105,7 @@ func TestDesktopLoginSite(t *testing.T) {
 		t.Fatalf("a refused save changed the site: %+v", siteLogin(e))
 	}
 	// An error no field names is the form's (ldap with a realm).
-	f = krb5Form(tok, "site", ca)
+	f = krb5Form(tok, "@site", ca)
 	f.Set("provider", "ldap")
 	code, body = admin.post("/ui/desktop-login", f)
 	if code != http.StatusBadRequest {
@@ -114,19 +114,19 @@ func TestDesktopLoginSite(t *testing.T) {
 	mustContain(t, "form error", body, "realm, kdcs and domain are for the krb5 and ad providers", "see its form")
 
 	// A change names what changed; removing it leaves the site without.
-	f = krb5Form(tok, "site", ca)
+	f = krb5Form(tok, "@site", ca)
 	f.Set("kdcs", "kdc3.uni.example")
 	if code, body = admin.post("/ui/desktop-login", f); code != http.StatusOK || !strings.Contains(body, "saved: kdcs changed") {
 		t.Fatalf("change: %d\n%s", code, body)
 	}
-	if code, body = admin.post("/ui/desktop-login", url.Values{"csrf": {tok}, "scope": {"site"}, "action": {"remove"}}); code != http.StatusOK {
+	if code, body = admin.post("/ui/desktop-login", url.Values{"csrf": {tok}, "scope": {"@site"}, "action": {"remove"}}); code != http.StatusOK {
 		t.Fatalf("remove: %d\n%s", code, body)
 	}
 	if d := siteLogin(e); d != nil {
 		t.Fatalf("removed, still %+v", d)
 	}
 	mustContain(t, "after removing", body, "the site&#39;s desktop login removed")
-	if code, _ := admin.post("/ui/desktop-login", url.Values{"csrf": {tok}, "scope": {"site"}, "action": {"nope"}}); code != http.StatusBadRequest {
+	if code, _ := admin.post("/ui/desktop-login", url.Values{"csrf": {tok}, "scope": {"@site"}, "action": {"nope"}}); code != http.StatusBadRequest {
 		t.Errorf("unknown action: %d, want 400", code)
 	}
 	if code, _ := admin.post("/ui/desktop-login", url.Values{"csrf": {tok}, "scope": {"no-such-pool"}, "action": {"remove"}}); code != http.StatusNotFound {
@@ -203,8 +203,8 @@ func TestDesktopLoginReadOnly(t *testing.T) {
 		}
 		tok := b.csrf("/ui/desktop-login")
 		forged := []url.Values{
-			krb5Form(tok, "site", testCAPEM(t)),
-			{"csrf": {tok}, "scope": {"site"}, "action": {"remove"}},
+			krb5Form(tok, "@site", testCAPEM(t)),
+			{"csrf": {tok}, "scope": {"@site"}, "action": {"remove"}},
 			krb5Form(tok, "lab-a", ""),
 			{"csrf": {tok}, "scope": {"lab-a"}, "action": {"remove"}},
 		}
@@ -230,7 +230,7 @@ func TestDesktopLoginEscaped(t *testing.T) {
 	admin := loginAs(t, e, "admin")
 	tok := admin.csrf("/ui/desktop-login")
 	// A search base the model takes (a DN's value is the directory's business).
-	f := url.Values{"csrf": {tok}, "scope": {"site"}, "action": {"save"}, "provider": {"ldap"},
+	f := url.Values{"csrf": {tok}, "scope": {"@site"}, "action": {"save"}, "provider": {"ldap"},
 		"uris": {"ldaps://ldap.uni.example"}, "searchBase": {"dc=<script>alert(1)</script>"}}
 	code, body := admin.post("/ui/desktop-login", f)
 	if code != http.StatusOK {
