@@ -41,6 +41,9 @@ cd "$(dirname "$0")/.."
 #   krb5-kdc krb5-admin-server krb5-user   a real MIT KDC (internal/testenv/kdctest): krb5kdc
 #                          and kdb5_util, kadmin.local, kinit/klist; krb5-config writes /etc/krb5.conf,
 #                          which sssdtest binds a test's krb5.conf over
+#   cups-daemon cups-client   a throwaway print server (internal/testenv/cupstest) and lp, for the
+#                          desktops' printing configuration (cups-common's /etc/cups, which
+#                          sssdtest binds a PC's client.conf over)
 PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
@@ -48,7 +51,8 @@ PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils libxml2-utils passt crun
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
 	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils chromium
-	sssd-ldap sssd-krb5 libnss-sss libpam-sss pamtester krb5-kdc krb5-admin-server krb5-user)
+	sssd-ldap sssd-krb5 libnss-sss libpam-sss pamtester krb5-kdc krb5-admin-server krb5-user
+	cups-daemon cups-client)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -73,7 +77,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 	$SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# No system sssd, KDC or kadmind may run: tests start private ones, and a system sssd would
+# No system sssd, KDC, kadmind or cupsd may run: tests start private ones, and a system sssd would
 # answer the host's own lookups through the `sss` entries libnss-sss added. policy-rc.d kept
 # the packages from starting them; this also covers a host where they were enabled and
 # started anyway (systemd units and sockets at boot, a policy-rc.d that allowed it).
@@ -81,14 +85,15 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 if [ -d /run/systemd/system ]; then
 	for u in sssd.service sssd-nss.socket sssd-pam.socket sssd-pam-priv.socket sssd-autofs.socket \
-		sssd-ssh.socket sssd-sudo.socket sssd-pac.socket krb5-kdc.service krb5-admin-server.service; do
+		sssd-ssh.socket sssd-sudo.socket sssd-pac.socket krb5-kdc.service krb5-admin-server.service \
+		cups.service cups.socket cups.path; do
 		if systemctl -q is-enabled "$u" 2>/dev/null || systemctl -q is-active "$u" 2>/dev/null; then
 			echo "deps: disabling and stopping system $u"
 			$SUDO systemctl disable -q --now "$u"
 		fi
 	done
 else
-	for s in sssd:sssd krb5kdc:krb5-kdc kadmind:krb5-admin-server; do
+	for s in sssd:sssd krb5kdc:krb5-kdc kadmind:krb5-admin-server cupsd:cups; do
 		if pidof "${s%%:*}" >/dev/null && [ -x "/etc/init.d/${s#*:}" ]; then
 			echo "deps: stopping system ${s%%:*}"
 			$SUDO "/etc/init.d/${s#*:}" stop

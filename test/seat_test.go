@@ -12,7 +12,9 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/cupstest"
 	"github.com/overtime-hpc/overtime/internal/testenv/kdctest"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/internal/testenv/sssdtest"
 	"github.com/overtime-hpc/overtime/internal/testenv/unidir"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
@@ -27,7 +29,8 @@ import (
 // university (TLS with its CA, searched as a service account whose password only the site
 // manager holds) and checks their password — by an LDAP bind, and then by a real MIT KDC
 // with this PC's own keytab. Wrong passwords are refused; with no configuration the PC
-// writes nothing and its login prompt says why.
+// writes no login files and its login prompt says why. The pool's print server, set by
+// its pool admin, gets the student's page sent with plain lp.
 func TestSeatStudentLogin(t *testing.T) {
 	uni := unidir.Start(t)
 	uni.AddPosixUser(t, unidir.PosixUser{UID: "student", UIDNumber: 1234567, GIDNumber: 1234500, CN: "Stu Dent", Password: "ldap-pw"})
@@ -43,6 +46,16 @@ func TestSeatStudentLogin(t *testing.T) {
 	env := testenv.New(t, testenv.Options{API: api.Options{DesktopSecrets: secrets}})
 	env.ApplyExample(t)
 	admin := env.Admin()
+	// Lab A prints on its room's server (a pool admin's setting).
+	cups := cupstest.Start(t, "room-101")
+	var pool model.Pool
+	if _, err := admin.Get("/api/v1/pools/lab-a", nil, &pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.Printing = &model.Printing{Server: cups.Addr, DefaultPrinter: "room-101"}
+	if err := env.Client("alice", "alice-secret").Send("PUT", "/api/v1/pools/lab-a", nil, pool, nil); err != nil {
+		t.Fatalf("pool admin sets the pool's print server: %v", err)
+	}
 	cred, err := admin.CreateHostCredential(context.Background(), "pc-a01")
 	if err != nil {
 		t.Fatal(err)
@@ -64,10 +77,14 @@ func TestSeatStudentLogin(t *testing.T) {
 		return root
 	}
 
-	// Nothing configured yet: no files, and the console's prompt says why.
+	// No logins configured yet: no login files (printing only), and the console's
+	// prompt says why.
 	root := seatLogin()
 	if _, err := os.Stat(filepath.Join(root, "etc/sssd/sssd.conf")); !os.IsNotExist(err) {
 		t.Fatalf("unconfigured: sssd.conf written (%v)", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/cups/client.conf")); !strings.Contains(string(b), "ServerName "+cups.Addr+"\n") {
+		t.Fatalf("client.conf: %q", b)
 	}
 	if b, _ := os.ReadFile(filepath.Join(root, "run/issue.d/50-overtime-login.issue")); !strings.Contains(string(b), "No university directory is configured") {
 		t.Fatalf("unconfigured: login prompt says %q", b)
@@ -96,6 +113,17 @@ func TestSeatStudentLogin(t *testing.T) {
 	}
 	if err := seat.Authenticate("student", "wrong"); err == nil {
 		t.Fatal("a wrong password was accepted")
+	}
+	// The room's print server, from the site: the student prints a page with plain lp
+	// (client.conf names the server, lpoptions the default queue) and it arrives there,
+	// as theirs.
+	jobs := cups.Jobs(t)
+	if out, err := seat.Run(context.Background(), "Exercise sheet 3\n", "runuser", "-u", "student", "--", "lp"); err != nil {
+		t.Fatalf("the student's lp: %v\n%s", err, out)
+	}
+	poll.Until(t, "the student's page at the print server", 20*time.Second, func() bool { return len(cups.Jobs(t)) > len(jobs) })
+	if got := cups.Jobs(t); got[len(got)-1].User != "student" || got[len(got)-1].Data != "Exercise sheet 3\n" {
+		t.Fatalf("the print server got %+v, want the student's page", got[len(got)-1])
 	}
 
 	// Kerberos: passwords checked by the realm's KDC, the ticket validated with this PC's

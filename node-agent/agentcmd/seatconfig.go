@@ -66,7 +66,7 @@ still succeeds: the PC boots, and says why. --status prints that line.`,
 						fmt.Fprintln(cmd.ErrOrStderr(), "seat-config: university logins unavailable:", seat.OneLine(sl.Unavailable))
 						return nil
 					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "seat-config: wrote %d login files\n", len(sl.Files))
+					fmt.Fprintf(cmd.ErrOrStderr(), "seat-config: wrote %d files\n", len(sl.Files))
 					if !seat.Reachable(cmd.Context(), sl.Directory, 5*time.Second) {
 						fmt.Fprintf(cmd.ErrOrStderr(), "seat-config: no directory server answers (%s)\n", strings.Join(sl.Directory, ", "))
 						return seat.DirectoryUnreachable(root, sl.Directory)

@@ -75,36 +75,53 @@ func (dir SecretDir) For(host string, d *model.DesktopLogin) (Secrets, error) {
 	return sec, nil
 }
 
-// Unavailable is Render's answer when a PC's users cannot log in with university
-// accounts: Reason is shown on the PC's login screen, so it says what is missing in plain
-// words, and what an administrator does about it.
-type Unavailable struct{ Reason string }
+// Seat is what the site says about a PC's seat: its pool's (or the site's) login and
+// printing configuration; nil fields: none.
+type Seat struct {
+	Login    *model.DesktopLogin
+	Printing *model.Printing
+}
 
-func (e *Unavailable) Error() string { return e.Reason }
+// SeatFor is the seat of host, a host of pool, in site.
+func SeatFor(site *model.Site, pool string) Seat {
+	return Seat{Login: site.DesktopLoginFor(pool), Printing: site.PrintingFor(pool)}
+}
 
-// Render is what host (of pool) gets for its login stack. d nil: the site configures no
-// directory logins (an *Unavailable). An error other than *Unavailable means a value
-// would not render inertly (a bind password with a line break).
-func Render(d *model.DesktopLogin, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
-	if d == nil {
-		return nil, &Unavailable{Reason: "No university directory is configured for this PC (pool " + pool +
-			"): only local accounts can log in. Administrators: set the site's desktopLogin (docs/desktop.md)."}
+// Render is what host (of pool) gets for its seat. When university logins cannot work
+// there (nothing configured, a secret missing), Unavailable says why, in words for the
+// PC's login screen, and no login file is given; printing is rendered either way. An
+// error means a value would not render inertly (a bind password with a line break) or
+// the configuration does not validate.
+func Render(s Seat, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
+	out := &wire.SeatConfig{}
+	if s.Printing != nil {
+		if err := s.Printing.Validate("printing"); err != nil {
+			return nil, err
+		}
+		out.Files = append(out.Files, printingFiles(s.Printing, host, pool)...)
+	}
+	d := s.Login
+	switch {
+	case d == nil:
+		out.Unavailable = "No university directory is configured for this PC (pool " + pool +
+			"): only local accounts can log in. Administrators: set the site's desktopLogin (docs/desktop.md)."
+		return out, nil
+	case d.BindDN != "" && sec.BindPassword == "":
+		out.Unavailable = "The site manager has no password for the directory account " + d.BindDN +
+			" that PCs search with: university logins cannot work. Administrators: put it in the desktop secrets' " + BindPasswordFile + " file."
+		return out, nil
+	case d.Provider == model.LoginAD && len(sec.Keytab) == 0:
+		out.Unavailable = "This PC (" + host + ") has no keytab of the " + d.Realm +
+			" domain on the site manager: university logins cannot work. Administrators: join it and put its keytab in the desktop secrets as " + KeytabFile(host) + "."
+		return out, nil
 	}
 	if err := d.Validate("desktopLogin"); err != nil {
 		return nil, err
 	}
-	if d.BindDN != "" && sec.BindPassword == "" {
-		return nil, &Unavailable{Reason: "The site manager has no password for the directory account " + d.BindDN +
-			" that PCs search with: university logins cannot work. Administrators: put it in the desktop secrets' " + BindPasswordFile + " file."}
-	}
-	if d.Provider == model.LoginAD && len(sec.Keytab) == 0 {
-		return nil, &Unavailable{Reason: "This PC (" + host + ") has no keytab of the " + d.Realm +
-			" domain on the site manager: university logins cannot work. Administrators: join it and put its keytab in the desktop secrets as " + KeytabFile(host) + "."}
-	}
 	if err := inert("bind password", sec.BindPassword); err != nil {
 		return nil, err
 	}
-	out := &wire.SeatConfig{Directory: servers(d)}
+	out.Directory = servers(d)
 	out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatSSSDConf, Mode: 0o600, Content: sssdConf(d, host, pool, sec)})
 	if d.CACert != "" {
 		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatCACert, Mode: 0o644, Content: []byte(d.CACert)})
@@ -116,6 +133,24 @@ func Render(d *model.DesktopLogin, host, pool string, sec Secrets) (*wire.SeatCo
 		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatKrb5Conf, Mode: 0o644, Content: krb5Conf(d, host, pool)})
 	}
 	return out, nil
+}
+
+// printingFiles point the PC's CUPS clients at the print server: client.conf names the
+// server (no cupsd runs on the PC), lpoptions the default queue. IPP goes encrypted
+// where the server offers TLS.
+func printingFiles(p *model.Printing, host, pool string) []wire.SeatFile {
+	var b bytes.Buffer
+	header(&b, "#", host, pool, "printing")
+	fmt.Fprintf(&b, "ServerName %s\n", p.Server)
+	b.WriteString("Encryption IfRequested\n")
+	files := []wire.SeatFile{{Path: wire.SeatCUPSClient, Mode: 0o644, Content: b.Bytes()}}
+	if p.DefaultPrinter != "" {
+		var o bytes.Buffer
+		header(&o, "#", host, pool, "printing")
+		fmt.Fprintf(&o, "Default %s\n", p.DefaultPrinter)
+		files = append(files, wire.SeatFile{Path: wire.SeatLPOptions, Mode: 0o644, Content: o.Bytes()})
+	}
+	return files
 }
 
 // inert refuses a value that could end its line or start a comment in sssd.conf.
@@ -131,14 +166,14 @@ func inert(what, v string) error {
 	return nil
 }
 
-func header(b *bytes.Buffer, comment, host, pool string) {
-	fmt.Fprintf(b, "%s Written at boot by overtime-agent seat-config, from the site manager's desktopLogin\n", comment)
+func header(b *bytes.Buffer, comment, host, pool, field string) {
+	fmt.Fprintf(b, "%s Written at boot by overtime-agent seat-config, from the site manager's %s\n", comment, field)
 	fmt.Fprintf(b, "%s for host %s (pool %s). Rewritten at every boot: change the site instead.\n", comment, host, pool)
 }
 
 func sssdConf(d *model.DesktopLogin, host, pool string, sec Secrets) []byte {
 	var b bytes.Buffer
-	header(&b, "#", host, pool)
+	header(&b, "#", host, pool, "desktopLogin")
 	opt := func(k, v string) { fmt.Fprintf(&b, "%s = %s\n", k, v) }
 	b.WriteString("\n[sssd]\n")
 	opt("config_file_version", "2")
@@ -226,7 +261,7 @@ func sssdConf(d *model.DesktopLogin, host, pool string, sec Secrets) []byte {
 
 func krb5Conf(d *model.DesktopLogin, host, pool string) []byte {
 	var b bytes.Buffer
-	header(&b, "#", host, pool)
+	header(&b, "#", host, pool, "desktopLogin")
 	b.WriteString("\n[libdefaults]\n")
 	fmt.Fprintf(&b, "\tdefault_realm = %s\n", d.Realm)
 	b.WriteString("\tdns_lookup_realm = false\n")

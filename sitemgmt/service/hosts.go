@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -132,20 +131,15 @@ func (hs *Hosts) SeatConfig(host string, dir seatconf.SecretDir) (*wire.SeatConf
 	if h == nil {
 		return nil, model.NotFound("host", host)
 	}
-	d := site.DesktopLoginFor(h.Pool)
+	seat := seatconf.SeatFor(site, h.Pool)
 	var sec seatconf.Secrets
-	if d != nil {
+	if seat.Login != nil {
 		var err error
-		if sec, err = dir.For(host, d); err != nil {
+		if sec, err = dir.For(host, seat.Login); err != nil {
 			return nil, err
 		}
 	}
-	out, err := seatconf.Render(d, host, h.Pool, sec)
-	var un *seatconf.Unavailable
-	if errors.As(err, &un) {
-		return &wire.SeatConfig{Unavailable: un.Reason}, nil
-	}
-	return out, err
+	return seatconf.Render(seat, host, h.Pool, sec)
 }
 
 // NoGuestSecrets is GuestSecretsFor's refusal: the host runs no compute guest now.

@@ -374,9 +374,12 @@ const (
 	SeatCACert   = "/etc/sssd/overtime-ca.pem"
 	SeatKeytab   = "/etc/sssd/overtime.keytab"
 	SeatKrb5Conf = "/etc/krb5.conf"
+	// CUPS clients' server and default queue (the PC runs no cupsd).
+	SeatCUPSClient = "/etc/cups/client.conf"
+	SeatLPOptions  = "/etc/cups/lpoptions"
 )
 
 // SeatFiles are every path a SeatConfig may name. An agent writes these only, and
 // removes the ones an answer leaves out (a site that stopped using Kerberos leaves no
 // stale krb5.conf behind).
-var SeatFiles = []string{SeatSSSDConf, SeatCACert, SeatKeytab, SeatKrb5Conf}
+var SeatFiles = []string{SeatSSSDConf, SeatCACert, SeatKeytab, SeatKrb5Conf, SeatCUPSClient, SeatLPOptions}

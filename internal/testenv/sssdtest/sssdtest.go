@@ -103,7 +103,8 @@ type Seat struct {
 }
 
 // Start starts sssd with etcDir/sssd bound over /etc/sssd and etcDir/krb5.conf over
-// /etc/krb5.conf (an empty one when etcDir has none), and returns once its NSS and PAM
+// /etc/krb5.conf (an empty one when etcDir has none), etcDir/cups over /etc/cups when it
+// exists, and returns once its NSS and PAM
 // responders answer. etcDir/sssd/sssd.conf must be owned by root with mode 0600, as sssd
 // demands. sssd is stopped when the test ends, and the test fails if any of its
 // processes is left; on failure sssd's logs are logged.
@@ -206,6 +207,11 @@ func (s *Seat) prepare(t testing.TB) string {
 	}
 	bind(filepath.Join(s.EtcDir, "sssd"), "/etc/sssd")
 	bind(krb5, "/etc/krb5.conf")
+	// The PC's CUPS client configuration (client.conf, lpoptions), when it has one, so
+	// that a user's lp in the seat prints where the PC would.
+	if fi, err := os.Stat(filepath.Join(s.EtcDir, "cups")); err == nil && fi.IsDir() {
+		bind(filepath.Join(s.EtcDir, "cups"), "/etc/cups")
+	}
 	bind(filepath.Join(s.Dir, "nsswitch.conf"), "/etc/nsswitch.conf")
 	bind(filepath.Join(s.Dir, "pam.d"), "/etc/pam.d")
 	bind(filepath.Join(s.Dir, "lib"), "/var/lib/sss")
