@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootsector"
+	"github.com/overtime-hpc/overtime/internal/testenv/cupstest"
 	"github.com/overtime-hpc/overtime/internal/testenv/imagetest"
 	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/unidir"
 	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
@@ -100,10 +103,16 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 			desk.Package("overtime-agent"), compute.Package("overtime-slurm"), compute.Package("slurmd"))
 	}
 	mungeKey := slurmlab.NewMungeKey(t, t.TempDir())
-	l := bootlab.Start(t, bootlab.Options{Now: desktopNow, ServeArgs: []string{"--munge-key", mungeKey}})
+	// The university a student comes from, and the room's print server, reachable at the
+	// boot server's address like servers of the campus network.
+	uni, secrets := studentDirectory(t)
+	cups := cupstest.Start(t, "lab-printer")
+	l := bootlab.Start(t, bootlab.Options{Now: desktopNow, ServeArgs: []string{"--munge-key", mungeKey, "--desktop-secrets", secrets}})
+	l.Expose(t, bootlab.ServerIP+":636", strings.TrimPrefix(uni.LDAPSURL, "ldaps://"))
+	l.Expose(t, bootlab.ServerIP+":631", cups.Addr)
 	l.CopyImage(desk.Dir, "desktop/v1")
 	l.CopyImage(compute.Dir, "compute/v1")
-	l.Apply(desktopSite(l, desk, compute))
+	l.Apply(desktopSite(l, desk, compute) + seatSite(t, uni))
 	l.StartBootServer()
 	ctl := slurmlab.StartController(t, l.NS, bootlab.ServerIP, mungeKey)
 
@@ -188,6 +197,34 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 		return err == nil
 	})
 
+	// A student at the desk: the PC wrote its seat configuration at boot (before sssd and
+	// the login prompt), and the student logs in at the console's prompt with their
+	// university account (sssd, ldaps to the university with the site's CA), gets their
+	// uid and group, prints on the room's print server with plain lp, and logs out.
+	expect(`seat-config: wrote [0-9]+ files`, time.Minute)
+	if err := vm.Console.Send("student"); err != nil {
+		t.Fatal(err)
+	}
+	expect(`Password:`, 2*time.Minute)
+	if err := vm.Console.Send("ldap-pw"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := vm.Console.Run("id -un; id -u; id -gn; pwd", 2*time.Minute)
+	if err != nil || !strings.Contains(id, "student\n1234567\nstudents\n/home/student\n") {
+		t.Fatalf("the student's session: %v\n%q", err, id)
+	}
+	if out, err := vm.Console.Run("cat /run/overtime/seat.status; echo 'Exercise sheet 3' | lp", time.Minute); err != nil || !strings.Contains(out, "ok\n") {
+		t.Fatalf("the seat's status and lp: %v\n%s", err, out)
+	}
+	bootlab.Eventually(t, "the student's page at the print server", time.Minute, func() bool {
+		jobs := cups.Jobs(t)
+		return len(jobs) == 1 && jobs[0].User == "student" && jobs[0].Data == "Exercise sheet 3\n"
+	})
+	if err := vm.Console.Send("exit"); err != nil {
+		t.Fatal(err)
+	}
+	expect(`login: `, time.Minute)
+
 	// A lecturer's course VM: imported (a tiny raw disk whose boot sector prints a line on
 	// the serial port), booked for desk1 now; the PC restarts into the course-vm mode and
 	// its player starts the VM from the read-only image.
@@ -216,4 +253,37 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 		code, body, err := l.HTTPGet("http://10.20.0.21:9102/metrics")
 		return err == nil && code == 200 && strings.Contains(body, "overtime_coursevm_running 1")
 	})
+}
+
+// studentDirectory starts the university's directory of the desktop test: a POSIX user
+// student (uid 1234567, password ldap-pw) in group students, with a certificate valid
+// for the lab's server address; and the site manager's desktop secrets (the bind
+// password of the service account PCs search with).
+func studentDirectory(t *testing.T) (*unidir.Dir, string) {
+	uni := unidir.StartFor(t, net.ParseIP(bootlab.ServerIP))
+	uni.AddPosixUser(t, unidir.PosixUser{UID: "student", UIDNumber: 1234567, GIDNumber: 1234500, CN: "Stu Dent", Password: "ldap-pw"})
+	uni.AddPosixGroup(t, "students", 1234500, "student")
+	secrets := t.TempDir()
+	if err := os.WriteFile(filepath.Join(secrets, "bind-password"), []byte(uni.ServicePW+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return uni, secrets
+}
+
+// seatSite is the site file's seat: logins from the university directory over ldaps at
+// the lab's server address, and the room's print server there.
+func seatSite(t *testing.T, uni *unidir.Dir) string {
+	ca, err := os.ReadFile(uni.CA.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf(`desktopLogin:
+  provider: ldap
+  uris: [ldaps://%[1]s:636]
+  searchBase: %[2]s
+  bindDN: %[3]s
+  caCert: |
+    %[4]s
+printing: {server: "%[1]s:631", defaultPrinter: lab-printer}
+`, bootlab.ServerIP, unidir.BaseDN, uni.ServiceDN, strings.ReplaceAll(strings.TrimSpace(string(ca)), "\n", "\n    "))
 }

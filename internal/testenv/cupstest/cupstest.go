@@ -73,6 +73,8 @@ WebInterface No
 Browsing Off
 DefaultAuthType None
 PreserveJobFiles Yes
+# Clients that reach it through a forwarded port name another host in their requests.
+ServerAlias *
 <Location />
   Order allow,deny
   Allow all

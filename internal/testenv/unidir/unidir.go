@@ -92,9 +92,9 @@ func NewCA(t testing.TB, dir, name string) *CA {
 	return ca
 }
 
-// Issue writes a server certificate for 127.0.0.1 and localhost signed by ca, and its
-// key, to dir/name.pem and dir/name.key.
-func (ca *CA) Issue(t testing.TB, dir, name string) (certFile, keyFile string) {
+// Issue writes a server certificate for 127.0.0.1, localhost and the extra addresses
+// signed by ca, and its key, to dir/name.pem and dir/name.key.
+func (ca *CA) Issue(t testing.TB, dir, name string, extra ...net.IP) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -108,7 +108,7 @@ func (ca *CA) Issue(t testing.TB, dir, name string) (certFile, keyFile string) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:  append([]net.IP{net.IPv4(127, 0, 0, 1)}, extra...),
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
@@ -143,13 +143,20 @@ type Dir struct {
 // and guests branches. It is stopped when the test ends.
 func Start(t testing.TB) *Dir {
 	t.Helper()
+	return StartFor(t)
+}
+
+// StartFor is Start with a server certificate that is also valid for the addresses ips,
+// for clients that reach the directory there (a test VM through a forwarded port).
+func StartFor(t testing.TB, ips ...net.IP) *Dir {
+	t.Helper()
 	dir := t.TempDir()
 	schema := filepath.Join(dir, "adstyle.schema")
 	if err := os.WriteFile(schema, []byte(adSchema), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ca := NewCA(t, dir, "uni-ca")
-	cert, key := ca.Issue(t, dir, "uni-server")
+	cert, key := ca.Issue(t, dir, "uni-server", ips...)
 	sl := slapdtest.StartTWith(t, slapdenv.Options{
 		BaseDN:             BaseDN,
 		OmitOvertimeSchema: true,
