@@ -273,10 +273,6 @@ func studentDirectory(t *testing.T) (*unidir.Dir, string) {
 // seatSite is the site file's seat: logins from the university directory over ldaps at
 // the lab's server address, and the room's print server there.
 func seatSite(t *testing.T, uni *unidir.Dir) string {
-	ca, err := os.ReadFile(uni.CA.CertPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return fmt.Sprintf(`desktopLogin:
   provider: ldap
   uris: [ldaps://%[1]s:636]
@@ -285,5 +281,5 @@ func seatSite(t *testing.T, uni *unidir.Dir) string {
   caCert: |
     %[4]s
 printing: {server: "%[1]s:631", defaultPrinter: lab-printer}
-`, bootlab.ServerIP, unidir.BaseDN, uni.ServiceDN, strings.ReplaceAll(strings.TrimSpace(string(ca)), "\n", "\n    "))
+`, bootlab.ServerIP, unidir.BaseDN, uni.ServiceDN, strings.ReplaceAll(strings.TrimSpace(uni.CA.PEM(t)), "\n", "\n    "))
 }

@@ -35,10 +35,7 @@ func TestSeatStudentLogin(t *testing.T) {
 	uni := unidir.Start(t)
 	uni.AddPosixUser(t, unidir.PosixUser{UID: "student", UIDNumber: 1234567, GIDNumber: 1234500, CN: "Stu Dent", Password: "ldap-pw"})
 	uni.AddPosixGroup(t, "students", 1234500, "student")
-	ca, err := os.ReadFile(uni.CA.CertPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := uni.CA.PEM(t)
 	secrets := t.TempDir()
 	if err := os.WriteFile(filepath.Join(secrets, "bind-password"), []byte(uni.ServicePW+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -92,7 +89,7 @@ func TestSeatStudentLogin(t *testing.T) {
 
 	// LDAP: ldaps with the university's CA, searched as the service account.
 	login := model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{uni.LDAPSURL}, SearchBase: unidir.BaseDN,
-		CACert: string(ca), BindDN: uni.ServiceDN}
+		CACert: ca, BindDN: uni.ServiceDN}
 	if err := admin.Send("PUT", "/api/v1/site/desktop-login", nil, login, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +135,7 @@ func TestSeatStudentLogin(t *testing.T) {
 		t.Fatal(err)
 	}
 	login = model.DesktopLogin{Provider: model.LoginKerberos, URIs: []string{uni.URL}, SearchBase: unidir.BaseDN,
-		CACert: string(ca), BindDN: uni.ServiceDN, Realm: "UNI.EXAMPLE", KDCs: []string{kdc.Addr}}
+		CACert: ca, BindDN: uni.ServiceDN, Realm: "UNI.EXAMPLE", KDCs: []string{kdc.Addr}}
 	if err := admin.Send("PUT", "/api/v1/site/desktop-login", nil, login, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +164,7 @@ func TestSeatStudentLogin(t *testing.T) {
 	}
 	dead := closed.Addr().String()
 	closed.Close()
-	login = model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{"ldaps://" + dead}, SearchBase: unidir.BaseDN, CACert: string(ca), BindDN: uni.ServiceDN}
+	login = model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{"ldaps://" + dead}, SearchBase: unidir.BaseDN, CACert: ca, BindDN: uni.ServiceDN}
 	if err := admin.Send("PUT", "/api/v1/site/desktop-login", nil, login, nil); err != nil {
 		t.Fatal(err)
 	}

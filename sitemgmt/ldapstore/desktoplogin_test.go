@@ -1,7 +1,6 @@
 package ldapstore
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -16,14 +15,10 @@ import (
 // validate is refused at load with the entry named.
 func TestDesktopLoginRoundTrip(t *testing.T) {
 	st, srv := initStore(t)
-	ca := unidir.NewCA(t, t.TempDir(), "uni-ca")
-	pem, err := os.ReadFile(ca.CertPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pem := unidir.NewCA(t, t.TempDir(), "uni-ca").PEM(t)
 	site := exampleSite()
 	site.DesktopLogin = &model.DesktopLogin{Provider: model.LoginKerberos, URIs: []string{"ldaps://ldap.uni.example", "ldaps://10.0.0.9"},
-		SearchBase: "ou=people,dc=uni,dc=example", CACert: string(pem), Realm: "UNI.EXAMPLE", KDCs: []string{"kdc.uni.example:88"}}
+		SearchBase: "ou=people,dc=uni,dc=example", CACert: pem, Realm: "UNI.EXAMPLE", KDCs: []string{"kdc.uni.example:88"}}
 	site.Pools[0].DesktopLogin = &model.DesktopLogin{Provider: model.LoginAD, Realm: "AD.UNI.EXAMPLE"}
 	site.Printing = &model.Printing{Server: "print.uni.example"}
 	site.Pools[1].Printing = &model.Printing{Server: "print-b.uni.example:631", DefaultPrinter: "room-b"}

@@ -92,6 +92,16 @@ func NewCA(t testing.TB, dir, name string) *CA {
 	return ca
 }
 
+// PEM is the CA's certificate as PEM text (what a site's desktopLogin.caCert holds).
+func (ca *CA) PEM(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(ca.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // Issue writes a server certificate for 127.0.0.1, localhost and the extra addresses
 // signed by ca, and its key, to dir/name.pem and dir/name.key.
 func (ca *CA) Issue(t testing.TB, dir, name string, extra ...net.IP) (certFile, keyFile string) {
