@@ -32,6 +32,10 @@ const (
 	Status = "run/overtime/seat.status"
 	// Issue is shown by the console's login prompt (agetty reads /run/issue.d).
 	Issue = "run/issue.d/50-overtime-login.issue"
+	// Notice exists only while university logins cannot work: the reason, which the
+	// graphical greeter shows when someone starts to log in (pam_echo in its PAM stack,
+	// images/recipes/desktop).
+	Notice = "run/overtime/seat.notice"
 )
 
 // Apply writes sl under root ("/" on a PC; a directory in tests). Files outside
@@ -87,10 +91,15 @@ func Apply(root string, sl *wire.SeatConfig) error {
 		return err
 	}
 	if issue == "" {
-		if err := os.Remove(filepath.Join(root, Issue)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+		for _, f := range []string{Issue, Notice} {
+			if err := os.Remove(filepath.Join(root, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
 		}
 		return nil
+	}
+	if err := writeRun(root, Notice, OneLine(sl.Unavailable)+"\n"); err != nil {
+		return err
 	}
 	return writeRun(root, Issue, issue)
 }
@@ -106,6 +115,9 @@ func Unreachable(root, server string) error {
 func Say(root, msg string) error {
 	msg = OneLine(msg)
 	if err := writeRun(root, Status, msg+"\n"); err != nil {
+		return err
+	}
+	if err := writeRun(root, Notice, msg+"\n"); err != nil {
 		return err
 	}
 	return writeRun(root, Issue, "\n"+agettyText(msg)+"\n\n")

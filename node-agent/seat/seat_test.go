@@ -72,6 +72,9 @@ func TestApply(t *testing.T) {
 	if issue, _ := read(t, root, Issue); !strings.Contains(issue, "No directory for C:/pool") || strings.Contains(issue, `\`) {
 		t.Errorf("issue %q: want the reason without agetty escapes", issue)
 	}
+	if notice, _ := read(t, root, Notice); notice != "No directory for C:\\pool\n" {
+		t.Errorf("greeter notice %q", notice)
+	}
 	if _, err := os.Stat(filepath.Join(root, wire.SeatSSSDConf)); !os.IsNotExist(err) {
 		t.Errorf("sssd.conf left behind when logins are unavailable: %v", err)
 	}
@@ -79,8 +82,10 @@ func TestApply(t *testing.T) {
 	if err := Apply(root, krb); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, Issue)); !os.IsNotExist(err) {
-		t.Errorf("login prompt notice left behind: %v", err)
+	for _, f := range []string{Issue, Notice} {
+		if _, err := os.Stat(filepath.Join(root, f)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", f, err)
+		}
 	}
 }
 
