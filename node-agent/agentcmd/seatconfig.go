@@ -77,7 +77,7 @@ still succeeds: the PC boots, and says why. --status prints that line.`,
 				if errors.As(err, &apiErr) && apiErr.Status < 500 {
 					// Refused (a revoked credential, an unknown host): asking again will
 					// not help, and saying so is the useful thing.
-					_ = seat.Unreachable(root, *server)
+					_ = seat.Say(root, "The site manager ("+*server+") refused this PC ("+err.Error()+"): logins with university accounts may not work here. Administrators: check the PC's host credential.")
 					return fmt.Errorf("seat-config: the site manager refused: %w", err)
 				}
 				select {
