@@ -209,6 +209,8 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	if err := vm.Console.Send("ldap-pw"); err != nil {
 		t.Fatal(err)
 	}
+	// The shell's prompt: what is typed before it would go to login, not to the session.
+	expect(`student@desk1:~\$ `, 2*time.Minute)
 	id, err := vm.Console.Run("id -un; id -u; id -gn; pwd", 2*time.Minute)
 	if err != nil || !strings.Contains(id, "student\n1234567\nstudents\n/home/student\n") {
 		t.Fatalf("the student's session: %v\n%q", err, id)
