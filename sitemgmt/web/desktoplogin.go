@@ -6,7 +6,8 @@ package web
 // and keytabs stay on the site manager, --desktop-secrets); the forms are shown to site
 // admins. Saving and removing is service.Entities.PutDesktopLogin, the API's operation
 // (PUT|DELETE /api/v1/site/desktop-login), which validates the configuration and
-// authorises the change: the handler only decodes the form and shows the answer.
+// authorises the change: the handler only decodes the form and shows the answer. The
+// page also holds the site's printing, "Printing (site default)" (printing.go).
 
 import (
 	"fmt"
