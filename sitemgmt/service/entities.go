@@ -117,6 +117,24 @@ func (e *Entities) PutDesktopLogin(ctx context.Context, p authz.Principal, dryRu
 	})
 }
 
+// PutPrinting sets the print server the desktops use (pr; nil removes it): the site's
+// when pool is "", else that pool's own, which replaces the site's for its PCs. A pool's
+// admins may set their pool's, a site admin any (authz: the pool's "printing" field).
+func (e *Entities) PutPrinting(ctx context.Context, p authz.Principal, dryRun bool, pool string, pr *model.Printing) ([]model.Change, error) {
+	return e.s.Update(ctx, p.Check, dryRun, func(site *model.Site) error {
+		if pool == "" {
+			site.Printing = pr.Clone()
+			return nil
+		}
+		pl := site.Pool(pool)
+		if pl == nil {
+			return model.NotFound("pool", pool)
+		}
+		pl.Printing = pr.Clone()
+		return nil
+	})
+}
+
 // PutSettings sets the site's settings.
 func (e *Entities) PutSettings(ctx context.Context, p authz.Principal, dryRun bool, in Settings) ([]model.Change, error) {
 	return e.s.Update(ctx, p.Check, dryRun, func(site *model.Site) error {

@@ -6,7 +6,8 @@ package web
 // and keytabs stay on the site manager, --desktop-secrets); the forms are shown to site
 // admins. Saving and removing is service.Entities.PutDesktopLogin, the API's operation
 // (PUT|DELETE /api/v1/site/desktop-login), which validates the configuration and
-// authorises the change: the handler only decodes the form and shows the answer.
+// authorises the change: the handler only decodes the form and shows the answer. The
+// page also holds the site's printing, "Printing (site default)" (printing.go).
 
 import (
 	"fmt"
@@ -124,6 +125,14 @@ type desktopLoginPage struct {
 	Providers []string
 	SiteScope LoginScope // not Site: Page.Site is the site's name
 	Pools     []LoginScope
+	// The site's printing (printing.go): CanEditPrinting offers its form (site admins),
+	// PoolPrintings are the visible pools with their own, PrintFailed when a POST of the
+	// form was refused.
+	CanEditPrinting bool
+	SitePrinting    *model.Printing
+	PoolPrintings   []PoolPrinting
+	Print           printingForm
+	PrintFailed     bool
 }
 
 // MayEditDesktopLogin reports whether the page offers the forms (the service's authz
@@ -155,8 +164,15 @@ func loginSummary(d *model.DesktopLogin) string {
 // renderDesktopLogin shows the page; failed, if not nil, is the scope whose POST was
 // refused, with the user's input and errors, shown instead of what is stored.
 func (u *UI) renderDesktopLogin(q *Req, status int, failed *LoginScope) {
+	u.renderDesktopLoginPage(q, status, failed, nil)
+}
+
+// renderDesktopLoginPage is renderDesktopLogin, with printFailed, if not nil, the site's
+// printing form whose POST was refused.
+func (u *UI) renderDesktopLoginPage(q *Req, status int, failed *LoginScope, printFailed *printingForm) {
 	site := q.Snap.Site
-	pg := desktopLoginPage{Page: u.Base(q, "Desktop logins", "desktop-login"), CanEdit: MayEditDesktopLogin(q)}
+	pg := desktopLoginPage{Page: u.Base(q, "Desktop logins", "desktop-login"), CanEdit: MayEditDesktopLogin(q),
+		CanEditPrinting: q.P.SiteAdmin, SitePrinting: site.Printing, Print: printingFormOf(site.Printing)}
 	for _, p := range model.LoginProviders {
 		pg.Providers = append(pg.Providers, string(p))
 	}
@@ -178,6 +194,22 @@ func (u *UI) renderDesktopLogin(q *Req, status int, failed *LoginScope) {
 			}
 		}
 		pg.Pools = append(pg.Pools, scope(s))
+		if p.Printing != nil {
+			pg.PoolPrintings = append(pg.PoolPrintings, PoolPrinting{Pool: name, Own: p.Printing})
+		}
+	}
+	if printFailed != nil {
+		pg.Print, pg.PrintFailed = *printFailed, true
+		pg.Error = "the site's printing was not saved: see its form"
+		if len(printFailed.Err) > 0 {
+			pg.Error = "the site's printing was not saved: see the marked fields"
+		}
+		if !pg.CanEditPrinting {
+			pg.Error = printFailed.FormErr
+			for _, e := range printFailed.Err {
+				pg.Error = e
+			}
+		}
 	}
 	if failed != nil {
 		pg.Error = "the desktop login of " + failed.Label() + " was not saved: see its form"

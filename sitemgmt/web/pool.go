@@ -184,6 +184,12 @@ type poolPage struct {
 	// pool's own, not the site's.
 	Login    string
 	OwnLogin bool
+	// Printing is the print server the pool's PCs use (its own, Pool.Printing, else the
+	// site's, SitePrinting; nil: none); Print is its form, PrintFailed when a POST of it
+	// was refused.
+	Printing, SitePrinting *model.Printing
+	Print                  printingForm
+	PrintFailed            bool
 }
 
 // powerResult is the answer to a power request as the pages show it.
@@ -227,7 +233,8 @@ func (u *UI) renderPool(q *Req, p *model.Pool, status int, add hostForm, with fu
 	site := q.Snap.Site
 	pg := poolPage{Page: u.Base(q, "Pool "+p.Name, "pools"), Pool: *p, BootServer: p.BootServer,
 		CanAdmin: MayAdminPool(q.P, p.Name), Add: add,
-		Login: loginSummary(site.DesktopLoginFor(p.Name)), OwnLogin: p.DesktopLogin != nil}
+		Login: loginSummary(site.DesktopLoginFor(p.Name)), OwnLogin: p.DesktopLogin != nil,
+		Printing: site.PrintingFor(p.Name), SitePrinting: site.Printing, Print: printingFormOf(p.Printing)}
 	for _, bs := range site.BootServers {
 		pg.BootServers = append(pg.BootServers, bs.Name)
 	}

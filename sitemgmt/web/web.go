@@ -103,6 +103,7 @@ func (u *UI) routes() {
 	u.scheduleRoutes()
 	u.imageRoutes()
 	u.desktopLoginRoutes()
+	u.printingRoutes()
 	u.lecturerRoutes()
 	u.harvestRoutes()
 	u.auditRoutes()
