@@ -277,35 +277,38 @@ func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry
 	return isSite, nil
 }
 
-// decodeDesktopLogin decodes an entry's otDesktopLogin (nil when absent), validated like
-// a write: a hand edit with a typo is refused rather than half applied to the PCs.
-func decodeDesktopLogin(dn string, a attrs) (*model.DesktopLogin, error) {
-	v := a.one(aDesktopLogin)
+// seatField is a structured seat field of the site or a pool (model.DesktopLogin,
+// model.Printing): validated by field name.
+type seatField interface {
+	Validate(what string) error
+}
+
+// decodeSeatField decodes an entry's JSON attribute attr into a T (nil when absent),
+// validated like a write as field: a hand edit with a typo is refused rather than half
+// applied to the PCs.
+func decodeSeatField[T any, PT interface {
+	*T
+	seatField
+}](dn string, a attrs, attr, field string) (*T, error) {
+	v := a.one(attr)
 	if v == "" {
 		return nil, nil
 	}
-	d, err := unmarshalJSON[model.DesktopLogin](v)
+	d, err := unmarshalJSON[T](v)
 	if err == nil {
-		err = d.Validate("desktopLogin")
+		err = PT(&d).Validate(field)
 	}
 	if err != nil {
-		return nil, decodeErr(dn, "%s: %v", aDesktopLogin, err)
+		return nil, decodeErr(dn, "%s: %v", attr, err)
 	}
 	return &d, nil
 }
 
-// decodePrinting decodes an entry's otPrinting (nil when absent), validated like a write.
+// decodeDesktopLogin and decodePrinting decode an entry's otDesktopLogin and otPrinting.
+func decodeDesktopLogin(dn string, a attrs) (*model.DesktopLogin, error) {
+	return decodeSeatField[model.DesktopLogin](dn, a, aDesktopLogin, "desktopLogin")
+}
+
 func decodePrinting(dn string, a attrs) (*model.Printing, error) {
-	v := a.one(aPrinting)
-	if v == "" {
-		return nil, nil
-	}
-	pr, err := unmarshalJSON[model.Printing](v)
-	if err == nil {
-		err = pr.Validate("printing")
-	}
-	if err != nil {
-		return nil, decodeErr(dn, "%s: %v", aPrinting, err)
-	}
-	return &pr, nil
+	return decodeSeatField[model.Printing](dn, a, aPrinting, "printing")
 }

@@ -103,34 +103,31 @@ type Settings struct {
 // PutDesktopLogin sets how desktops find and authenticate users (d; nil removes it): the
 // site's when pool is "", else that pool's own, which overrides the site's.
 func (e *Entities) PutDesktopLogin(ctx context.Context, p authz.Principal, dryRun bool, pool string, d *model.DesktopLogin) ([]model.Change, error) {
-	return e.s.Update(ctx, p.Check, dryRun, func(site *model.Site) error {
-		if pool == "" {
-			site.DesktopLogin = d.Clone()
-			return nil
-		}
-		pl := site.Pool(pool)
-		if pl == nil {
-			return model.NotFound("pool", pool)
-		}
-		pl.DesktopLogin = d.Clone()
-		return nil
-	})
+	return e.putSeat(ctx, p, dryRun, pool, func(site *model.Site) { site.DesktopLogin = d.Clone() },
+		func(pl *model.Pool) { pl.DesktopLogin = d.Clone() })
 }
 
 // PutPrinting sets the print server the desktops use (pr; nil removes it): the site's
 // when pool is "", else that pool's own, which replaces the site's for its PCs. A pool's
 // admins may set their pool's, a site admin any (authz: the pool's "printing" field).
 func (e *Entities) PutPrinting(ctx context.Context, p authz.Principal, dryRun bool, pool string, pr *model.Printing) ([]model.Change, error) {
+	return e.putSeat(ctx, p, dryRun, pool, func(site *model.Site) { site.Printing = pr.Clone() },
+		func(pl *model.Pool) { pl.Printing = pr.Clone() })
+}
+
+// putSeat sets a seat field of the site (pool "") or of pool, a 404 for a pool the site
+// does not have.
+func (e *Entities) putSeat(ctx context.Context, p authz.Principal, dryRun bool, pool string, ofSite func(*model.Site), ofPool func(*model.Pool)) ([]model.Change, error) {
 	return e.s.Update(ctx, p.Check, dryRun, func(site *model.Site) error {
 		if pool == "" {
-			site.Printing = pr.Clone()
+			ofSite(site)
 			return nil
 		}
 		pl := site.Pool(pool)
 		if pl == nil {
 			return model.NotFound("pool", pool)
 		}
-		pl.Printing = pr.Clone()
+		ofPool(pl)
 		return nil
 	})
 }
