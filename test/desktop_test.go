@@ -106,10 +106,9 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	// The university a student comes from, and the room's print server, reachable at the
 	// boot server's address like servers of the campus network.
 	uni, secrets := studentDirectory(t)
-	cups := cupstest.Start(t, "lab-printer")
 	l := bootlab.Start(t, bootlab.Options{Now: desktopNow, ServeArgs: []string{"--munge-key", mungeKey, "--desktop-secrets", secrets}})
 	l.Expose(t, bootlab.ServerIP+":636", strings.TrimPrefix(uni.LDAPSURL, "ldaps://"))
-	l.Expose(t, bootlab.ServerIP+":631", cups.Addr)
+	cups := cupstest.StartWith(t, "lab-printer", cupstest.Options{Addr: bootlab.ServerIP + ":631", Command: l.NS.Command})
 	l.CopyImage(desk.Dir, "desktop/v1")
 	l.CopyImage(compute.Dir, "compute/v1")
 	l.Apply(desktopSite(l, desk, compute) + seatSite(t, uni))

@@ -6,7 +6,6 @@ package cupstest
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -24,10 +23,24 @@ import (
 
 // Server is a running cupsd.
 type Server struct {
-	Addr  string // 127.0.0.1:PORT, what a client.conf's ServerName names
+	Addr  string // host:port, what a client.conf's ServerName names
 	Queue string // the one queue
 	Dir   string
 	log   *bytes.Buffer
+	cmd   func(name string, args ...string) *exec.Cmd
+}
+
+// Options place the server: by default on a free port of 127.0.0.1 in the test's own
+// network namespace.
+type Options struct {
+	// Addr to listen on, e.g. a lab's server address (10.20.0.1:631). cupsd accepts
+	// only local host names from local clients (its defence against DNS rebinding), so a
+	// server that PCs reach at a network address must listen there itself: a port
+	// forwarded from the PCs' network to 127.0.0.1 would be refused.
+	Addr string
+	// Command runs cupsd and the test's lpstat (e.g. a network namespace's
+	// Command); nil: exec.Command.
+	Command func(name string, args ...string) *exec.Cmd
 }
 
 // Job is a job that reached the server.
@@ -37,8 +50,14 @@ type Job struct {
 	Data string // the document as spooled
 }
 
-// Start starts cupsd with one raw queue named queue.
+// Start starts cupsd with one raw queue named queue on 127.0.0.1.
 func Start(t testing.TB, queue string) *Server {
+	t.Helper()
+	return StartWith(t, queue, Options{})
+}
+
+// StartWith starts cupsd with one raw queue named queue where opt says.
+func StartWith(t testing.TB, queue string, opt Options) *Server {
 	t.Helper()
 	needs.Servers(t, "root", "cupsd, lpstat (Debian packages cups-daemon, cups-client)")
 	dir := t.TempDir()
@@ -50,12 +69,19 @@ func Start(t testing.TB, queue string) *Server {
 	if err := os.Chmod(filepath.Join(dir, "tmp"), 0o1777); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	run := opt.Command
+	if run == nil {
+		run = exec.Command
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := opt.Addr
+	if addr == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = ln.Addr().String()
+		ln.Close()
+	}
 	files := map[string]string{
 		"cups-files.conf": fmt.Sprintf(`ServerRoot %[1]s/etc
 RequestRoot %[1]s/spool
@@ -73,8 +99,6 @@ WebInterface No
 Browsing Off
 DefaultAuthType None
 PreserveJobFiles Yes
-# Clients that reach it through a forwarded port name another host in their requests.
-ServerAlias *
 <Location />
   Order allow,deny
   Allow all
@@ -89,21 +113,19 @@ ServerAlias *
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "/usr/sbin/cupsd", "-f", "-c", filepath.Join(dir, "etc/cupsd.conf"), "-s", filepath.Join(dir, "etc/cups-files.conf"))
+	cmd := run("/usr/sbin/cupsd", "-f", "-c", filepath.Join(dir, "etc/cupsd.conf"), "-s", filepath.Join(dir, "etc/cups-files.conf"))
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
-		cancel()
 		t.Fatalf("cupsd: %v", err)
 	}
-	s := &Server{Addr: addr, Queue: queue, Dir: dir, log: &log}
+	s := &Server{Addr: addr, Queue: queue, Dir: dir, log: &log, cmd: run}
 	t.Cleanup(func() {
-		cancel()
+		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
 	if !poll.Wait(10*time.Second, func() bool {
-		return exec.Command("lpstat", "-h", addr, "-p", queue).Run() == nil
+		return run("lpstat", "-h", addr, "-p", queue).Run() == nil
 	}) {
 		t.Fatalf("cupsd did not answer on %s:\n%s", addr, s.Logs())
 	}
@@ -116,7 +138,7 @@ var jobLineRE = regexp.MustCompile(`^(\S+)-([0-9]+)\s+(\S+)\s`)
 // Jobs are the jobs the server completed, oldest first.
 func (s *Server) Jobs(t testing.TB) []Job {
 	t.Helper()
-	out, err := exec.Command("lpstat", "-h", s.Addr, "-W", "completed", "-o", s.Queue).CombinedOutput()
+	out, err := s.cmd("lpstat", "-h", s.Addr, "-W", "completed", "-o", s.Queue).CombinedOutput()
 	if err != nil {
 		t.Fatalf("lpstat: %v\n%s", err, out)
 	}
