@@ -15,6 +15,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/bootsector"
 	"github.com/overtime-hpc/overtime/internal/testenv/cupstest"
 	"github.com/overtime-hpc/overtime/internal/testenv/imagetest"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/unidir"
 	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
@@ -217,10 +218,11 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	if out, err := vm.Console.Run("cat /run/overtime/seat.status; echo 'Exercise sheet 3' | lp", time.Minute); err != nil || !strings.Contains(out, "ok\n") {
 		t.Fatalf("the seat's status and lp: %v\n%s", err, out)
 	}
-	bootlab.Eventually(t, "the student's page at the print server", time.Minute, func() bool {
-		jobs := cups.Jobs(t)
-		return len(jobs) == 1 && jobs[0].User == "student" && jobs[0].Data == "Exercise sheet 3\n"
-	})
+	var jobs []cupstest.Job
+	if !poll.Wait(time.Minute, func() bool { jobs = cups.Jobs(t); return len(jobs) > 0 }) ||
+		len(jobs) != 1 || jobs[0].User != "student" || jobs[0].Data != "Exercise sheet 3\n" {
+		t.Fatalf("the print server has %+v, want the student's page\n%s", jobs, cups.Logs())
+	}
 	if err := vm.Console.Send("exit"); err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,15 @@ PreserveJobFiles Yes
   Order allow,deny
   Allow all
 </Location>
+# Job owners are private to other users by default (lpstat shows "unknown"); the test
+# reads them from any address.
+<Policy default>
+  JobPrivateAccess all
+  JobPrivateValues none
+  <Limit All>
+    Order deny,allow
+  </Limit>
+</Policy>
 `, addr),
 		// No PPD: a raw queue, which keeps what arrives as it was sent. The device is
 		// /dev/null: what counts is that the job reached the server, as whom, with what.
