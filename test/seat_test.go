@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-ldap/ldap/v3"
+
+	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/cupstest"
@@ -36,8 +39,17 @@ func TestSeatStudentLogin(t *testing.T) {
 	uni.AddPosixUser(t, unidir.PosixUser{UID: "student", UIDNumber: 1234567, GIDNumber: 1234500, CN: "Stu Dent", Password: "ldap-pw"})
 	uni.AddPosixGroup(t, "students", 1234500, "student")
 	ca := uni.CA.PEM(t)
+	// The account the PCs search with has a password with what sssd.conf's parser might
+	// take for a comment or a separator: it must arrive whole.
+	const bindPW = "s3cret # not; a comment = really"
+	uniRoot := ldapRoot(t, uni)
+	mod := ldap.NewModifyRequest(uni.ServiceDN, nil)
+	mod.Replace("userPassword", []string{slapdenv.SSHA(bindPW)})
+	if err := uniRoot.Modify(mod); err != nil {
+		t.Fatal(err)
+	}
 	secrets := t.TempDir()
-	if err := os.WriteFile(filepath.Join(secrets, "bind-password"), []byte(uni.ServicePW+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(secrets, "bind-password"), []byte(bindPW+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := testenv.New(t, testenv.Options{API: api.Options{DesktopSecrets: secrets}})
@@ -76,14 +88,14 @@ func TestSeatStudentLogin(t *testing.T) {
 
 	// No logins configured yet: no login files (printing only), and the console's
 	// prompt says why.
-	root := seatLogin()
-	if _, err := os.Stat(filepath.Join(root, "etc/sssd/sssd.conf")); !os.IsNotExist(err) {
+	pcRoot := seatLogin()
+	if _, err := os.Stat(filepath.Join(pcRoot, "etc/sssd/sssd.conf")); !os.IsNotExist(err) {
 		t.Fatalf("unconfigured: sssd.conf written (%v)", err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(root, "etc/cups/client.conf")); !strings.Contains(string(b), "ServerName "+cups.Addr+"\n") {
+	if b, _ := os.ReadFile(filepath.Join(pcRoot, "etc/cups/client.conf")); !strings.Contains(string(b), "ServerName "+cups.Addr+"\n") {
 		t.Fatalf("client.conf: %q", b)
 	}
-	if b, _ := os.ReadFile(filepath.Join(root, "run/issue.d/50-overtime-login.issue")); !strings.Contains(string(b), "No university directory is configured") {
+	if b, _ := os.ReadFile(filepath.Join(pcRoot, "run/issue.d/50-overtime-login.issue")); !strings.Contains(string(b), "No university directory is configured") {
 		t.Fatalf("unconfigured: login prompt says %q", b)
 	}
 
@@ -93,11 +105,11 @@ func TestSeatStudentLogin(t *testing.T) {
 	if err := admin.Send("PUT", "/api/v1/site/desktop-login", nil, login, nil); err != nil {
 		t.Fatal(err)
 	}
-	root = seatLogin()
-	if fi, err := os.Stat(filepath.Join(root, "etc/sssd/sssd.conf")); err != nil || fi.Mode().Perm() != 0o600 {
+	pcRoot = seatLogin()
+	if fi, err := os.Stat(filepath.Join(pcRoot, "etc/sssd/sssd.conf")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("sssd.conf: %v %v, want mode 0600", fi, err)
 	}
-	seat := sssdtest.Start(t, filepath.Join(root, "etc"))
+	seat := sssdtest.Start(t, filepath.Join(pcRoot, "etc"))
 	pw, err := seat.Getent("passwd", "student")
 	if err != nil || !strings.HasPrefix(pw, "student:*:1234567:1234500:Stu Dent:/home/student:") {
 		t.Fatalf("getent passwd student: %q %v\n%s", pw, err, seat.Logs())
@@ -139,13 +151,13 @@ func TestSeatStudentLogin(t *testing.T) {
 	if err := admin.Send("PUT", "/api/v1/site/desktop-login", nil, login, nil); err != nil {
 		t.Fatal(err)
 	}
-	root = seatLogin()
+	pcRoot = seatLogin()
 	for path, mode := range map[string]os.FileMode{"etc/sssd/overtime.keytab": 0o600, "etc/krb5.conf": 0o644} {
-		if fi, err := os.Stat(filepath.Join(root, path)); err != nil || fi.Mode().Perm() != mode {
+		if fi, err := os.Stat(filepath.Join(pcRoot, path)); err != nil || fi.Mode().Perm() != mode {
 			t.Fatalf("%s: %v %v, want mode %o", path, fi, err, mode)
 		}
 	}
-	krb := sssdtest.Start(t, filepath.Join(root, "etc"))
+	krb := sssdtest.Start(t, filepath.Join(pcRoot, "etc"))
 	if err := krb.Authenticate("student", "krb-pw"); err != nil {
 		t.Fatalf("student's Kerberos password refused: %v\n%s\nKDC:\n%s", err, krb.Logs(), kdc.Logs())
 	}
@@ -168,11 +180,11 @@ func TestSeatStudentLogin(t *testing.T) {
 	if err := admin.Send("PUT", "/api/v1/site/desktop-login", nil, login, nil); err != nil {
 		t.Fatal(err)
 	}
-	root = seatLogin()
-	if b, _ := os.ReadFile(filepath.Join(root, "run/issue.d/50-overtime-login.issue")); !strings.Contains(string(b), "The university directory ("+dead+") cannot be reached from this PC") {
+	pcRoot = seatLogin()
+	if b, _ := os.ReadFile(filepath.Join(pcRoot, "run/issue.d/50-overtime-login.issue")); !strings.Contains(string(b), "The university directory ("+dead+") cannot be reached from this PC") {
 		t.Fatalf("directory down: login prompt says %q", b)
 	}
-	down := sssdtest.Start(t, filepath.Join(root, "etc"))
+	down := sssdtest.Start(t, filepath.Join(pcRoot, "etc"))
 	started := time.Now()
 	if err := down.Authenticate("student", "ldap-pw"); err == nil {
 		t.Fatal("a login succeeded with the directory down")
@@ -181,4 +193,18 @@ func TestSeatStudentLogin(t *testing.T) {
 		t.Fatal("the student resolved with the directory down")
 	}
 	t.Logf("with the directory down, a login and a look-up failed in %v", time.Since(started).Round(time.Millisecond))
+}
+
+// ldapRoot is a connection to the university directory as its rootdn.
+func ldapRoot(t *testing.T, uni *unidir.Dir) *ldap.Conn {
+	t.Helper()
+	c, err := ldap.DialURL(uni.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Bind(uni.RootDN, uni.RootPW); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
