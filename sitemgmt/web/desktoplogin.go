@@ -12,7 +12,7 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/overtime-hpc/overtime/vocab/model"
@@ -77,26 +77,26 @@ func (f *loginForm) config() *model.DesktopLogin {
 // loginFields are the fields a form has, by the model's (JSON) names.
 var loginFields = []string{"provider", "uris", "searchBase", "bindDN", "caCert", "realm", "kdcs", "domain"}
 
-var loginFieldRe = regexp.MustCompile(`^desktopLogin\.([A-Za-z]+):`)
-
-// loginErrorField is the field of a scope's form that the service's message names
-// ("desktopLogin.realm: …" for the site, "pool lab-a desktopLogin.realm: …" for a pool),
-// "" when it names none of this scope's fields (then it is the whole form's).
-func loginErrorField(scope, msg string) string {
-	if scope != siteScope {
+// seatErrorField is the field of a seat form (fields of the model's field what, e.g.
+// "desktopLogin") that the service's message names: "what.field: …" for the site (pool
+// ""), "pool NAME what.field: …" for pool NAME; "" when it names none of them (then the
+// message is the whole form's).
+func seatErrorField(pool, what string, fields []string, msg string) string {
+	if pool != "" {
 		var ok bool
-		if msg, ok = strings.CutPrefix(msg, "pool "+scope+" "); !ok {
+		if msg, ok = strings.CutPrefix(msg, "pool "+pool+" "); !ok {
 			return ""
 		}
 	}
-	if m := loginFieldRe.FindStringSubmatch(msg); m != nil {
-		for _, f := range loginFields {
-			if f == m[1] {
-				return f
-			}
-		}
+	rest, ok := strings.CutPrefix(msg, what+".")
+	if !ok {
+		return ""
 	}
-	return ""
+	f, _, ok := strings.Cut(rest, ":")
+	if !ok || !slices.Contains(fields, f) {
+		return ""
+	}
+	return f
 }
 
 // LoginScope is one scope on the page: the site, or a pool.
@@ -286,7 +286,7 @@ func (u *UI) desktopLoginPost(q *Req) {
 	u.wrote(false, changes, err)
 	if err != nil {
 		status, msg := ErrorStatus(err)
-		if f := loginErrorField(s.Scope, msg); f != "" {
+		if f := seatErrorField(s.Pool, "desktopLogin", loginFields, msg); f != "" {
 			s.Form.Err[f] = msg
 		} else {
 			s.FormErr = msg

@@ -10,7 +10,6 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/overtime-hpc/overtime/vocab/model"
@@ -43,21 +42,11 @@ func readPrintingForm(q *Req) printingForm {
 		DefaultPrinter: strings.TrimSpace(q.PostFormValue("defaultPrinter")), Err: map[string]string{}}
 }
 
-var printingFieldRe = regexp.MustCompile(`^printing\.(server|defaultPrinter):`)
-
 // failed records the service's refusal msg at the field it names ("printing.server: …"
 // for the site, "pool lab-a printing.server: …" for pool lab-a), else as the form's.
 func (f *printingForm) failed(pool, msg string) {
-	m := msg
-	if pool != "" {
-		var ok bool
-		if m, ok = strings.CutPrefix(msg, "pool "+pool+" "); !ok {
-			f.FormErr = msg
-			return
-		}
-	}
-	if sm := printingFieldRe.FindStringSubmatch(m); sm != nil {
-		f.Err[sm[1]] = msg
+	if field := seatErrorField(pool, "printing", []string{"server", "defaultPrinter"}, msg); field != "" {
+		f.Err[field] = msg
 		return
 	}
 	f.FormErr = msg
