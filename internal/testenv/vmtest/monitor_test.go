@@ -2,6 +2,8 @@ package vmtest
 
 import (
 	"encoding/json"
+	"image/color"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -64,5 +66,50 @@ func TestMonitor(t *testing.T) {
 	vm.Stop()
 	if _, err := vm.Monitor().Command("query-status", nil); err == nil {
 		t.Error("a command after Stop succeeded")
+	}
+}
+
+// TestScreendump: a VM with a display shows the initrd's text console on its VGA card; the
+// screen read through the monitor is a PNG of the emulated card's size, and text typed on
+// the keyboard reaches the guest (a file written by what was typed).
+func TestScreendump(t *testing.T) {
+	t.Parallel()
+	im := testimage.Get(t)
+	vm := StartT(t, Config{Name: "screen", Kernel: im.Path(testimage.Kernel), Initrd: im.Path(testimage.Initrd),
+		Append: "console=ttyS0 loglevel=1 rdinit=/bin/sh", Display: true})
+	if _, err := vm.Console.Expect(regexp.MustCompile(`built-in shell \(ash\)`), 120*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// A shell on tty1, the VGA console: what the keyboard types runs there.
+	if _, err := vm.Console.Run("mkdir -p /dev /tmp && mount -t devtmpfs devtmpfs /dev && (setsid sh -c 'exec sh </dev/tty1 >/dev/tty1 2>&1' &)", 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Monitor().Type("echo Typed-OK_1 >/tmp/typed\n", 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := vm.Console.Run("until [ -s /tmp/typed ]; do sleep 0.1; done; cat /tmp/typed", 60*time.Second); err != nil || !strings.Contains(out, "Typed-OK_1") {
+		t.Fatalf("typed text did not run on tty1: %v %q", err, out)
+	}
+	img, err := vm.Screendump(filepath.Join(t.TempDir(), "screen.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() < 640 || b.Dy() < 400 {
+		t.Errorf("screen %v, want at least 640x400", b)
+	}
+	// Text on black: more than one colour, and mostly the background.
+	if n := Colours(img, 64); n < 2 {
+		t.Errorf("%d colours on the screen: blank", n)
+	}
+	if s := Share(img, color.RGBA{0, 0, 0, 255}, 8); s < 0.5 {
+		t.Errorf("black share %.2f of a text console, want most", s)
+	}
+	if err := vm.Monitor().Type("\u00e9", 0); err == nil {
+		t.Error("Type of a character without a key succeeded")
+	}
+	noDisplay := StartT(t, Config{Name: "nodisplay", Kernel: im.Path(testimage.Kernel), Initrd: im.Path(testimage.Initrd),
+		Append: "console=ttyS0 loglevel=1 rdinit=/bin/sh"})
+	if _, err := noDisplay.Screendump(filepath.Join(t.TempDir(), "x.png")); err == nil {
+		t.Error("Screendump without a display succeeded")
 	}
 }

@@ -105,6 +105,10 @@ type Config struct {
 	// guest), after the NIC in the boot order.
 	Disks []string
 
+	// Display gives the VM a standard VGA card (bochs-drm in a Linux guest), whose screen
+	// a test reads with Monitor().Screendump: nothing is shown on the host.
+	Display bool
+
 	MemoryMB int      // default 512
 	CPUs     int      // default 1
 	Extra    []string // more QEMU arguments
@@ -254,6 +258,9 @@ func qemuArgs(cfg Config, accel string) ([]string, error) {
 		// for the guest, not for QEMU.
 		"-chardev", "stdio,id=con0,signal=off",
 		"-serial", "chardev:con0",
+	}
+	if cfg.Display {
+		args = append(args, "-device", "VGA")
 	}
 	if accel == "kvm" {
 		args = append(args, "-cpu", "host")
