@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootsector"
 	"github.com/overtime-hpc/overtime/internal/testenv/cupstest"
@@ -97,7 +98,7 @@ hosts:
 }
 
 func TestDesktopImageRunsSlurmJob(t *testing.T) {
-	desk := imagetest.Get(t, "desktop-minimal")
+	desk := imagetest.Get(t, "desktop")
 	compute := imagetest.Get(t, "compute-guest")
 	if desk.Package("overtime-agent") == "" || compute.Package("overtime-slurm") == "" || compute.Package("slurmd") == "" {
 		t.Fatalf("the images lack Overtime's packages: desktop overtime-agent %q, guest overtime-slurm %q slurmd %q",
@@ -129,7 +130,7 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "desk1")
 	os.MkdirAll(dir, 0o755)
 	vm := vmtest.StartT(t, vmtest.Config{Name: "desk1", Dir: dir, NS: l.NS, Tap: "tapd1", MAC: "52:54:00:0d:00:01",
-		Firmware: vmtest.BIOS, Disks: []string{idDisk(t, "ext4", strings.TrimSpace(string(tok)))}, MemoryMB: 2048, CPUs: 2})
+		Firmware: vmtest.BIOS, Disks: []string{idDisk(t, "ext4", strings.TrimSpace(string(tok)))}, MemoryMB: 2048, CPUs: 2, Display: true})
 	expect := func(re string, within time.Duration) {
 		t.Helper()
 		if _, err := vm.Console.Expect(regexp.MustCompile(re), within); err != nil {
@@ -223,6 +224,9 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 		len(jobs) != 1 || jobs[0].User != "student" || jobs[0].Data != "Exercise sheet 3\n" {
 		t.Fatalf("the print server has %+v, want the student's page\n%s", jobs, cups.Logs())
 	}
+	// At the PC's screen and keyboard: the greeter, a wrong password, the student's Xfce
+	// session, logout (test/seat_graphical_test.go).
+	checkSeatGreeter(t, vm, testenv.ArtefactDir(t, "desktop-seat"))
 	if err := vm.Console.Send("exit"); err != nil {
 		t.Fatal(err)
 	}

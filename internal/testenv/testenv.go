@@ -167,3 +167,19 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// ArtefactDir is a directory for what a test keeps after its run (screenshots of a booted
+// desktop, for a person to look at): $OVERTIME_ARTEFACTS/NAME, or bin/artefacts/NAME in
+// the checkout (which git ignores). Unlike t.TempDir, it survives the test.
+func ArtefactDir(t testing.TB, name string) string {
+	t.Helper()
+	base := os.Getenv("OVERTIME_ARTEFACTS")
+	if base == "" {
+		base = filepath.Join(RepoRoot(t), "bin", "artefacts")
+	}
+	dir := filepath.Join(base, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

@@ -119,3 +119,23 @@ func (vm *VM) Screendump(path string) (image.Image, error) {
 	}
 	return vm.mon.Screendump(path)
 }
+
+// Changed counts the pixels that differ between two screens (all of them if the sizes
+// differ).
+func Changed(a, b image.Image) int {
+	ab, bb := a.Bounds(), b.Bounds()
+	if ab != bb {
+		return ab.Dx()*ab.Dy() + bb.Dx()*bb.Dy()
+	}
+	n := 0
+	for y := ab.Min.Y; y < ab.Max.Y; y++ {
+		for x := ab.Min.X; x < ab.Max.X; x++ {
+			r1, g1, b1, _ := a.At(x, y).RGBA()
+			r2, g2, b2, _ := b.At(x, y).RGBA()
+			if r1 != r2 || g1 != g2 || b1 != b2 {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,161 @@
+package test
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
+)
+
+// The graphical seat of a booted desktop (the desktop flavour: LightDM, Xfce), driven as a
+// person drives it: keys typed on the PC's keyboard (QEMU's PS/2 keyboard, through the
+// monitor), the screen read from its VGA card (screendump, kept as PNGs in the run's
+// artefacts). What the screen cannot say (which session runs, as whom) is read from
+// logind through a shell the student has on the serial console.
+
+// keyPause paces typed keys: under TCG a GTK greeter takes each key in tens of
+// milliseconds, and keys arriving faster than that were lost in trials.
+const keyPause = 150 * time.Millisecond
+
+// graphicalSeat drives one booted desktop's screen; shell runs a command in a console
+// session of a logged-in user (logind's sessions are visible to every user).
+type graphicalSeat struct {
+	t     *testing.T
+	vm    *vmtest.VM
+	shots string // the artefact directory
+	n     int
+}
+
+// shot keeps the screen as NAME.png and says where; a screen of a handful of colours is
+// a text console or a blank one, not a graphical greeter or desktop.
+func (g *graphicalSeat) shot(name string) string {
+	g.t.Helper()
+	g.n++
+	path := filepath.Join(g.shots, fmt.Sprintf("%02d-%s.png", g.n, name))
+	img, err := g.vm.Screendump(path)
+	if err != nil {
+		g.t.Fatalf("screendump %s: %v", name, err)
+	}
+	if n := vmtest.Colours(img, 64); n < 64 {
+		g.t.Errorf("screen %s: %d colours, not a graphical screen (%s)", name, n, path)
+	}
+	g.t.Logf("screen %s: %s (%dx%d)", name, path, img.Bounds().Dx(), img.Bounds().Dy())
+	return path
+}
+
+// session is one logind session as loginctl shows it.
+type session struct{ ID, User, Class, Type, State string }
+
+// sessions lists logind's sessions through the console shell.
+func (g *graphicalSeat) sessions() []session {
+	g.t.Helper()
+	out, err := g.vm.Console.Run(`for s in $(loginctl list-sessions --no-legend | awk '{print $1}'); do `+
+		`printf 'SESSION %s %s %s %s %s\n' "$s" $(loginctl show-session "$s" --value -p Name -p Class -p Type -p State); done`, time.Minute)
+	if err != nil {
+		g.t.Fatalf("loginctl: %v", err)
+	}
+	var all []session
+	for _, m := range regexp.MustCompile(`(?m)^SESSION (\S+) (\S+) (\S+) (\S+) (\S+)\r?$`).FindAllStringSubmatch(out, -1) {
+		all = append(all, session{m[1], m[2], m[3], m[4], m[5]})
+	}
+	return all
+}
+
+// waitSession waits until a session of user and class (greeter, user) on X11 is active.
+func (g *graphicalSeat) waitSession(what, user, class string, within time.Duration) {
+	g.t.Helper()
+	var last []session
+	bootlab.Eventually(g.t, what, within, func() bool {
+		last = g.sessions()
+		for _, s := range last {
+			if s.User == user && s.Class == class && s.Type == "x11" && s.State == "active" {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// noSession: no session of user on X11 is left.
+func (g *graphicalSeat) noSession(what, user string, within time.Duration) {
+	g.t.Helper()
+	bootlab.Eventually(g.t, what, within, func() bool {
+		for _, s := range g.sessions() {
+			if s.User == user && s.Type == "x11" && s.State != "closing" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// login types a user's name and password into the greeter, as a person does: the name,
+// Return, and once the greeter has taken the name (its screen changed: the prompt moved
+// on to the password), the password and Return. Keys typed before the password field is
+// there would be lost.
+func (g *graphicalSeat) login(user, password string) {
+	g.t.Helper()
+	mon := g.vm.Monitor()
+	if err := mon.Type(user, keyPause); err != nil {
+		g.t.Fatal(err)
+	}
+	tmp := g.t.TempDir()
+	before, err := g.vm.Screendump(filepath.Join(tmp, "before.png"))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if err := mon.Type("\n", keyPause); err != nil {
+		g.t.Fatal(err)
+	}
+	// More than a blinking cursor (a few dozen pixels) must change.
+	bootlab.Eventually(g.t, "the greeter taking "+user+"'s name", time.Minute, func() bool {
+		now, err := g.vm.Screendump(filepath.Join(tmp, "after.png"))
+		return err == nil && vmtest.Changed(before, now) > 400
+	})
+	if err := mon.Type(password+"\n", keyPause); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// checkSeatGreeter: the booted desktop shows LightDM's greeter; a wrong password does not
+// log in (and PAM says why on the journal); the student's own password starts an Xfce
+// session as them; ending it brings the greeter back. shell is a console session of the
+// student, from which logind is asked.
+func checkSeatGreeter(t *testing.T, vm *vmtest.VM, shots string) {
+	g := &graphicalSeat{t: t, vm: vm, shots: shots}
+	g.waitSession("LightDM's greeter on seat0", "lightdm", "greeter", 5*time.Minute)
+	g.shot("greeter")
+
+	g.login("student", "wrong-pw")
+	if _, err := vm.Console.Expect(regexp.MustCompile(`pam_sss\(lightdm:auth\): authentication failure;.*user=student`), 2*time.Minute); err != nil {
+		t.Fatalf("a wrong password at the greeter: %v", err)
+	}
+	for _, s := range g.sessions() {
+		if s.User == "student" && s.Type == "x11" {
+			t.Fatalf("a wrong password started a session: %+v", s)
+		}
+	}
+	g.shot("wrong-password")
+
+	g.login("student", "ldap-pw")
+	g.waitSession("student's X11 session on seat0", "student", "user", 5*time.Minute)
+	bootlab.Eventually(t, "Xfce running as student", 5*time.Minute, func() bool {
+		out, err := vm.Console.Run("pgrep -u student -x xfdesktop >/dev/null && echo XFCE-UP", time.Minute)
+		return err == nil && strings.Contains(out, "XFCE-UP")
+	})
+	g.shot("session")
+
+	// Logging out (Xfce's session manager ends: what its Log Out does) brings the greeter
+	// back, and nothing of the student's runs on.
+	if _, err := vm.Console.Run("pkill -TERM -u student -x xfce4-session", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g.noSession("student's X11 session ended", "student", 3*time.Minute)
+	g.waitSession("the greeter back after logout", "lightdm", "greeter", 3*time.Minute)
+	g.shot("greeter-again")
+}
