@@ -404,6 +404,9 @@ var fieldRights = map[string]entityRights{
 			"desktopLogin": {never, never},
 			// The room's print server: the pool admin's, like its room and description.
 			"printing": {always, never},
+			// The room's file server for home directories: the pool admin's, like its
+			// print server (docs/desktop.md "Homes" says what that trusts them with).
+			"homes": {always, never},
 		},
 	},
 	model.EntityHost: {
