@@ -220,4 +220,7 @@ func TestDebianPackages(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "usr/lib/overtime/exam-lockdown")); err != nil {
 		t.Errorf("exam lockdown helper: %v", err)
 	}
+	if fi, err := os.Stat(filepath.Join(dir, "usr/lib/overtime/seat-home-notice")); err != nil || fi.Mode().Perm()&0o111 == 0 {
+		t.Errorf("homes notice script (pam_exec runs it): %v", err)
+	}
 }

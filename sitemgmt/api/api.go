@@ -171,6 +171,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/v1/site/desktop-login", s.read(s.getDesktopLogin))
 	m.HandleFunc("PUT /api/v1/site/desktop-login", s.write(s.putDesktopLogin))
 	m.HandleFunc("DELETE /api/v1/site/desktop-login", s.write(s.deleteDesktopLogin))
+	m.HandleFunc("GET /api/v1/site/homes", s.read(s.getHomes))
+	m.HandleFunc("PUT /api/v1/site/homes", s.write(s.putHomes))
+	m.HandleFunc("DELETE /api/v1/site/homes", s.write(s.deleteHomes))
 	m.HandleFunc("GET /api/v1/mode-at", s.read(s.modeAt))
 	m.HandleFunc("GET /api/v1/render/{what}", s.read(s.render))
 	m.HandleFunc("POST /api/v1/hosts/import", s.user(mayImportHosts, s.importHosts))
@@ -612,6 +615,32 @@ func (s *Server) putDesktopLogin(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteDesktopLogin(w http.ResponseWriter, r *http.Request) {
 	changes, err := s.svc.Entities.PutDesktopLogin(r.Context(), principal(r), dryRun(r), "", nil)
+	s.written(w, r, http.StatusOK, changes, err)
+}
+
+// getHomes answers the site's homes (404 when it has none); a pool's own is part of the
+// pool.
+func (s *Server) getHomes(w http.ResponseWriter, r *http.Request) {
+	h := s.svc.Snapshot().Site.Homes
+	if h == nil {
+		s.httpError(w, model.NotFound("homes configuration", "site"))
+		return
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+func (s *Server) putHomes(w http.ResponseWriter, r *http.Request) {
+	var in model.Homes
+	if err := decodeJSON(r, &in); err != nil {
+		s.httpError(w, err)
+		return
+	}
+	changes, err := s.svc.Entities.PutHomes(r.Context(), principal(r), dryRun(r), "", &in)
+	s.written(w, r, http.StatusOK, changes, err)
+}
+
+func (s *Server) deleteHomes(w http.ResponseWriter, r *http.Request) {
+	changes, err := s.svc.Entities.PutHomes(r.Context(), principal(r), dryRun(r), "", nil)
 	s.written(w, r, http.StatusOK, changes, err)
 }
 

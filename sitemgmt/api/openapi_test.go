@@ -117,6 +117,7 @@ func TestOpenAPICoverage(t *testing.T) {
 	env.ApplyExample(t)
 	runAPISuite(t, env)
 	runSeatSuite(t, testenv.Options{Wrap: chk.wrap})
+	runHomesSuite(t, testenv.Options{Wrap: chk.wrap})
 	if missing := chk.unused(); len(missing) > 0 {
 		t.Errorf("operations in docs/api/openapi.yaml that no test exercised: %s", strings.Join(missing, ", "))
 	}

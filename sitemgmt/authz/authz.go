@@ -404,6 +404,11 @@ var fieldRights = map[string]entityRights{
 			"desktopLogin": {never, never},
 			// The room's print server: the pool admin's, like its room and description.
 			"printing": {always, never},
+			// The file server of the pool's homes: a site admin's, like desktopLogin. It
+			// gets every file the pool's users save and, for cifs, their password (or a
+			// Kerberos ticket): a pool admin could otherwise collect the passwords of
+			// everyone who logs in at the pool's PCs.
+			"homes": {never, never},
 		},
 	},
 	model.EntityHost: {

@@ -70,6 +70,12 @@ func TestCheck(t *testing.T) {
 		}, []string{"root", "alice"}, []string{"carol", "dave", "eve"}},
 		{"move host from a to b", func(s *model.Site) { s.Host("a1").Pool = "b" }, []string{"root"}, []string{"alice", "carol"}},
 		{"change pool a room", func(s *model.Site) { s.Pool("a").Room = "R1" }, []string{"root", "alice"}, []string{"carol", "dave"}},
+		{"set pool a homes", func(s *model.Site) {
+			s.Pool("a").Homes = &model.Homes{Type: model.HomesNFS, Server: "files", Path: "/h/%(USER)"}
+		}, []string{"root", "alice"}, []string{"carol", "dave", "eve"}},
+		{"set the site's homes", func(s *model.Site) {
+			s.Homes = &model.Homes{Type: model.HomesNFS, Server: "files", Path: "/h/%(USER)"}
+		}, []string{"root"}, []string{"alice", "carol", "dave"}},
 		{"assign pool a a boot server", func(s *model.Site) { s.Pool("a").BootServer = "x" }, []string{"root"}, []string{"alice"}},
 		{"add course rule to pool a", func(s *model.Site) { bookPool(s, "a", "sat 10:00-12:00 course-bio", "carol") },
 			[]string{"root", "alice", "carol"}, []string{"dave", "frank"}},

@@ -65,6 +65,7 @@ const (
 	aPolicy        = "otPolicy"
 	aDesktopLogin  = "otDesktopLogin"
 	aPrinting      = "otPrinting"
+	aHomes         = "otHomes"
 	aGuest         = "otGuest"
 	aTokenHash     = "otAgentTokenHash"
 )
@@ -100,6 +101,7 @@ const (
 	maxJSON         = 4096
 	maxLoginJSON    = 16384
 	maxPrintingJSON = 1024
+	maxHomesJSON    = 1024
 )
 
 // attr is one LDAP attribute of an entity and the model field it carries ("" for the
@@ -147,9 +149,8 @@ func parseGenTime(v string) (time.Time, error) {
 func siteEntry(s *model.Site) entry {
 	login, err := jsonValueMax("site desktopLogin", s.DesktopLogin, marshalJSON[model.DesktopLogin], maxLoginJSON)
 	printing, perr := jsonValueMax("site printing", s.Printing, marshalJSON[model.Printing], maxPrintingJSON)
-	if err == nil {
-		err = perr
-	}
+	homes, herr := jsonValueMax("site homes", s.Homes, marshalJSON[model.Homes], maxHomesJSON)
+	err = errors.Join(err, perr, herr)
 	return entry{classes: []string{"organizationalUnit", ocSite}, attrs: []attr{
 		{"name", aSiteName, opt(s.Name)},
 		{"timezone", aTimezone, opt(s.Timezone)},
@@ -157,6 +158,7 @@ func siteEntry(s *model.Site) entry {
 		{"unknownMode", aUnknownMode, opt(s.UnknownMode)},
 		{"desktopLogin", aDesktopLogin, login},
 		{"printing", aPrinting, printing},
+		{"homes", aHomes, homes},
 	}, err: err}
 }
 
@@ -189,7 +191,8 @@ func poolEntry(p *model.Pool) entry {
 	}
 	login, lerr := jsonValueMax("pool "+p.Name+" desktopLogin", p.DesktopLogin, marshalJSON[model.DesktopLogin], maxLoginJSON)
 	printing, perr := jsonValueMax("pool "+p.Name+" printing", p.Printing, marshalJSON[model.Printing], maxPrintingJSON)
-	err = errors.Join(err, lerr, perr)
+	homes, herr := jsonValueMax("pool "+p.Name+" homes", p.Homes, marshalJSON[model.Homes], maxHomesJSON)
+	err = errors.Join(err, lerr, perr, herr)
 	return entry{classes: []string{ocPool}, attrs: []attr{
 		{"", aCN, []string{p.Name}},
 		{"description", aDescription, opt(p.Description)},
@@ -200,6 +203,7 @@ func poolEntry(p *model.Pool) entry {
 		{"policy", aPolicy, policy},
 		{"desktopLogin", aDesktopLogin, login},
 		{"printing", aPrinting, printing},
+		{"homes", aHomes, homes},
 	}, err: err}
 }
 

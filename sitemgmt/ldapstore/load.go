@@ -33,7 +33,7 @@ var loadAttrs = []string{
 	aModeKind, aImageName, aPinned, aVMImage, aKernel, aInitrd, aKernelArgs,
 	aImageKind, aVersion, aSHA256, aSize, aPath, aCreated,
 	aExceptionKind, aStart, aEnd, aModeName, aTargetPool, aTargetHost, aRoleKind,
-	aPolicy, aGuest, aDesktopLogin, aPrinting,
+	aPolicy, aGuest, aDesktopLogin, aPrinting, aHomes,
 }
 
 // Load reads the whole site with one paged subtree search of ou=overtime and returns it
@@ -173,6 +173,9 @@ func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry
 		if site.Printing, err = decodePrinting(e.DN, a); err != nil {
 			return false, err
 		}
+		if site.Homes, err = decodeHomes(e.DN, a); err != nil {
+			return false, err
+		}
 		isSite = true
 	case a.is(ocHost):
 		h := model.Host{
@@ -198,6 +201,9 @@ func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry
 			return false, err
 		}
 		if p.Printing, err = decodePrinting(e.DN, a); err != nil {
+			return false, err
+		}
+		if p.Homes, err = decodeHomes(e.DN, a); err != nil {
 			return false, err
 		}
 		site.Pools = append(site.Pools, p)
@@ -278,7 +284,7 @@ func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry
 }
 
 // seatField is a structured seat field of the site or a pool (model.DesktopLogin,
-// model.Printing): validated by field name.
+// model.Printing, model.Homes): validated by field name.
 type seatField interface {
 	Validate(what string) error
 }
@@ -311,4 +317,9 @@ func decodeDesktopLogin(dn string, a attrs) (*model.DesktopLogin, error) {
 
 func decodePrinting(dn string, a attrs) (*model.Printing, error) {
 	return decodeSeatField[model.Printing](dn, a, aPrinting, "printing")
+}
+
+// decodeHomes decodes an entry's otHomes.
+func decodeHomes(dn string, a attrs) (*model.Homes, error) {
+	return decodeSeatField[model.Homes](dn, a, aHomes, "homes")
 }

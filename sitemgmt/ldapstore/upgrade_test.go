@@ -38,6 +38,10 @@ var schemaUpgrades = []struct {
 		{"MAY ( otUnknownMode $ otDesktopLogin $ otPrinting ) )", "MAY otUnknownMode )"},
 		{" $\n\t\totDesktopLogin $ otPrinting ) )", " ) )"},
 	}, "desktop-seat.ldif", "otDesktopLogin"},
+	{"# --- homes of the desktops", [][2]string{
+		{"MAY ( otUnknownMode $ otDesktopLogin $ otPrinting $ otHomes ) )", "MAY ( otUnknownMode $ otDesktopLogin $ otPrinting ) )"},
+		{" $\n\t\totDesktopLogin $ otPrinting $ otHomes ) )", " $\n\t\totDesktopLogin $ otPrinting ) )"},
+	}, "desktop-homes.ldif", "otHomes"},
 }
 
 // schemaBefore is a directory holding overtime.schema as it was before schemaUpgrades[i]

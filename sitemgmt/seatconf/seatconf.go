@@ -1,7 +1,8 @@
 // Package seatconf answers what a desktop's login stack gets: from the site's (or its
 // pool's) model.DesktopLogin and the secrets the site manager keeps for that PC, the
 // sssd.conf, krb5.conf, CA file and keytab the PC writes before its display manager
-// starts (overtime-agent seat-config; docs/desktop.md "Logins").
+// starts (overtime-agent seat-config; docs/desktop.md "Logins"); from its
+// model.Printing the CUPS client files, from its model.Homes pam_mount.conf.xml.
 //
 // sssd.conf (ding-libs' INI) and krb5.conf (profile) have no quoting: a value runs to the
 // end of its line and ',' separates list items. Every value written here is either a
@@ -75,21 +76,23 @@ func (dir SecretDir) For(host string, d *model.DesktopLogin) (Secrets, error) {
 	return sec, nil
 }
 
-// Seat is what the site says about a PC's seat: its pool's (or the site's) login and
-// printing configuration; nil fields: none.
+// Seat is what the site says about a PC's seat: its pool's (or the site's) login,
+// printing and homes configuration; nil fields: none.
 type Seat struct {
 	Login    *model.DesktopLogin
 	Printing *model.Printing
+	Homes    *model.Homes
 }
 
 // SeatFor is the seat of host, a host of pool, in site.
 func SeatFor(site *model.Site, pool string) Seat {
-	return Seat{Login: site.DesktopLoginFor(pool), Printing: site.PrintingFor(pool)}
+	return Seat{Login: site.DesktopLoginFor(pool), Printing: site.PrintingFor(pool), Homes: site.HomesFor(pool)}
 }
 
 // Render is what host (of pool) gets for its seat. When university logins cannot work
 // there (nothing configured, a secret missing), Unavailable says why, in words for the
-// PC's login screen, and no login file is given; printing is rendered either way. An
+// PC's login screen, and no login file is given; printing and homes are rendered either
+// way (local accounts print and get homes too). An
 // error means a value would not render inertly (a bind password with a line break) or
 // the configuration does not validate.
 func Render(s Seat, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
@@ -99,6 +102,12 @@ func Render(s Seat, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
 			return nil, err
 		}
 		out.Files = append(out.Files, printingFiles(s.Printing, host, pool)...)
+	}
+	if s.Homes != nil {
+		if err := s.Homes.Validate("homes"); err != nil {
+			return nil, err
+		}
+		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatPamMount, Mode: 0o644, Content: pamMountConf(s.Homes, host, pool)})
 	}
 	d := s.Login
 	switch {
@@ -122,7 +131,7 @@ func Render(s Seat, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
 		return nil, err
 	}
 	out.Directory = servers(d)
-	out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatSSSDConf, Mode: 0o600, Content: sssdConf(d, host, pool, sec)})
+	out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatSSSDConf, Mode: 0o600, Content: sssdConf(d, host, pool, sec, s.Homes != nil)})
 	if d.CACert != "" {
 		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatCACert, Mode: 0o644, Content: []byte(d.CACert)})
 	}
@@ -171,7 +180,7 @@ func header(b *bytes.Buffer, comment, host, pool, field string) {
 	fmt.Fprintf(b, "%s for host %s (pool %s). Rewritten at every boot: change the site instead.\n", comment, host, pool)
 }
 
-func sssdConf(d *model.DesktopLogin, host, pool string, sec Secrets) []byte {
+func sssdConf(d *model.DesktopLogin, host, pool string, sec Secrets, homes bool) []byte {
 	var b bytes.Buffer
 	header(&b, "#", host, pool, "desktopLogin")
 	opt := func(k, v string) { fmt.Fprintf(&b, "%s = %s\n", k, v) }
@@ -252,6 +261,11 @@ func sssdConf(d *model.DesktopLogin, host, pool string, sec Secrets) []byte {
 	// passwords would outlive a password change for the PC's uptime.
 	opt("cache_credentials", "false")
 	opt("enumerate", "false")
+	// With homes from the file server, ~ is where pam_mount mounts it, whatever the
+	// directory says (AD's default would be /home/DOMAIN/user).
+	if homes {
+		opt("override_homedir", HomeDir)
+	}
 	// Give up on an unreachable directory within seconds, so the login screen can say
 	// so instead of hanging.
 	opt("ldap_network_timeout", "3")
@@ -298,4 +312,51 @@ func servers(d *model.DesktopLogin) []string {
 		out = append(out, net.JoinHostPort(p.Hostname(), port))
 	}
 	return out
+}
+
+// HomeDir is every directory user's home on a PC with homes from the file server, in
+// sssd's notation; pam_mount's mount point is the same directory.
+const HomeDir = "/home/%u"
+
+// homeMountpoint is HomeDir in pam_mount's notation.
+const homeMountpoint = "/home/" + model.HomesUser
+
+// homesUIDs are the users pam_mount mounts a home for: every account of a directory
+// (sssd's IDs start at 1000, AD's ID mapping stays below 2^31), never root or a system
+// account of the image.
+const homesUIDs = "1000-2147483647"
+
+// pamMountConf is pam_mount.conf.xml with the one volume of the user's home. pam_mount
+// creates the mount point, owned by the user, when it is missing and removes it at
+// logout; at the last logout of the user it signals processes still using the home
+// (TERM, then KILL half a second later) so that the unmount does not fail. The values
+// written into attributes are model.Homes.Validate's XML-inert alphabet; host and pool
+// only appear in a comment, where "--" is not allowed.
+//
+// nosuid and nodev are always set: a set-uid file on the file server must not run as
+// root here. For cifs, pam_mount adds username= and uid= itself and hands mount.cifs the
+// password the user logged in with (pam_mount's auth hook keeps it); with sec=krb5*
+// cruid= lets cifs.upcall use the user's own Kerberos ticket instead.
+func pamMountConf(h *model.Homes, host, pool string) []byte {
+	opts := []string{"nosuid", "nodev"}
+	if h.Options != "" {
+		opts = append(opts, h.Options)
+	}
+	if h.Type == model.HomesCIFS && strings.Contains(","+h.Options, ",sec=krb5") {
+		opts = append(opts, "cruid=%(USERUID)")
+	}
+	var b bytes.Buffer
+	b.WriteString(`<?xml version="1.0" encoding="utf-8" ?>` + "\n")
+	b.WriteString(`<!DOCTYPE pam_mount SYSTEM "pam_mount.conf.xml.dtd">` + "\n")
+	var c bytes.Buffer
+	header(&c, "", strings.ReplaceAll(host, "--", "- -"), strings.ReplaceAll(pool, "--", "- -"), "homes")
+	b.WriteString("<!--\n" + c.String() + "-->\n")
+	b.WriteString("<pam_mount>\n")
+	b.WriteString(`<debug enable="0" />` + "\n")
+	fmt.Fprintf(&b, `<volume uid="%s" fstype="%s" server="%s" path="%s" mountpoint="%s" options="%s" />`+"\n",
+		homesUIDs, h.Type, h.Server, h.Path, homeMountpoint, strings.Join(opts, ","))
+	b.WriteString(`<mkmountpoint enable="1" remove="true" />` + "\n")
+	b.WriteString(`<logout wait="500000" hup="no" term="yes" kill="yes" />` + "\n")
+	b.WriteString("</pam_mount>\n")
+	return b.Bytes()
 }

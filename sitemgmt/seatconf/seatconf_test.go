@@ -1,6 +1,7 @@
 package seatconf
 
 import (
+	"encoding/xml"
 	"flag"
 	"fmt"
 	"os"
@@ -35,26 +36,33 @@ func cases() []struct {
 	d    *model.DesktopLogin
 	sec  Secrets
 	pr   *model.Printing
+	hm   *model.Homes
 } {
 	return []struct {
 		name string
 		d    *model.DesktopLogin
 		sec  Secrets
 		pr   *model.Printing
+		hm   *model.Homes
 	}{
 		{"ldap-starttls", &model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{"ldap://ldap1.uni.example", "ldap://ldap2.uni.example:3389"},
 			SearchBase: "dc=uni,dc=example", CACert: testCA, BindDN: "cn=pc-reader,ou=services,dc=uni,dc=example"},
-			Secrets{BindPassword: "s3cret # not a comment; = really"}, nil},
-		{"ldaps-anonymous", &model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{"ldaps://ldap.uni.example"}, SearchBase: "ou=people,dc=uni,dc=example"}, Secrets{}, nil},
+			Secrets{BindPassword: "s3cret # not a comment; = really"}, nil, nil},
+		{"ldaps-anonymous", &model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{"ldaps://ldap.uni.example"}, SearchBase: "ou=people,dc=uni,dc=example"}, Secrets{}, nil, nil},
 		{"krb5-keytab", &model.DesktopLogin{Provider: model.LoginKerberos, URIs: []string{"ldaps://ldap.uni.example"}, SearchBase: "dc=uni,dc=example",
-			CACert: testCA, Realm: "UNI.EXAMPLE", KDCs: []string{"kdc1.uni.example", "10.0.0.8:88"}}, Secrets{Keytab: []byte("\x05\x02keytab")}, nil},
+			CACert: testCA, Realm: "UNI.EXAMPLE", KDCs: []string{"kdc1.uni.example", "10.0.0.8:88"}}, Secrets{Keytab: []byte("\x05\x02keytab")}, nil, nil},
 		{"krb5-no-keytab", &model.DesktopLogin{Provider: model.LoginKerberos, URIs: []string{"ldaps://ldap.uni.example"}, SearchBase: "dc=uni,dc=example",
-			Realm: "UNI.EXAMPLE", KDCs: []string{"kdc1.uni.example"}}, Secrets{}, nil},
+			Realm: "UNI.EXAMPLE", KDCs: []string{"kdc1.uni.example"}}, Secrets{}, nil, nil},
 		{"ad", &model.DesktopLogin{Provider: model.LoginAD, URIs: []string{"ldap://dc1.ad.uni.example", "ldap://dc2.ad.uni.example"}, Realm: "AD.UNI.EXAMPLE", CACert: testCA},
-			Secrets{Keytab: []byte("\x05\x02keytab")}, nil},
+			Secrets{Keytab: []byte("\x05\x02keytab")}, nil, nil},
 		{"ldaps-printing", &model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{"ldaps://ldap.uni.example"}, SearchBase: "dc=uni,dc=example"},
-			Secrets{}, &model.Printing{Server: "print.uni.example:631", DefaultPrinter: "room-101"}},
-		{"printing-only", nil, Secrets{}, &model.Printing{Server: "print.uni.example"}},
+			Secrets{}, &model.Printing{Server: "print.uni.example:631", DefaultPrinter: "room-101"}, nil},
+		{"printing-only", nil, Secrets{}, &model.Printing{Server: "print.uni.example"}, nil},
+		{"homes-nfs", &model.DesktopLogin{Provider: model.LoginLDAP, URIs: []string{"ldaps://ldap.uni.example"}, SearchBase: "dc=uni,dc=example"},
+			Secrets{}, nil, &model.Homes{Type: model.HomesNFS, Server: "files.uni.example", Path: "/export/homes/%(USER)", Options: "vers=4.2,sec=sys"}},
+		{"homes-cifs", &model.DesktopLogin{Provider: model.LoginAD, URIs: []string{"ldap://dc1.ad.uni.example"}, Realm: "AD.UNI.EXAMPLE"},
+			Secrets{Keytab: []byte("\x05\x02keytab")}, nil, &model.Homes{Type: model.HomesCIFS, Server: "dc1.ad.uni.example", Path: "users$/%(USER)", Options: "vers=3.0,sec=krb5i"}},
+		{"homes-cifs-password", nil, Secrets{}, nil, &model.Homes{Type: model.HomesCIFS, Server: "files.uni.example", Path: "homes/%(USER)"}},
 	}
 }
 
@@ -63,7 +71,7 @@ func cases() []struct {
 func TestGolden(t *testing.T) {
 	for _, tc := range cases() {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := Render(Seat{Login: tc.d, Printing: tc.pr}, "pc-a01", "lab-a", tc.sec)
+			out, err := Render(Seat{Login: tc.d, Printing: tc.pr, Homes: tc.hm}, "pc-a01", "lab-a", tc.sec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,5 +180,68 @@ func TestSecretDir(t *testing.T) {
 	}
 	if _, err := SecretDir(dir).For("../keytabs/pc-a02", krb); err == nil {
 		t.Error("a path as host name: want refused")
+	}
+}
+
+// pam_mount.conf.xml is well-formed XML whose one volume carries exactly the site's
+// values (an XML parser reads back what was meant), mounted over the user's home for
+// directory users only; a configuration that does not validate is refused, not written.
+func TestPamMountConf(t *testing.T) {
+	type volume struct {
+		UID        string `xml:"uid,attr"`
+		FSType     string `xml:"fstype,attr"`
+		Server     string `xml:"server,attr"`
+		Path       string `xml:"path,attr"`
+		Mountpoint string `xml:"mountpoint,attr"`
+		Options    string `xml:"options,attr"`
+	}
+	type conf struct {
+		XMLName xml.Name `xml:"pam_mount"`
+		Volumes []volume `xml:"volume"`
+		Mkmnt   struct {
+			Enable string `xml:"enable,attr"`
+			Remove string `xml:"remove,attr"`
+		} `xml:"mkmountpoint"`
+		Logout struct {
+			Term string `xml:"term,attr"`
+			Kill string `xml:"kill,attr"`
+		} `xml:"logout"`
+	}
+	for _, tc := range []struct {
+		h    model.Homes
+		opts string
+	}{
+		{model.Homes{Type: model.HomesNFS, Server: "10.0.0.7", Path: "/export/~x/$y+@z/%(USER)"}, "nosuid,nodev"},
+		{model.Homes{Type: model.HomesCIFS, Server: "files", Path: "users$/%(USER)", Options: "sec=ntlmssp"}, "nosuid,nodev,sec=ntlmssp"},
+		{model.Homes{Type: model.HomesCIFS, Server: "files", Path: "u/%(USER)", Options: "vers=3.1.1,sec=krb5"}, "nosuid,nodev,vers=3.1.1,sec=krb5,cruid=%(USERUID)"},
+	} {
+		out, err := Render(Seat{Homes: &tc.h}, "pc--a01", "lab--a", Secrets{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f *wire.SeatFile
+		for i := range out.Files {
+			if out.Files[i].Path == wire.SeatPamMount {
+				f = &out.Files[i]
+			}
+		}
+		if f == nil || f.Mode != 0o644 {
+			t.Fatalf("%+v: no pam_mount.conf.xml 0644 in %+v", tc.h, out.Files)
+		}
+		var c conf
+		if err := xml.Unmarshal(f.Content, &c); err != nil {
+			t.Fatalf("%+v: not well-formed XML: %v\n%s", tc.h, err, f.Content)
+		}
+		want := volume{UID: "1000-2147483647", FSType: tc.h.Type, Server: tc.h.Server, Path: tc.h.Path, Mountpoint: "/home/%(USER)", Options: tc.opts}
+		if len(c.Volumes) != 1 || c.Volumes[0] != want {
+			t.Errorf("volumes %+v, want %+v", c.Volumes, want)
+		}
+		if c.Mkmnt.Enable != "1" || c.Mkmnt.Remove != "true" || c.Logout.Term != "yes" || c.Logout.Kill != "yes" {
+			t.Errorf("%+v: mkmountpoint %+v logout %+v", tc.h, c.Mkmnt, c.Logout)
+		}
+	}
+	bad := &model.Homes{Type: model.HomesNFS, Server: "files", Path: `/h/%(USER)" mountpoint="/etc`}
+	if out, err := Render(Seat{Homes: bad}, "pc-a01", "lab-a", Secrets{}); err == nil || !strings.Contains(err.Error(), "homes.path") {
+		t.Errorf("a path with a quote: %v %+v, want refused", err, out)
 	}
 }

@@ -115,6 +115,15 @@ func (e *Entities) PutPrinting(ctx context.Context, p authz.Principal, dryRun bo
 		func(pl *model.Pool) { pl.Printing = pr.Clone() })
 }
 
+// PutHomes sets the file server of the desktops' home directories (h; nil removes it,
+// and homes are temporary again): the site's when pool is "", else that pool's own,
+// which replaces the site's for its PCs. A pool's admins may set their pool's, a site
+// admin any (authz: the pool's "homes" field), as for printing.
+func (e *Entities) PutHomes(ctx context.Context, p authz.Principal, dryRun bool, pool string, h *model.Homes) ([]model.Change, error) {
+	return e.putSeat(ctx, p, dryRun, pool, func(site *model.Site) { site.Homes = h.Clone() },
+		func(pl *model.Pool) { pl.Homes = h.Clone() })
+}
+
 // putSeat sets a seat field of the site (pool "") or of pool, a 404 for a pool the site
 // does not have.
 func (e *Entities) putSeat(ctx context.Context, p authz.Principal, dryRun bool, pool string, ofSite func(*model.Site), ofPool func(*model.Pool)) ([]model.Change, error) {

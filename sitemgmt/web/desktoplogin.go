@@ -133,6 +133,11 @@ type desktopLoginPage struct {
 	PoolPrintings   []PoolPrinting
 	Print           printingForm
 	PrintFailed     bool
+	// The site's homes (homes.go), like its printing.
+	SiteHomes   *model.Homes
+	PoolHomes   []PoolHomes
+	HomesF      homesForm
+	HomesFailed bool
 }
 
 // MayEditDesktopLogin reports whether the page offers the forms (the service's authz
@@ -164,15 +169,16 @@ func loginSummary(d *model.DesktopLogin) string {
 // renderDesktopLogin shows the page; failed, if not nil, is the scope whose POST was
 // refused, with the user's input and errors, shown instead of what is stored.
 func (u *UI) renderDesktopLogin(q *Req, status int, failed *LoginScope) {
-	u.renderDesktopLoginPage(q, status, failed, nil)
+	u.renderDesktopLoginPage(q, status, failed, nil, nil)
 }
 
-// renderDesktopLoginPage is renderDesktopLogin, with printFailed, if not nil, the site's
-// printing form whose POST was refused.
-func (u *UI) renderDesktopLoginPage(q *Req, status int, failed *LoginScope, printFailed *printingForm) {
+// renderDesktopLoginPage is renderDesktopLogin, with printFailed or homesFailed, if not
+// nil, the site's printing or homes form whose POST was refused.
+func (u *UI) renderDesktopLoginPage(q *Req, status int, failed *LoginScope, printFailed *printingForm, homesFailed *homesForm) {
 	site := q.Snap.Site
 	pg := desktopLoginPage{Page: u.Base(q, "Desktop logins", "desktop-login"), CanEdit: MayEditDesktopLogin(q),
-		CanEditPrinting: q.P.SiteAdmin, SitePrinting: site.Printing, Print: printingFormOf(site.Printing)}
+		CanEditPrinting: q.P.SiteAdmin, SitePrinting: site.Printing, Print: printingFormOf(site.Printing),
+		SiteHomes: site.Homes, HomesF: homesFormOf(site.Homes)}
 	for _, p := range model.LoginProviders {
 		pg.Providers = append(pg.Providers, string(p))
 	}
@@ -197,6 +203,9 @@ func (u *UI) renderDesktopLoginPage(q *Req, status int, failed *LoginScope, prin
 		if p.Printing != nil {
 			pg.PoolPrintings = append(pg.PoolPrintings, PoolPrinting{Pool: name, Own: p.Printing})
 		}
+		if p.Homes != nil {
+			pg.PoolHomes = append(pg.PoolHomes, PoolHomes{Pool: name, Own: p.Homes})
+		}
 	}
 	if printFailed != nil {
 		pg.Print, pg.PrintFailed = *printFailed, true
@@ -207,6 +216,19 @@ func (u *UI) renderDesktopLoginPage(q *Req, status int, failed *LoginScope, prin
 		if !pg.CanEditPrinting {
 			pg.Error = printFailed.FormErr
 			for _, e := range printFailed.Err {
+				pg.Error = e
+			}
+		}
+	}
+	if homesFailed != nil {
+		pg.HomesF, pg.HomesFailed = *homesFailed, true
+		pg.Error = "the site's homes were not saved: see its form"
+		if len(homesFailed.Err) > 0 {
+			pg.Error = "the site's homes were not saved: see the marked fields"
+		}
+		if !pg.CanEditPrinting {
+			pg.Error = homesFailed.FormErr
+			for _, e := range homesFailed.Err {
 				pg.Error = e
 			}
 		}

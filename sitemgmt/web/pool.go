@@ -190,6 +190,12 @@ type poolPage struct {
 	Printing, SitePrinting *model.Printing
 	Print                  printingForm
 	PrintFailed            bool
+	// Homes is the home server the pool's PCs use (its own, Pool.Homes, else the site's,
+	// SiteHomes; nil: temporary homes); HomesF is its form, HomesFailed when a POST of it
+	// was refused.
+	Homes, SiteHomes *model.Homes
+	HomesF           homesForm
+	HomesFailed      bool
 }
 
 // powerResult is the answer to a power request as the pages show it.
@@ -234,7 +240,8 @@ func (u *UI) renderPool(q *Req, p *model.Pool, status int, add hostForm, with fu
 	pg := poolPage{Page: u.Base(q, "Pool "+p.Name, "pools"), Pool: *p, BootServer: p.BootServer,
 		CanAdmin: MayAdminPool(q.P, p.Name), Add: add,
 		Login: loginSummary(site.DesktopLoginFor(p.Name)), OwnLogin: p.DesktopLogin != nil,
-		Printing: site.PrintingFor(p.Name), SitePrinting: site.Printing, Print: printingFormOf(p.Printing)}
+		Printing: site.PrintingFor(p.Name), SitePrinting: site.Printing, Print: printingFormOf(p.Printing),
+		Homes: site.HomesFor(p.Name), SiteHomes: site.Homes, HomesF: homesFormOf(p.Homes)}
 	for _, bs := range site.BootServers {
 		pg.BootServers = append(pg.BootServers, bs.Name)
 	}

@@ -150,7 +150,7 @@ func (u *UI) sitePrintingPost(q *Req) {
 	case status == http.StatusOK:
 		u.Done(q, Prefix+"desktop-login#printing", msg)
 	default:
-		u.renderDesktopLoginPage(q, status, nil, &f)
+		u.renderDesktopLoginPage(q, status, nil, &f, nil)
 	}
 }
 

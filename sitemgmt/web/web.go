@@ -104,6 +104,7 @@ func (u *UI) routes() {
 	u.imageRoutes()
 	u.desktopLoginRoutes()
 	u.printingRoutes()
+	u.homesRoutes()
 	u.lecturerRoutes()
 	u.harvestRoutes()
 	u.auditRoutes()

@@ -110,6 +110,9 @@ func Diff(cur, next *Site) []Change {
 	if !SamePrinting(cur.Printing, next.Printing) {
 		early = append(early, "printing")
 	}
+	if !SameHomes(cur.Homes, next.Homes) {
+		early = append(early, "homes")
+	}
 	for _, f := range []struct {
 		name     string
 		old, new string
@@ -413,6 +416,7 @@ func poolFields(a, b *Pool) []string {
 		fieldCmp{"policy", SamePolicy(a.Policy, b.Policy)},
 		fieldCmp{"desktopLogin", SameDesktopLogin(a.DesktopLogin, b.DesktopLogin)},
 		fieldCmp{"printing", SamePrinting(a.Printing, b.Printing)},
+		fieldCmp{"homes", SameHomes(a.Homes, b.Homes)},
 	)
 }
 

@@ -137,7 +137,8 @@ func entityFields(s *Site, c Change) map[string]json.RawMessage {
 			UnknownMode  string        `json:"unknownMode,omitempty"`
 			DesktopLogin *DesktopLogin `json:"desktopLogin,omitempty"`
 			Printing     *Printing     `json:"printing,omitempty"`
-		}{s.Name, s.Timezone, s.DefaultMode, s.UnknownMode, s.DesktopLogin, s.Printing}
+			Homes        *Homes        `json:"homes,omitempty"`
+		}{s.Name, s.Timezone, s.DefaultMode, s.UnknownMode, s.DesktopLogin, s.Printing, s.Homes}
 	case EntityPool:
 		if p := s.Pool(c.Name); p != nil {
 			v = p

@@ -96,6 +96,9 @@ type Site struct {
 	DesktopLogin *DesktopLogin `json:"desktopLogin,omitempty" yaml:"desktopLogin,omitempty"`
 	// Printing: the print server the desktops use; nil = none configured.
 	Printing *Printing `json:"printing,omitempty" yaml:"printing,omitempty"`
+	// Homes: the file server of the users' home directories; nil = temporary homes in
+	// the PC's memory.
+	Homes *Homes `json:"homes,omitempty" yaml:"homes,omitempty"`
 
 	Pools       []Pool       `json:"pools" yaml:"pools"`
 	Hosts       []Host       `json:"hosts" yaml:"hosts"`
@@ -121,6 +124,9 @@ type Pool struct {
 	// Printing overrides the site's for this pool's desktops (the room's own print
 	// server); nil = the site's.
 	Printing *Printing `json:"printing,omitempty" yaml:"printing,omitempty"`
+	// Homes overrides the site's for this pool's desktops (a faculty's own file
+	// server); nil = the site's.
+	Homes *Homes `json:"homes,omitempty" yaml:"homes,omitempty"`
 }
 
 // Host is one PC.
@@ -284,6 +290,7 @@ func (s *Site) Clone() *Site {
 	c := *s
 	c.DesktopLogin = s.DesktopLogin.Clone()
 	c.Printing = s.Printing.Clone()
+	c.Homes = s.Homes.Clone()
 	c.Pools = append([]Pool(nil), s.Pools...)
 	for i := range c.Pools {
 		c.Pools[i].Weekly = append([]string(nil), c.Pools[i].Weekly...)
@@ -291,6 +298,7 @@ func (s *Site) Clone() *Site {
 		c.Pools[i].Policy = c.Pools[i].Policy.Clone()
 		c.Pools[i].DesktopLogin = c.Pools[i].DesktopLogin.Clone()
 		c.Pools[i].Printing = c.Pools[i].Printing.Clone()
+		c.Pools[i].Homes = c.Pools[i].Homes.Clone()
 	}
 	c.Hosts = append([]Host(nil), s.Hosts...)
 	for i := range c.Hosts {

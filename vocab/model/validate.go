@@ -179,6 +179,11 @@ func (s *Site) validateSiteFields() (*siteIndex, error) {
 			return nil, err
 		}
 	}
+	if s.Homes != nil {
+		if err := s.Homes.Validate("homes"); err != nil {
+			return nil, err
+		}
+	}
 	return &siteIndex{loc: loc}, nil
 }
 

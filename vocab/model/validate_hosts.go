@@ -38,6 +38,11 @@ func (s *Site) validatePools(ix *siteIndex) error {
 				return err
 			}
 		}
+		if p.Homes != nil {
+			if err := p.Homes.Validate("pool " + p.Name + " homes"); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -377,9 +377,12 @@ const (
 	// CUPS clients' server and default queue (the PC runs no cupsd).
 	SeatCUPSClient = "/etc/cups/client.conf"
 	SeatLPOptions  = "/etc/cups/lpoptions"
+	// pam_mount's configuration: the volume of the user's home (docs/desktop.md
+	// "Homes"). It replaces the image's, which has no volume.
+	SeatPamMount = "/etc/security/pam_mount.conf.xml"
 )
 
 // SeatFiles are every path a SeatConfig may name. An agent writes these only, and
 // removes the ones an answer leaves out (a site that stopped using Kerberos leaves no
 // stale krb5.conf behind).
-var SeatFiles = []string{SeatSSSDConf, SeatCACert, SeatKeytab, SeatKrb5Conf, SeatCUPSClient, SeatLPOptions}
+var SeatFiles = []string{SeatSSSDConf, SeatCACert, SeatKeytab, SeatKrb5Conf, SeatCUPSClient, SeatLPOptions, SeatPamMount}

@@ -5,7 +5,8 @@
 # (docs/desktop.md "Logins").
 root=$1
 grep -q '^passwd:.*sss' "${root}/etc/nsswitch.conf" || sed -i 's/^\(passwd\|group\|shadow\):\(.*\)$/\1:\2 sss/' "${root}/etc/nsswitch.conf"
-chroot "${root}" pam-auth-update --enable sss mkhomedir 2>/dev/null || chroot "${root}" pam-auth-update --package
+# Homes (pam_mount, pam_mkhomedir) are 30-homes.sh's.
+chroot "${root}" pam-auth-update --enable sss 2>/dev/null || chroot "${root}" pam-auth-update --package
 # sssd's socket-activated responders need sssd.conf too: without it, every boot would
 # report their sockets' dependency failed. sssd.service, once configured, starts the
 # responders its configuration names.
