@@ -16,7 +16,9 @@ func TestFor(t *testing.T) {
 	ad := &model.DesktopLogin{Provider: model.LoginAD, Realm: "AD.UNI.EXAMPLE"}
 	exam := &model.Exception{Name: "exam-1", Kind: model.ExceptionExam, Allow: []string{"exam.uni.example:443", "10.0.5.0/24", "2001:DB8:5::/48"}}
 	site := &model.Site{DesktopLogin: ldap, Printing: &model.Printing{Server: "print.uni.example"}}
-	e := func(ep string, why wire.ExamPurpose) wire.ExamEndpoint { return wire.ExamEndpoint{Endpoint: ep, For: why} }
+	e := func(ep string, why wire.ExamPurpose) wire.ExamEndpoint {
+		return wire.ExamEndpoint{Endpoint: ep, For: why}
+	}
 	for _, tc := range []struct {
 		name string
 		site *model.Site
