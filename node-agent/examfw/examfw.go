@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/overtime-hpc/overtime/vocab/names"
@@ -60,38 +61,56 @@ const LookupTimeout = 5 * time.Second
 // are, names by lookup (every address it returns). A name that does not resolve is
 // skipped and reported, never widened: a rule is only ever written for an address.
 func Resolve(ctx context.Context, lookup Lookup, n *wire.ExamNetwork) ([]Target, []Skipped) {
+	// Names are looked up at once, each within LookupTimeout: a list of dead names costs
+	// the agent one timeout, not one per name.
+	type result struct {
+		targets []Target
+		err     error
+	}
+	results := make([]result, len(n.Allow))
+	var wg sync.WaitGroup
+	for i, e := range n.Allow {
+		ep, err := names.ParseEndpoint(e.Endpoint)
+		if err == nil && !slices.Contains(wire.ExamPurposes, e.For) {
+			err = fmt.Errorf("unknown purpose %q", e.For)
+		}
+		switch {
+		case err != nil:
+			results[i].err = err
+		case ep.Name == "":
+			results[i].targets = []Target{{ep.Prefix, ep.Port, e.For}}
+		case lookup == nil:
+			results[i].err = fmt.Errorf("no resolver")
+		default:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lctx, cancel := context.WithTimeout(ctx, LookupTimeout)
+				defer cancel()
+				addrs, err := lookup.LookupNetIP(lctx, "ip", ep.Name)
+				for _, a := range addrs {
+					if a = a.Unmap(); a.IsValid() && a.Zone() == "" {
+						results[i].targets = append(results[i].targets, Target{netip.PrefixFrom(a, a.BitLen()), ep.Port, e.For})
+					}
+				}
+				if err == nil && len(results[i].targets) == 0 {
+					err = fmt.Errorf("no address")
+				}
+				if err != nil {
+					results[i] = result{err: err}
+				}
+			}()
+		}
+	}
+	wg.Wait()
 	var out []Target
 	var skipped []Skipped
-	for _, e := range n.Allow {
-		ep, err := names.ParseEndpoint(e.Endpoint)
-		if err != nil || !slices.Contains(wire.ExamPurposes, e.For) {
-			if err == nil {
-				err = fmt.Errorf("unknown purpose %q", e.For)
-			}
-			skipped = append(skipped, Skipped{e.Endpoint, e.For, err})
+	for i, r := range results {
+		if r.err != nil {
+			skipped = append(skipped, Skipped{n.Allow[i].Endpoint, n.Allow[i].For, r.err})
 			continue
 		}
-		if ep.Name == "" {
-			out = append(out, Target{ep.Prefix, ep.Port, e.For})
-			continue
-		}
-		lctx, cancel := context.WithTimeout(ctx, LookupTimeout)
-		addrs, err := lookup.LookupNetIP(lctx, "ip", ep.Name)
-		cancel()
-		if err == nil && len(addrs) == 0 {
-			err = fmt.Errorf("no address")
-		}
-		if err != nil {
-			skipped = append(skipped, Skipped{e.Endpoint, e.For, err})
-			continue
-		}
-		for _, a := range addrs {
-			a = a.Unmap()
-			if !a.IsValid() || a.Zone() != "" {
-				continue
-			}
-			out = append(out, Target{netip.PrefixFrom(a, a.BitLen()), ep.Port, e.For})
-		}
+		out = append(out, r.targets...)
 	}
 	return out, skipped
 }
