@@ -44,6 +44,7 @@ cd "$(dirname "$0")/.."
 #   cups-daemon cups-client   a throwaway print server (internal/testenv/cupstest) and lp, for the
 #                          desktops' printing configuration (cups-common's /etc/cups, which
 #                          sssdtest binds a PC's client.conf over)
+#   nftables               nft: the exam network's ruleset loaded in network namespaces (node-agent/examfw)
 PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
@@ -52,7 +53,7 @@ PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
 	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils chromium
 	sssd-ldap sssd-krb5 libnss-sss libpam-sss pamtester krb5-kdc krb5-admin-server krb5-user
-	cups-daemon cups-client)
+	cups-daemon cups-client nftables)
 
 missing=()
 for p in "${PKGS[@]}"; do

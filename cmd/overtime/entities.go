@@ -157,6 +157,7 @@ func entityCmds(g *globals) []*cobra.Command {
 				stringField("mode", "mode during the exception", func(e *model.Exception) *string { return &e.Mode }),
 				stringField("description", "description", func(e *model.Exception) *string { return &e.Description }),
 				targetsField(),
+				listField("allow", "exams: what the PCs may reach besides what they need (host, address or network[:port]), repeatable (replaces the list)", func(e *model.Exception) *[]string { return &e.Allow }),
 			},
 		},
 		entity[model.RoleGrant]{use: "role", path: "roles", short: "Role grants (site-admin, pool-admin, lecturer, viewer, boot-server)",

@@ -39,6 +39,9 @@ const (
 	// ExamMarker exists while the PC is in an exam (the agent writes it; the desktop's
 	// overtime-exam.path locks the session down).
 	ExamMarker = "/run/overtime/exam"
+	// ExamRuleset is the nftables ruleset the agent loads while the PC is in an exam
+	// (node-agent/examfw), kept for `nft -f` and for an administrator to read.
+	ExamRuleset = "/run/overtime/exam.nft"
 	// AgentListen is the agent's HTTP address for /metrics and the guest's job calls.
 	AgentListen = ":9101"
 )

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"reflect"
@@ -39,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/overtime-hpc/overtime/internal/paths"
+	"github.com/overtime-hpc/overtime/node-agent/examfw"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/node-agent/hostinfo"
 	"github.com/overtime-hpc/overtime/node-agent/interference/calibrate"
@@ -107,7 +109,14 @@ type Options struct {
 	// ExamFile exists while the configuration says exam ("": not written; `overtime-agent
 	// run` passes paths.ExamMarker). Uptime is /proc/uptime (tests may point elsewhere).
 	ExamFile string
-	Uptime   string
+	// ExamFirewall limits the network while the configuration says exam (examfw.NFT in
+	// production; nil: never limited). ExamLookup resolves the names of its entries
+	// (default net.DefaultResolver), ExamResolvConf are the files the PC's own resolvers
+	// are read from (default examfw.DefaultResolvConf).
+	ExamFirewall   examfw.Firewall
+	ExamLookup     examfw.Lookup
+	ExamResolvConf []string
+	Uptime         string
 	// Booted is the mode this PC booted (overtime.mode= on the kernel command line; the
 	// site manager's client sends it with every configuration request). Only a PC that
 	// Overtime booted follows schedule switches by restarting: a machine it did not boot
@@ -151,6 +160,7 @@ type Agent struct {
 	jobs    *jobAccounting       // jobs.go
 	sw      *switcher            // switch.go
 	hb      *heartbeats          // heartbeats.go
+	examNet *examNetwork         // examnet.go
 }
 
 type configUpdate struct {
@@ -228,6 +238,13 @@ func New(o Options) (*Agent, error) {
 	a.jobs.snapshot = sig.Snapshot
 	a.cal = newCalibration(o.Calibrate, o.Uptime, o.Now, o.Log)
 	a.sw = &switcher{machine: o.Machine, notifier: o.Notifier, booted: o.Booted, log: o.Log}
+	a.examNet = &examNetwork{fw: o.ExamFirewall, lookup: o.ExamLookup, resolvConf: o.ExamResolvConf, log: o.Log}
+	if a.examNet.lookup == nil {
+		a.examNet.lookup = net.DefaultResolver
+	}
+	if a.examNet.resolvConf == nil {
+		a.examNet.resolvConf = examfw.DefaultResolvConf
+	}
 	return a, nil
 }
 
@@ -381,6 +398,7 @@ func (a *Agent) apply(ctx context.Context, c *wire.AgentConfig, from string) {
 	a.sw.Configured(a.o.Now())
 	a.setConfigSource(from)
 	a.examMarker(c)
+	a.examNet.Configure(ctx, c)
 	if a.engine == nil || !reflect.DeepEqual(a.engine.Policy(), c.Policy) {
 		p := c.Policy
 		a.log.Info("policy in force", "ownerActive", p.Actions[model.StateOwnerActive], "ownerIdle", p.Actions[model.StateOwnerIdle],

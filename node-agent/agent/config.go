@@ -60,6 +60,13 @@ func checkConfig(c *wire.AgentConfig, mac string) error {
 			return err
 		}
 	}
+	if n := c.ExamNetwork; n != nil {
+		// An exam network the agent cannot render whole is refused with the rest of the
+		// document: loading part of it would be a guess at what the exam allows.
+		if err := n.Check(); err != nil {
+			return err
+		}
+	}
 	if vm := c.CourseVM; vm != nil {
 		if err := names.Name("course VM image", vm.Image); err != nil {
 			return err

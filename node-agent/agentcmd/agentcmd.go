@@ -21,6 +21,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/paths"
 	"github.com/overtime-hpc/overtime/node-agent/agent"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
+	"github.com/overtime-hpc/overtime/node-agent/examfw"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/node-agent/guest/container"
 	"github.com/overtime-hpc/overtime/node-agent/guest/libvirt"
@@ -41,6 +42,7 @@ func NewRunCmd(server *string, version string) *cobra.Command {
 	var (
 		tokenFile, mac, stateDir, imageRoot, listen, libvirtURI string
 		courseVMFile, cmdlineFile, examFile, powerCommand       string
+		examRuleset                                             string
 		inputDir, utmpPath, pressureGroup, guestURL             string
 		calibrateMode                                           string
 		refresh, heartbeat, checkEvery                          time.Duration
@@ -133,9 +135,14 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 			if powerCommand != "" {
 				machine = powerctl.Command{Path: powerCommand}
 			}
+			var examFW examfw.Firewall
+			if examRuleset != "" {
+				examFW = &examfw.NFT{File: examRuleset}
+			}
 			a, err = agent.New(agent.Options{
-				Machine: machine,
-				Site:    site, MAC: mac, Booted: booted, ExamFile: examFile,
+				ExamFirewall: examFW,
+				Machine:      machine,
+				Site:         site, MAC: mac, Booted: booted, ExamFile: examFile,
 				StateDir: stateDir, ImageRoot: imageRoot, Backends: backends, CourseVMFile: courseVMFile,
 				Sensors: sensor.Desktop(sensor.DesktopOptions{InputDir: inputDir, Utmp: utmpPath,
 					PressureGroup: pressureGroup, GuestCPU: guestCPU, Log: log}),
@@ -178,6 +185,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 	f.StringVar(&powerCommand, "power-command", "", "program run as `PROGRAM reboot` or `PROGRAM poweroff` to restart or switch off the PC (default: systemctl reboot|poweroff)")
 	f.StringVar(&cmdlineFile, "cmdline", "/proc/cmdline", "kernel command line to read overtime.mode= (and overtime.exam=) from: what Overtime booted")
 	f.StringVar(&examFile, "exam-file", paths.ExamMarker, "file that exists while the PC is in an exam (read by overtime-exam.path); empty: not written")
+	f.StringVar(&examRuleset, "exam-ruleset", paths.ExamRuleset, "during an exam: the nftables ruleset (table inet overtime_exam) written here and loaded with nft -f, limiting the network to what the exam allows; empty: the network is never limited")
 	f.StringVar(&libvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection for the qemu backend")
 	f.StringVar(&inputDir, "input-dir", "/dev/input", "input devices to watch (timestamps only)")
 	f.StringVar(&utmpPath, "utmp", sensor.DefaultUtmp, "utmp file: sessions and terminal activity")

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -390,6 +391,44 @@ func runAgentSuite(t *testing.T, env *testenv.Env) {
 		}
 		if !reflect.DeepEqual(before, mustSite(t, env)) {
 			t.Fatal("a heartbeat changed the directory")
+		}
+	})
+
+	t.Run("exam network", func(t *testing.T) {
+		// An exam of lab-a now: pc-a01's configuration says what it may reach, its boot
+		// server and the exam's allow list among it; pc-b01's (lab-b) says nothing.
+		x := model.Exception{Name: "exam-now", Kind: model.ExceptionExam, Mode: "desktop",
+			Start: env.Now.Truncate(time.Hour), End: env.Now.Truncate(time.Hour).Add(2 * time.Hour),
+			Targets: []model.Target{{Pool: "lab-a"}}, Allow: []string{"exam.uni.example:443", "10.20.5.0/24"}}
+		if err := admin.Send("PUT", "/api/v1/exceptions/exam-now", nil, x, nil); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := admin.Send("DELETE", "/api/v1/exceptions/exam-now", nil, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		cfg, err := a.AgentConfig(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cfg.Exam || cfg.ExamNetwork == nil {
+			t.Fatalf("pc-a01 in an exam: exam %v network %v", cfg.Exam, cfg.ExamNetwork)
+		}
+		var got []string
+		for _, e := range cfg.ExamNetwork.Allow {
+			got = append(got, string(e.For)+" "+e.Endpoint)
+		}
+		for _, want := range []string{"exam exam.uni.example:443", "exam 10.20.5.0/24"} {
+			if !slices.Contains(got, want) {
+				t.Errorf("exam network %v lacks %q", got, want)
+			}
+		}
+		if !slices.ContainsFunc(cfg.ExamNetwork.Allow, func(e wire.ExamEndpoint) bool { return e.For == wire.ExamForBootServer }) {
+			t.Errorf("exam network %v lacks the boot server", got)
+		}
+		if cfg, err := c.AgentConfig(ctx); err != nil || cfg.Exam || cfg.ExamNetwork != nil {
+			t.Errorf("pc-b01 outside the exam: %v exam %v network %v", err, cfg.Exam, cfg.ExamNetwork)
 		}
 	})
 

@@ -432,7 +432,10 @@ var fieldRights = map[string]entityRights{
 			"end":         {always, always},
 			"mode":        {always, always}, // a lecturer's: lecturerMay, before and after
 			"targets":     {always, always}, // every target pool is checked, before and after
-			"owner":       {always, asSelf},
+			// What an exam's PCs may reach: whoever books the exam sets it (a lecturer
+			// their own course-vm exam), like its times and targets.
+			"allow": {always, always},
+			"owner": {always, asSelf},
 		},
 	},
 	model.EntityMode: {

@@ -61,6 +61,7 @@ const (
 	aModeName      = "otModeName"
 	aTargetPool    = "otTargetPool"
 	aTargetHost    = "otTargetHost"
+	aExamAllow     = "otExamAllow"
 	aRoleKind      = "otRoleKind"
 	aPolicy        = "otPolicy"
 	aDesktopLogin  = "otDesktopLogin"
@@ -91,7 +92,7 @@ var ia5 = map[string]bool{
 	aSubnet: true, aRangeFrom: true, aRangeTo: true, aRouter: true, aDNSServer: true, aDNSDomain: true, aModeKind: true, aPinned: true,
 	aKernel: true, aInitrd: true, aKernelArgs: true, aImageKind: true, aVersion: true, aSHA256: true,
 	aPath: true, aExceptionKind: true, aRoleKind: true, aMAC: true, aIP: true, aTokenHash: true,
-	aOwner: true,
+	aOwner: true, aExamAllow: true,
 }
 
 // maxJSON bounds the JSON documents kept in one attribute value (otPolicy, otGuest), the
@@ -349,6 +350,7 @@ func exceptionEntry(e *model.Exception) entry {
 		{"mode", aModeName, opt(e.Mode)},
 		{"targets", aTargetPool, pools},
 		{"targets", aTargetHost, hosts},
+		{"allow", aExamAllow, e.Allow},
 		{"owner", aOwner, opt(e.Owner)},
 	}}
 }

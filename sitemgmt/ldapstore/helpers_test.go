@@ -112,6 +112,7 @@ func exampleSite() *model.Site {
 			Name: "exam-stats", Kind: "exam", Description: "Statistics exam", Mode: "course-vm",
 			Start: time.Date(2026, 12, 9, 10, 0, 0, 0, berlin), End: time.Date(2026, 12, 9, 12, 0, 0, 0, berlin),
 			Targets: []model.Target{{Pool: "lab-a"}, {Host: "pc-b01"}, {Host: "pc-b02"}},
+			Allow:   []string{"exam.uni.example:443", "10.0.5.0/24", "[2001:db8::1]:8443"},
 		}},
 		Roles: []model.RoleGrant{
 			{Name: InitAdminRole, Role: model.RoleSiteAdmin, Members: []string{"admin"}},

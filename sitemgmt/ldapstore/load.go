@@ -32,7 +32,7 @@ var loadAttrs = []string{
 	aHTTPURL, aNFSServer, aNFSRoot, aDHCP, aInterface, aSubnet, aRangeFrom, aRangeTo, aRouter, aDNSServer, aDNSDomain,
 	aModeKind, aImageName, aPinned, aVMImage, aKernel, aInitrd, aKernelArgs,
 	aImageKind, aVersion, aSHA256, aSize, aPath, aCreated,
-	aExceptionKind, aStart, aEnd, aModeName, aTargetPool, aTargetHost, aRoleKind,
+	aExceptionKind, aStart, aEnd, aModeName, aTargetPool, aTargetHost, aExamAllow, aRoleKind,
 	aPolicy, aGuest, aDesktopLogin, aPrinting, aHomes,
 }
 
@@ -265,6 +265,7 @@ func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry
 		for _, h := range a.all(aTargetHost) {
 			x.Targets = append(x.Targets, model.Target{Host: h})
 		}
+		x.Allow = a.all(aExamAllow)
 		site.Exceptions = append(site.Exceptions, x)
 	case a.is(ocRole):
 		r := model.RoleGrant{Name: a.one(aCN), Role: model.RoleKind(a.one(aRoleKind)), Pool: a.one(aPoolName), BootServer: a.one(aBootServer)}

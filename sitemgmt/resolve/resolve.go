@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/overtime-hpc/overtime/sitemgmt/examallow"
 	"github.com/overtime-hpc/overtime/sitemgmt/render"
 	"github.com/overtime-hpc/overtime/sitemgmt/schedule"
 	"github.com/overtime-hpc/overtime/vocab/model"
@@ -377,6 +378,11 @@ func (r *Resolver) AgentConfig(h *model.Host, q Query, b Running) (*wire.AgentCo
 	cfg, err := a.AgentConfig()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Exam {
+		// What the PC may reach during the exam: one answer, examallow's, from the
+		// exception that holds the host now and the boot server that answers it.
+		cfg.ExamNetwork = examallow.For(r.site, a.Pool, a.Server, r.Exception(h, q.At, a.Decision))
 	}
 	if sw := r.RebootFrom(a, b, q); sw != nil {
 		cfg.Reboot, cfg.RebootSwitch, cfg.Label = sw.Reboot, sw.Rule, sw.Label

@@ -153,6 +153,7 @@ type HostAt struct {
 type ExcView struct {
 	Name, Kind, Description, Mode string
 	When, Targets, Owner          string
+	Allow                         string // an exam's allow list, as written
 	Current                       bool
 	CanDelete                     bool // authz.CheckDelete allows the user to delete it
 }
@@ -166,6 +167,7 @@ type ExcDay struct {
 // ExcForm is the add-exception form's values and errors by field.
 type ExcForm struct {
 	Name, Kind, Description, Start, End, Mode, Hosts string
+	Allow                                            string // exams: what the PCs may reach, space- or comma-separated
 	Err                                              map[string]string
 	General                                          string
 }
@@ -497,7 +499,7 @@ func (u *UI) fillExceptions(q *Req, pg *schedulePage) {
 				}
 			}
 			v := ExcView{Name: e.Name, Kind: string(e.Kind), Description: e.Description, Mode: e.Mode, When: when,
-				Targets: strings.Join(targets, ", "), Owner: e.Owner, Current: !e.Start.After(q.Now) && e.End.After(q.Now),
+				Targets: strings.Join(targets, ", "), Owner: e.Owner, Allow: strings.Join(e.Allow, " "), Current: !e.Start.After(q.Now) && e.End.After(q.Now),
 				CanDelete: q.P.CheckDelete(site, model.EntityException, e.Name) == nil}
 			if len(days) == 0 || days[len(days)-1].Date != date {
 				days = append(days, ExcDay{Date: date})
@@ -512,6 +514,9 @@ func (u *UI) fillExceptions(q *Req, pg *schedulePage) {
 // excField is the form field an error from adding an exception is about ("" the form).
 func excField(msg string) string {
 	switch {
+	case strings.Contains(msg, ": allow"):
+		// Before "kind" and "host": an allow entry's message names both.
+		return "allow"
 	case strings.Contains(msg, "overlap"):
 		return "start"
 	case strings.Contains(msg, "duplicate exception") || strings.Contains(msg, "exception name") || strings.Contains(msg, "invalid name"):
@@ -532,6 +537,11 @@ func excField(msg string) string {
 	return ""
 }
 
+// listField splits a form field of entries separated by spaces, commas or newlines.
+func listField(v string) []string {
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' })
+}
+
 func (u *UI) exceptionAdd(q *Req) {
 	poolName := q.PathValue("pool")
 	pool, ok := u.lookupTarget(q, "pool", poolName)
@@ -541,7 +551,8 @@ func (u *UI) exceptionAdd(q *Req) {
 	loc := q.Snap.Engine.Location()
 	f := ExcForm{Name: strings.TrimSpace(q.PostFormValue("name")), Kind: q.PostFormValue("kind"),
 		Description: strings.TrimSpace(q.PostFormValue("description")), Start: q.PostFormValue("start"),
-		End: q.PostFormValue("end"), Mode: q.PostFormValue("mode"), Hosts: strings.TrimSpace(q.PostFormValue("hosts")), Err: map[string]string{}}
+		End: q.PostFormValue("end"), Mode: q.PostFormValue("mode"), Hosts: strings.TrimSpace(q.PostFormValue("hosts")),
+		Allow: strings.TrimSpace(q.PostFormValue("allow")), Err: map[string]string{}}
 	again := func(status int) {
 		w, _, _ := targetRules(q.Snap.Site, "pool", pool)
 		g, _ := schedule.GridOf(*w)
@@ -573,7 +584,7 @@ func (u *UI) exceptionAdd(q *Req) {
 		f.Err["mode"] = "choose the mode the hosts boot"
 	}
 	var targets []model.Target
-	for _, h := range strings.FieldsFunc(f.Hosts, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
+	for _, h := range listField(f.Hosts) {
 		if hh := q.Snap.Site.Host(h); hh == nil || hh.Pool != pool {
 			f.Err["hosts"] = fmt.Sprintf("pool %s has no host %q", pool, h)
 			break
@@ -588,7 +599,7 @@ func (u *UI) exceptionAdd(q *Req) {
 		return
 	}
 	e := model.Exception{Name: f.Name, Kind: model.ExceptionKind(f.Kind), Description: f.Description, Start: start, End: end,
-		Mode: f.Mode, Targets: targets}
+		Mode: f.Mode, Targets: targets, Allow: listField(f.Allow)}
 	changes, err := u.svc.Bookings.AddException(q.Context(), q.P, e)
 	if _, err := u.wrote(false, changes, err); err != nil {
 		status, msg := ErrorStatus(err)

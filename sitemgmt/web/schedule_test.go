@@ -239,6 +239,9 @@ func TestScheduleExceptions(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, "exam-2026-12-09") || !strings.Contains(body, "Wed 2026-12-09") {
 		t.Fatalf("pool page lacks the exam: %d\n%s", code, body)
 	}
+	if !strings.Contains(body, "network: exam.uni.example:443 10.20.5.0/24 and what the PCs need") {
+		t.Errorf("pool page does not say what the exam's PCs may reach:\n%s", body)
+	}
 	tok := csrfRe.FindStringSubmatch(body)[1]
 	post := func(kv ...string) (int, string) {
 		v := url.Values{"csrf": {tok}}
@@ -262,8 +265,30 @@ func TestScheduleExceptions(t *testing.T) {
 	if code != http.StatusBadRequest || !strings.Contains(body, "10-minute grid") || !strings.Contains(body, `value="lecture-z"`) {
 		t.Errorf("start off the grid: %d", code)
 	}
+	// An exam's network: an entry that is not an endpoint is shown at the allow field,
+	// naming which; an allow list on a lecture too.
+	code, body = post("name", "exam-y", "kind", "exam", "start", "2026-12-10T12:00", "end", "2026-12-10T13:00", "mode", "desktop",
+		"allow", "exam.uni.example:443, 10.0.5.1/24")
+	if code != http.StatusBadRequest || !regexp.MustCompile(`id="exc-allow"[^>]*>\s*<span class="fielderr" role="alert">[^<]*allow\[1\][^<]*host bits set`).MatchString(body) ||
+		!strings.Contains(body, `value="exam.uni.example:443, 10.0.5.1/24"`) {
+		t.Errorf("bad allow entry: %d\n%s", code, body)
+	}
+	code, body = post("name", "lecture-a", "kind", "lecture", "start", "2026-12-10T12:00", "end", "2026-12-10T13:00", "mode", "desktop",
+		"allow", "exam.uni.example")
+	if code != http.StatusBadRequest || !regexp.MustCompile(`id="exc-allow"[^>]*>\s*<span class="fielderr" role="alert">[^<]*only exceptions of kind exam`).MatchString(body) {
+		t.Errorf("allow on a lecture: %d\n%s", code, body)
+	}
 	if got := len(e.Svc.Snapshot().Site.Exceptions); got != n {
 		t.Fatalf("refused exceptions were written: %d, was %d", got, n)
+	}
+	// A valid exam keeps its allow list.
+	code, body = post("name", "exam-z", "kind", "exam", "start", "2026-12-10T12:00", "end", "2026-12-10T13:00", "mode", "desktop",
+		"allow", "exam.uni.example:443\n[2001:db8::1]:8443")
+	if x := e.Svc.Snapshot().Site.Exception("exam-z"); code != http.StatusOK || x == nil || !slices.Equal(x.Allow, []string{"exam.uni.example:443", "[2001:db8::1]:8443"}) {
+		t.Fatalf("add exam: %d %+v\n%s", code, x, body)
+	}
+	if code, _ := b.post("/ui/schedule/pools/lab-a/exceptions/exam-z/delete", url.Values{"csrf": {tok}}); code != http.StatusOK {
+		t.Errorf("delete exam-z: %d", code)
 	}
 	// A valid one is added, owned by alice, listed, and deleted again.
 	code, body = post("name", "repair-1", "kind", "maintenance", "start", "2026-12-10T07:00", "end", "2026-12-10T09:00", "mode", "maintenance", "hosts", "pc-a02")

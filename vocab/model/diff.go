@@ -480,8 +480,9 @@ func versionFields(a, b *ImageVersion) []string {
 	)
 }
 
-// exceptionFields compares targets as a set: a store may not keep their order (LDAP keeps
-// pool and host targets in two attributes), and the order means nothing.
+// exceptionFields compares targets and the allow list as sets: a store may not keep their
+// order (LDAP keeps pool and host targets in two attributes, and values of one attribute
+// unordered), and the order means nothing.
 func exceptionFields(a, b *Exception) []string {
 	return changedFields(
 		fieldCmp{"kind", a.Kind == b.Kind},
@@ -490,6 +491,7 @@ func exceptionFields(a, b *Exception) []string {
 		fieldCmp{"end", a.End.Equal(b.End)},
 		fieldCmp{"mode", a.Mode == b.Mode},
 		fieldCmp{"targets", sameTargets(a.Targets, b.Targets)},
+		fieldCmp{"allow", sameSet(a.Allow, b.Allow)},
 		fieldCmp{"owner", a.Owner == b.Owner},
 	)
 }
@@ -513,6 +515,14 @@ func sameTargets(a, b []Target) bool {
 		return k
 	}
 	return slices.Equal(key(a), key(b))
+}
+
+// sameSet compares two lists of distinct strings regardless of order.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 func roleFields(a, b *RoleGrant) []string {

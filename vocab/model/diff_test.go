@@ -291,7 +291,7 @@ func fullSite() *Site {
 			{Name: "b1", MAC: "52:54:00:00:00:03", Pool: "lab-b", BootServer: "bs1"},
 		},
 		Exceptions: []Exception{{Name: "exam", Kind: "exam", Start: t0, End: t0.Add(2 * time.Hour), Mode: "course",
-			Targets: []Target{{Pool: "lab-b"}, {Host: "a2"}}}},
+			Targets: []Target{{Pool: "lab-b"}, {Host: "a2"}}, Allow: []string{"exam.uni.example:443", "10.0.5.0/24"}}},
 		Roles: []RoleGrant{
 			{Name: "admins", Role: RoleSiteAdmin, Members: []string{"admin"}},
 			{Name: "lab-a-admins", Role: RolePoolAdmin, Pool: "lab-a", Members: []string{"alice", "bob"}},
@@ -319,6 +319,7 @@ func TestDiffNoChange(t *testing.T) {
 	n := s.Clone()
 	// Order of targets, of list entries and time zones of instants are not changes.
 	n.Exceptions[0].Targets = []Target{{Host: "a2"}, {Pool: "lab-b"}}
+	slices.Reverse(n.Exceptions[0].Allow)
 	n.Exceptions[0].Start = n.Exceptions[0].Start.In(time.FixedZone("x", 3600))
 	slices.Reverse(n.Hosts)
 	if d := Diff(s, n); len(d) != 0 {

@@ -251,6 +251,12 @@ type Exception struct {
 	End         time.Time     `json:"end" yaml:"end"`
 	Mode        string        `json:"mode" yaml:"mode"`
 	Targets     []Target      `json:"targets" yaml:"targets"`
+	// Allow is what the PCs of an exam may reach besides what they need to keep running
+	// (their boot server, the site manager, DNS, the seat's login directory and print
+	// server): host names, IPv4/IPv6 addresses or networks, each optionally with :port
+	// (names.ParseEndpoint), at most MaxExamAllow. Only exceptions of kind exam have it;
+	// the node agent turns it into the exam's nftables ruleset (docs/operations.md).
+	Allow []string `json:"allow,omitempty" yaml:"allow,omitempty"`
 	// Owner is the user who booked the exception through the API; empty: managed by the
 	// site file. `overtime site apply` never deletes an exception that has an owner.
 	Owner string `json:"owner,omitempty" yaml:"owner,omitempty"`
@@ -320,6 +326,7 @@ func (s *Site) Clone() *Site {
 	c.Exceptions = append([]Exception(nil), s.Exceptions...)
 	for i := range c.Exceptions {
 		c.Exceptions[i].Targets = append([]Target(nil), c.Exceptions[i].Targets...)
+		c.Exceptions[i].Allow = append([]string(nil), c.Exceptions[i].Allow...)
 	}
 	c.Roles = append([]RoleGrant(nil), s.Roles...)
 	for i := range c.Roles {
@@ -480,6 +487,7 @@ func (s *Site) canonicalEmpty() {
 	}
 	for i := range s.Exceptions {
 		s.Exceptions[i].Targets = nilIfEmpty(s.Exceptions[i].Targets)
+		s.Exceptions[i].Allow = nilIfEmpty(s.Exceptions[i].Allow)
 	}
 	for i := range s.Roles {
 		s.Roles[i].Members = nilIfEmpty(s.Roles[i].Members)

@@ -1,6 +1,15 @@
 package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/overtime-hpc/overtime/vocab/names"
+)
+
+// MaxExamAllow bounds an exam's allow list: the exam's servers, not a copy of the
+// internet (each entry is a rule on every PC of the exam, and a name a DNS lookup when
+// the exam starts).
+const MaxExamAllow = 32
 
 // The validators of the schedule's exceptions (see Site.Validate for their order).
 
@@ -46,6 +55,33 @@ func validateException(e *Exception, ix *siteIndex) error {
 	}
 	if !e.End.After(e.Start) {
 		return invalid("exception %s: end %s is not after start %s", e.Name, e.End.Format(time.RFC3339), e.Start.Format(time.RFC3339))
+	}
+	return validateExamAllow(e)
+}
+
+// validateExamAllow checks an exam's allow list: each entry an endpoint that parses
+// (names.ParseEndpoint), none twice, at most MaxExamAllow; other kinds have none (the
+// network is limited only during exams, so an allow list elsewhere would mean nothing).
+func validateExamAllow(e *Exception) error {
+	if len(e.Allow) == 0 {
+		return nil
+	}
+	if e.Kind != ExceptionExam {
+		return invalid("exception %s: allow: only exceptions of kind exam limit the network (this one is %s)", e.Name, e.Kind)
+	}
+	if len(e.Allow) > MaxExamAllow {
+		return invalid("exception %s: allow: %d entries, at most %d (give networks rather than single addresses)", e.Name, len(e.Allow), MaxExamAllow)
+	}
+	seen := map[names.Endpoint]int{}
+	for i, a := range e.Allow {
+		ep, err := names.ParseEndpoint(a)
+		if err != nil {
+			return invalid("exception %s: allow[%d]: %v", e.Name, i, err)
+		}
+		if j, dup := seen[ep]; dup {
+			return invalid("exception %s: allow[%d]: %q is allow[%d] again", e.Name, i, a, j)
+		}
+		seen[ep] = i
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -172,5 +173,61 @@ func TestBootServerDNSDiff(t *testing.T) {
 	c.BootServers[0].DNSServers[0] = "10.9.9.9"
 	if a.BootServers[0].DNSServers[0] != "10.0.0.53" {
 		t.Error("Clone shares DNSServers")
+	}
+}
+
+// An exam's allow list: each entry an endpoint (names.ParseEndpoint), named by its index
+// in the message; no duplicates, at most MaxExamAllow; no list on other kinds.
+func TestExamAllow(t *testing.T) {
+	many := make([]string, MaxExamAllow+1)
+	for i := range many {
+		many[i] = "10.0." + strconv.Itoa(i) + ".0/24"
+	}
+	for _, tc := range []struct {
+		name  string
+		kind  ExceptionKind
+		allow []string
+		err   string // "" = valid
+	}{
+		{name: "none", kind: ExceptionExam},
+		{name: "names and networks", kind: ExceptionExam, allow: []string{"exam.uni.example:443", "10.0.5.0/24", "[2001:db8::1]:8443", "2001:db8:5::/48"}},
+		{name: "at the bound", kind: ExceptionExam, allow: many[:MaxExamAllow]},
+		{name: "over the bound", kind: ExceptionExam, allow: many, err: "exception exam: allow: 33 entries, at most 32"},
+		{name: "bad entry named", kind: ExceptionExam, allow: []string{"exam.uni.example", "10.0.5.1/24"}, err: `exception exam: allow[1]: invalid endpoint "10.0.5.1/24": host bits set`},
+		{name: "free text", kind: ExceptionExam, allow: []string{"exam; accept"}, err: "exception exam: allow[0]: invalid endpoint"},
+		{name: "duplicate", kind: ExceptionExam, allow: []string{"10.0.5.7:443", "10.0.5.7:443"}, err: `allow[1]: "10.0.5.7:443" is allow[0] again`},
+		{name: "same endpoint spelled twice", kind: ExceptionExam, allow: []string{"2001:db8::1", "2001:DB8::1"}, err: "is allow[0] again"},
+		{name: "other kind", kind: "lecture", allow: []string{"exam.uni.example"}, err: "exception exam: allow: only exceptions of kind exam"},
+	} {
+		s := fullSite()
+		s.Exceptions[0].Kind, s.Exceptions[0].Allow = tc.kind, tc.allow
+		err := s.Validate()
+		if tc.err == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		var inv *InvalidError
+		if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.As(err, &inv) {
+			t.Errorf("%s: Validate = %v, want an InvalidError containing %q", tc.name, err, tc.err)
+		}
+	}
+}
+
+// The allow list is a field of the exception's diff, compared as a set, and Clone copies it.
+func TestExamAllowDiff(t *testing.T) {
+	a := fullSite()
+	b := a.Clone()
+	b.Exceptions[0].Allow[0] = "exam2.uni.example"
+	if a.Exceptions[0].Allow[0] != "exam.uni.example:443" {
+		t.Fatal("Clone shares Allow")
+	}
+	var got []string
+	for _, c := range Diff(a, b) {
+		got = append(got, c.Fields...)
+	}
+	if !slices.Equal(got, []string{"allow"}) {
+		t.Errorf("diff fields %v, want [allow]", got)
 	}
 }

@@ -1,11 +1,14 @@
 package wire
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/names"
 )
 
 // The node agent's side of the API (docs/agent-api.md): the configuration document an
@@ -57,9 +60,67 @@ type AgentConfig struct {
 	// Exam: the mode in force comes from an exam exception. The agent runs no compute
 	// guest and tells the desktop (/run/overtime/exam) so that the image can lock down.
 	Exam bool `json:"exam,omitempty"`
+	// ExamNetwork is what the PC may reach during the exam (set with Exam): the agent
+	// loads it as the nftables table inet overtime_exam and deletes the table when the
+	// exam is over. nil with Exam: a site manager that limits no network (older).
+	ExamNetwork *ExamNetwork `json:"examNetwork,omitempty"`
 	// Power is a pending request of an operator (overtime host reboot|poweroff) or of
 	// Slurm's SuspendProgram for this PC; nil: none.
 	Power *PowerCommand `json:"power,omitempty"`
+}
+
+// ExamNetwork is everything a PC in an exam may reach (docs/operations.md "Exam mode"):
+// the exam's own allow list and what the PC needs to keep running, computed in one place
+// by the site manager (sitemgmt/examallow). Loopback, answers to the PC's own
+// connections, DHCP and the resolvers the PC was given are the agent's own rules.
+type ExamNetwork struct {
+	Allow []ExamEndpoint `json:"allow"`
+}
+
+// ExamEndpoint is one entry: where (names.ParseEndpoint's form: a host name, address or
+// network, optionally :port; no port is every port and protocol, a port is TCP and UDP)
+// and why.
+type ExamEndpoint struct {
+	Endpoint string      `json:"endpoint"`
+	For      ExamPurpose `json:"for"`
+}
+
+// ExamPurpose says why a PC in an exam may reach an endpoint; the agent writes it as the
+// rule's comment (a word of this fixed list, never text from the site).
+type ExamPurpose string
+
+const (
+	ExamForExam        ExamPurpose = "exam"         // the exam exception's allow list
+	ExamForBootServer  ExamPurpose = "boot-server"  // NFS root and images, DHCP, TFTP (every port)
+	ExamForSiteManager ExamPurpose = "site-manager" // the agent's configuration and heartbeats
+	ExamForDNS         ExamPurpose = "dns"          // the resolvers the boot server hands out
+	ExamForLogin       ExamPurpose = "login"        // the seat's login directory (desktopLogin)
+	ExamForKDC         ExamPurpose = "kdc"          // its Kerberos KDCs
+	ExamForPrint       ExamPurpose = "print"        // the seat's print server
+)
+
+// ExamPurposes lists every purpose.
+var ExamPurposes = []ExamPurpose{ExamForExam, ExamForBootServer, ExamForSiteManager, ExamForDNS, ExamForLogin, ExamForKDC, ExamForPrint}
+
+// MaxExamEndpoints bounds an ExamNetwork: the exam's 32 (model.MaxExamAllow) and what a
+// seat needs, with room to spare; a document beyond it is refused, not cut.
+const MaxExamEndpoints = 128
+
+// Check refuses a document the agent must not turn into a ruleset: too many entries, an
+// endpoint that does not parse, an unknown purpose.
+func (n *ExamNetwork) Check() error {
+	if len(n.Allow) > MaxExamEndpoints {
+		return fmt.Errorf("exam network: %d endpoints, at most %d", len(n.Allow), MaxExamEndpoints)
+	}
+	for i, e := range n.Allow {
+		if _, err := names.ParseEndpoint(e.Endpoint); err != nil {
+			return fmt.Errorf("exam network: allow[%d]: %w", i, err)
+		}
+		if !slices.Contains(ExamPurposes, e.For) {
+			return fmt.Errorf("exam network: allow[%d]: unknown purpose %q", i, e.For)
+		}
+	}
+	return nil
 }
 
 // PowerOp is what a power command asks of a PC.

@@ -60,3 +60,31 @@ func TestAgentConfigJSON(t *testing.T) {
 		t.Fatalf("next change missing: %s", b)
 	}
 }
+
+// The agent refuses an exam network it must not render: an endpoint that is not one,
+// a purpose not on the fixed list, too many entries.
+func TestExamNetworkCheck(t *testing.T) {
+	many := make([]ExamEndpoint, MaxExamEndpoints+1)
+	for i := range many {
+		many[i] = ExamEndpoint{Endpoint: "10.0.0.1", For: ExamForExam}
+	}
+	for _, tc := range []struct {
+		name  string
+		allow []ExamEndpoint
+		err   string
+	}{
+		{"empty", nil, ""},
+		{"every purpose", []ExamEndpoint{{"exam.uni.example:443", ExamForExam}, {"10.0.0.1", ExamForBootServer},
+			{"boot.uni.example:8080", ExamForSiteManager}, {"10.0.0.53:53", ExamForDNS}, {"ldap.uni.example:636", ExamForLogin},
+			{"kdc.uni.example:88", ExamForKDC}, {"[2001:db8::631]:631", ExamForPrint}}, ""},
+		{"at the bound", many[:MaxExamEndpoints], ""},
+		{"over the bound", many, "at most 128"},
+		{"not an endpoint", []ExamEndpoint{{"10.0.0.1", ExamForExam}, {"10.0.0.0/8 accept", ExamForExam}}, "allow[1]: invalid endpoint"},
+		{"unknown purpose", []ExamEndpoint{{"10.0.0.1", `x" accept`}}, "unknown purpose"},
+	} {
+		err := (&ExamNetwork{Allow: tc.allow}).Check()
+		if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: Check = %v, want %q", tc.name, err, tc.err)
+		}
+	}
+}
