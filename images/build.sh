@@ -33,6 +33,15 @@ debs=${repo}/bin/deb
 # Where recipes are looked up (a site may keep its own recipes outside the checkout).
 recipes=${OVERTIME_RECIPES:-${here}/recipes}
 SUITE=bookworm
+# zstd level of root.squashfs. 15 (the default) makes the smallest image for the boot
+# servers to sync and the PCs to read; 3, which tests and the demo use, squashes the
+# desktop flavour's 1.7 GB tree with a thirtieth of the CPU time for a file about 15%
+# larger (docs/benchmarks/images.md). Part of the image key: the bytes differ.
+zstd_level=${OVERTIME_SQUASHFS_LEVEL:-15}
+case "${zstd_level}" in
+[1-9] | 1[0-9] | 2[0-2]) ;;
+*) echo "images: OVERTIME_SQUASHFS_LEVEL=${zstd_level}: not a zstd level (1-22)" >&2; exit 1 ;;
+esac
 
 die() {
 	echo "images: $*" >&2
@@ -122,6 +131,7 @@ base_key=$({
 image_key=$({
 	echo "base ${base_key}"
 	echo "epoch ${SOURCE_DATE_EPOCH}"
+	echo "zstd ${zstd_level}"
 	for f in ${deb_files}; do echo "deb $(basename "${f}") $(filehash "${f}")"; done
 	for r in ${chain}; do
 		(cd "${recipes}" && find "${r}" -type f | LC_ALL=C sort) | while read -r f; do
@@ -244,7 +254,7 @@ rm -rf "${root}/tmp/overtime-debs" "${root}/usr/sbin/policy-rc.d" "${root}/var/c
 rm -f "${root}/var/lib/dbus/machine-id"
 
 # SOURCE_DATE_EPOCH: mksquashfs (4.5+) takes it for the file system and every file time.
-mksquashfs "${root}" "${tmp}/out/root.squashfs" -noappend -comp zstd -Xcompression-level 15 \
+mksquashfs "${root}" "${tmp}/out/root.squashfs" -noappend -comp zstd -Xcompression-level "${zstd_level}" \
 	-no-progress -quiet >&2
 
 # The manifest: what was built, from what, when, with every artefact's size and sha256.

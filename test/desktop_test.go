@@ -111,9 +111,10 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	l := bootlab.Start(t, bootlab.Options{Now: desktopNow, ServeArgs: []string{"--munge-key", mungeKey, "--desktop-secrets", secrets}})
 	l.Expose(t, bootlab.ServerIP+":636", strings.TrimPrefix(uni.LDAPSURL, "ldaps://"))
 	cups := cupstest.StartWith(t, "lab-printer", cupstest.Options{Addr: bootlab.ServerIP + ":631", Command: l.NS.Command})
+	homes := startHomeServer(t, l)
 	l.CopyImage(desk.Dir, "desktop/v1")
 	l.CopyImage(compute.Dir, "compute/v1")
-	l.Apply(desktopSite(l, desk, compute) + seatSite(t, uni))
+	l.Apply(desktopSite(l, desk, compute) + seatSite(t, uni) + homesSite())
 	l.StartBootServer()
 	ctl := slurmlab.StartController(t, l.NS, bootlab.ServerIP, mungeKey)
 
@@ -216,6 +217,8 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	if err != nil || !strings.Contains(id, "student\n1234567\nstudents\n/home/student\n") {
 		t.Fatalf("the student's session: %v\n%q", err, id)
 	}
+	// Their home is theirs on the university's file server.
+	firstMount := checkServerHome(t, vm, homes)
 	if out, err := vm.Console.Run("cat /run/overtime/seat.status; echo 'Exercise sheet 3' | lp", time.Minute); err != nil || !strings.Contains(out, "ok\n") {
 		t.Fatalf("the seat's status and lp: %v\n%s", err, out)
 	}
@@ -230,6 +233,9 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	if err := vm.Console.Send("exit"); err != nil {
 		t.Fatal(err)
 	}
+	// Logged out everywhere: the home was unmounted (a new login mounts it afresh), and
+	// with the home server down a login still works, into a temporary home that says so.
+	checkHomeLifecycle(t, vm, homes, firstMount, expect)
 	expect(`login: `, time.Minute)
 
 	// A lecturer's course VM: imported (a tiny raw disk whose boot sector prints a line on

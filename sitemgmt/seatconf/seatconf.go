@@ -334,11 +334,18 @@ const homesUIDs = "1000-2147483647"
 // only appear in a comment, where "--" is not allowed.
 //
 // nosuid and nodev are always set: a set-uid file on the file server must not run as
-// root here. For cifs, pam_mount adds username= and uid= itself and hands mount.cifs the
+// root here. NFS mounts are tried once (retry=0) so that a server that is down costs a
+// login seconds, not minutes. For cifs, pam_mount adds username= and uid= itself and hands mount.cifs the
 // password the user logged in with (pam_mount's auth hook keeps it); with sec=krb5*
 // cruid= lets cifs.upcall use the user's own Kerberos ticket instead.
 func pamMountConf(h *model.Homes, host, pool string) []byte {
 	opts := []string{"nosuid", "nodev"}
+	if h.Type == model.HomesNFS {
+		// One attempt: mount.nfs retries a foreground mount for two minutes by default,
+		// and the user would wait that long at the greeter for a server that is down
+		// before getting the temporary home. The site's options come after and win.
+		opts = append(opts, "retry=0")
+	}
 	if h.Options != "" {
 		opts = append(opts, h.Options)
 	}

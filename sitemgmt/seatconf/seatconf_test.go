@@ -211,7 +211,7 @@ func TestPamMountConf(t *testing.T) {
 		h    model.Homes
 		opts string
 	}{
-		{model.Homes{Type: model.HomesNFS, Server: "10.0.0.7", Path: "/export/~x/$y+@z/%(USER)"}, "nosuid,nodev"},
+		{model.Homes{Type: model.HomesNFS, Server: "10.0.0.7", Path: "/export/~x/$y+@z/%(USER)"}, "nosuid,nodev,retry=0"},
 		{model.Homes{Type: model.HomesCIFS, Server: "files", Path: "users$/%(USER)", Options: "sec=ntlmssp"}, "nosuid,nodev,sec=ntlmssp"},
 		{model.Homes{Type: model.HomesCIFS, Server: "files", Path: "u/%(USER)", Options: "vers=3.1.1,sec=krb5"}, "nosuid,nodev,vers=3.1.1,sec=krb5,cruid=%(USERUID)"},
 	} {

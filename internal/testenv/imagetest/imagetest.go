@@ -106,14 +106,18 @@ func Get(t testing.TB, recipe string) *Image {
 		return im
 	}
 	script := filepath.Join(testenv.RepoRoot(t), "images", "build.sh")
-	out, err := exec.Command(script, "--debs", debs, "--key", recipe).Output()
+	keyCmd := exec.Command(script, "--debs", debs, "--key", recipe)
+	keyCmd.Env = buildEnv()
+	out, err := keyCmd.Output()
 	if err != nil {
 		t.Fatalf("%s --key %s: %v %s", script, recipe, err, stderr(err))
 	}
 	key := strings.TrimSpace(string(out))
 	dir := filepath.Join(CacheDir(), "out", recipe+"-"+key)
 	start := time.Now()
-	if b, err := exec.Command(script, "--debs", debs, recipe, dir).CombinedOutput(); err != nil {
+	build := exec.Command(script, "--debs", debs, recipe, dir)
+	build.Env = buildEnv()
+	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", script, recipe, err, tail(string(b), 6000))
 	} else {
 		t.Logf("image %s (%s): %s", recipe, time.Since(start).Round(time.Second), strings.TrimSpace(tail(string(b), 300)))
@@ -128,6 +132,18 @@ func Get(t testing.TB, recipe string) *Image {
 	built[recipe] = im
 	prune(filepath.Dir(dir), recipe, filepath.Base(dir))
 	return im
+}
+
+// buildEnv is the environment of images/build.sh for tests: zstd level 3 unless the
+// caller set one (OVERTIME_SQUASHFS_LEVEL). A test reads the image once; the default
+// level 15 would spend most of a cold build squashing the desktop flavour
+// (docs/benchmarks/images.md).
+func buildEnv() []string {
+	env := os.Environ()
+	if os.Getenv("OVERTIME_SQUASHFS_LEVEL") == "" {
+		env = append(env, "OVERTIME_SQUASHFS_LEVEL=3")
+	}
+	return env
 }
 
 // Load reads a built image directory, verifying every artefact against its SHA256SUMS.

@@ -61,7 +61,10 @@ type Config struct {
 	// Pseudo is the NFSv4 pseudo path; default Export, as the site manager renders it, so
 	// that SERVER:/EXPORT mounts over v3 and v4 alike.
 	Pseudo string
-	Dir    string // working directory for configuration, logs, pid file, recovery data (required)
+	// ReadWrite exports the directory read-write (still with root squash): a home
+	// server's export, where users write as their own uids.
+	ReadWrite bool
+	Dir       string // working directory for configuration, logs, pid file, recovery data (required)
 }
 
 // Server is an rpcbind + ganesha pair; see Start and Stop.
@@ -193,7 +196,7 @@ EXPORT {
 	Export_Id = 1;
 	Path = "%s";
 	Pseudo = "%s";
-	Access_Type = RO;
+	Access_Type = %s;
 	Squash = Root_Squash;
 	Protocols = 3, 4;
 	Transports = TCP;
@@ -202,7 +205,14 @@ EXPORT {
 		Name = VFS;
 	}
 }
-`, NFSPort, MountPort, s.cfg.Addr, s.path("recovery"), s.cfg.Export, s.cfg.Pseudo)
+`, NFSPort, MountPort, s.cfg.Addr, s.path("recovery"), s.cfg.Export, s.cfg.Pseudo, s.access())
+}
+
+func (s *Server) access() string {
+	if s.cfg.ReadWrite {
+		return "RW"
+	}
+	return "RO"
 }
 
 // Start starts rpcbind and ganesha and returns when the export is served over NFSv3

@@ -1,0 +1,152 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/overtime-hpc/overtime/internal/netns"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/nfsenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
+)
+
+// The university's home server of the desktop test: nfs-ganesha in a namespace of its own
+// (its rpcbind and port 2049 would collide with the boot server's in the lab's), on the
+// lab's bridge at homeServerIP, exporting a read-write directory as /export/homes with
+// the student's home (uid 1234567, mode 0700) in it.
+const homeServerIP = "10.20.0.5"
+
+type homeServer struct {
+	*nfsenv.Server
+	dir string // the exported directory on this machine
+}
+
+func startHomeServer(t *testing.T, l *bootlab.Lab) *homeServer {
+	t.Helper()
+	ns, err := netns.New("homes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	if err := l.NS.AddVeth("vhomes", bootlab.Bridge, ns, "eth0", homeServerIP+"/24"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	home := filepath.Join(dir, "student")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, 1234567, 1234500); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	s := nfsenv.StartT(t, nfsenv.Config{NS: ns, Addr: homeServerIP, Export: dir, Pseudo: "/export/homes", ReadWrite: true, Dir: work})
+	return &homeServer{Server: s, dir: dir}
+}
+
+// homesSite is the site file's homes: the student's home from the home server over NFS.
+func homesSite() string {
+	return fmt.Sprintf("homes: {type: nfs, server: %s, path: \"/export/homes/%%(USER)\"}\n", homeServerIP)
+}
+
+// homeMount is the mount ID and source of /home/student in the console session's view
+// ("" when it is not a mount point).
+func homeMount(t *testing.T, vm *vmtest.VM) (id, source string) {
+	t.Helper()
+	out, err := vm.Console.Run(`awk '$5 == "/home/student" {print "MOUNT", $1, $(NF-1)}' /proc/self/mountinfo`, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^MOUNT (\d+) (\S+)\r?$`).FindStringSubmatch(out)
+	if m == nil {
+		return "", ""
+	}
+	return m[1], m[2]
+}
+
+// checkServerHome: in the student's console session, their home is the server's
+// directory, and what they save there arrives on the server as theirs.
+func checkServerHome(t *testing.T, vm *vmtest.VM, hs *homeServer) (mountID string) {
+	t.Helper()
+	id, src := homeMount(t, vm)
+	if want := homeServerIP + ":/export/homes/student"; src != want {
+		t.Fatalf("the student's home is mounted from %q, want %s", src, want)
+	}
+	if _, err := vm.Console.Run("echo 'saved by student' > ~/saved.txt", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(hs.dir, "student", "saved.txt"))
+	if err != nil {
+		t.Fatalf("the file the student saved is not on the home server: %v", err)
+	}
+	if uid, gid := owner(fi); uid != 1234567 || gid != 1234500 {
+		t.Errorf("saved.txt on the server is owned by %d:%d, want the student's 1234567:1234500", uid, gid)
+	}
+	if b, _ := os.ReadFile(filepath.Join(hs.dir, "student", "saved.txt")); string(b) != "saved by student\n" {
+		t.Errorf("saved.txt on the server holds %q", b)
+	}
+	return id
+}
+
+// consoleLogin logs the student in at the serial console's prompt.
+func consoleLogin(t *testing.T, vm *vmtest.VM, expect func(string, time.Duration)) {
+	t.Helper()
+	expect(`login: `, 2*time.Minute)
+	if err := vm.Console.Send("student"); err != nil {
+		t.Fatal(err)
+	}
+	expect(`Password:`, 2*time.Minute)
+	if err := vm.Console.Send("ldap-pw"); err != nil {
+		t.Fatal(err)
+	}
+	expect(`student@desk1:~\$ `, 2*time.Minute)
+}
+
+// checkHomeLifecycle, after every session of the student ended: a new login mounts the
+// home afresh (a new mount: the last logout unmounted it); with the home server down, a
+// login still succeeds, into a temporary home that says so. Leaves the student logged
+// out and the server running.
+func checkHomeLifecycle(t *testing.T, vm *vmtest.VM, hs *homeServer, firstMount string, expect func(string, time.Duration)) {
+	t.Helper()
+	consoleLogin(t, vm, expect)
+	id, src := homeMount(t, vm)
+	if src == "" || id == firstMount {
+		t.Fatalf("after the student logged out everywhere and in again, the home is mount %q from %q: want a new mount (the first was %s)", id, src, firstMount)
+	}
+	if out, err := vm.Console.Run("cat ~/saved.txt", time.Minute); err != nil || !strings.Contains(out, "saved by student") {
+		t.Fatalf("the saved file after logging in again: %v %q", err, out)
+	}
+	if err := vm.Console.Send("exit"); err != nil {
+		t.Fatal(err)
+	}
+	hs.Stop()
+	start := time.Now()
+	consoleLogin(t, vm, expect)
+	t.Logf("login with the home server down: %s", time.Since(start).Round(100*time.Millisecond))
+	if id, _ := homeMount(t, vm); id != "" {
+		t.Fatalf("with the home server down, /home/student is a mount (%s)", id)
+	}
+	out, err := vm.Console.Run("cat ~/HOME-NOT-SAVED.txt", time.Minute)
+	if err != nil || !strings.Contains(out, homeServerIP) {
+		t.Fatalf("the temporary home's notice: %v %q", err, out)
+	}
+	if err := vm.Console.Send("exit"); err != nil {
+		t.Fatal(err)
+	}
+	if err := hs.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// owner is a file's numeric owner and group.
+func owner(fi os.FileInfo) (uid, gid uint32) {
+	st := fi.Sys().(*syscall.Stat_t)
+	return st.Uid, st.Gid
+}
