@@ -10,10 +10,12 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
-// Homes from the file server: a site admin sets the site's, a pool admin their pool's
-// (through the pool, like printing) but neither the site's nor another pool's; a
-// refused value names its field; each PC gets pam_mount.conf.xml for its pool's (or the
-// site's) server, and none once the site has no homes.
+// Homes from the file server: a site admin sets the site's and a pool's own (through
+// the pool); a pool admin neither, not even their own pool's (like desktopLogin: the home
+// server gets the passwords of the pool's users), though they still change the rest of
+// their pool with its homes carried back unchanged; a refused value names its field;
+// each PC gets pam_mount.conf.xml for its pool's (or the site's) server, and none once
+// the site has no homes.
 func TestSeatHomes(t *testing.T) {
 	runHomesSuite(t, testenv.Options{})
 }
@@ -65,22 +67,44 @@ func runHomesSuite(t *testing.T, opt testenv.Options) {
 		t.Fatalf("viewer reads %+v %v, want what was set", back, err)
 	}
 
-	// lab-a's admin gives the room its own SMB server; lab-b's admin may not.
+	// The site admin gives lab-a its own SMB server; neither lab-a's admin nor lab-b's may.
 	var pool model.Pool
 	if _, err := alice.Get("/api/v1/pools/lab-a", nil, &pool); err != nil {
 		t.Fatal(err)
 	}
 	pool.Homes = &model.Homes{Type: model.HomesCIFS, Server: "files-a.uni.example", Path: "homes/%(USER)"}
+	if err := alice.Send("PUT", "/api/v1/pools/lab-a", nil, pool, nil); status(err) != http.StatusForbidden || !strings.Contains(err.Error(), "only a site admin may") {
+		t.Fatalf("lab-a's admin sets lab-a's homes: %v, want 403 saying only a site admin may", err)
+	}
 	if err := bob.Send("PUT", "/api/v1/pools/lab-a", nil, pool, nil); status(err) != http.StatusForbidden {
 		t.Fatalf("lab-b's admin sets lab-a's homes: %v, want 403", err)
 	}
 	pool.Homes.Server = "files-a.uni.example:445"
-	if err := alice.Send("PUT", "/api/v1/pools/lab-a", nil, pool, nil); status(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "pool lab-a homes.server") {
+	if err := admin.Send("PUT", "/api/v1/pools/lab-a", nil, pool, nil); status(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "pool lab-a homes.server") {
 		t.Fatalf("a server with a port: %v, want 400 naming pool lab-a homes.server", err)
 	}
 	pool.Homes.Server = "files-a.uni.example"
+	if err := admin.Send("PUT", "/api/v1/pools/lab-a", nil, pool, nil); err != nil {
+		t.Fatalf("site admin sets the pool's homes: %v", err)
+	}
+
+	// lab-a's admin still changes the rest of the pool, its homes sent back as they are,
+	// but may neither point them elsewhere nor remove them.
+	if _, err := alice.Get("/api/v1/pools/lab-a", nil, &pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.Description = "Lab A, homes from files-a"
 	if err := alice.Send("PUT", "/api/v1/pools/lab-a", nil, pool, nil); err != nil {
-		t.Fatalf("pool admin sets the pool's homes: %v", err)
+		t.Fatalf("pool admin changes the description, homes unchanged: %v", err)
+	}
+	evil := pool
+	evil.Homes = &model.Homes{Type: model.HomesCIFS, Server: "collector.example", Path: "homes/%(USER)"}
+	if err := alice.Send("PUT", "/api/v1/pools/lab-a", nil, evil, nil); status(err) != http.StatusForbidden || !strings.Contains(err.Error(), "only a site admin may") {
+		t.Fatalf("lab-a's admin points lab-a's homes at another server: %v, want 403 saying only a site admin may", err)
+	}
+	evil.Homes = nil
+	if err := alice.Send("PUT", "/api/v1/pools/lab-a", nil, evil, nil); status(err) != http.StatusForbidden {
+		t.Fatalf("lab-a's admin removes lab-a's homes: %v, want 403", err)
 	}
 
 	a, b := pamMount("pc-a01"), pamMount("pc-b01")

@@ -391,6 +391,8 @@ type entityRights struct {
 // or exception in the pool. How a PC boots — a mode's kind, desktop image, version pin,
 // kernel, initrd, kernel arguments and guest, an image's kind and pool, any boot server
 // assignment — is the site admin's: it decides what runs as root on every PC of a room.
+// So are the directory a pool's desktops trust for logins and the file server of its
+// homes, which gets its users' files and logins; its print server is its pool admin's.
 var fieldRights = map[string]entityRights{
 	model.EntityPool: {
 		fields: map[string]right{
@@ -404,10 +406,14 @@ var fieldRights = map[string]entityRights{
 			"desktopLogin": {never, never},
 			// The room's print server: the pool admin's, like its room and description.
 			"printing": {always, never},
-			// The file server of the pool's homes: a site admin's, like desktopLogin. It
-			// gets every file the pool's users save and, for cifs, their password (or a
-			// Kerberos ticket): a pool admin could otherwise collect the passwords of
-			// everyone who logs in at the pool's PCs.
+			// The file server of the pool's homes: a site admin's, like desktopLogin, not
+			// the pool admin's like printing. It gets every file the pool's users save
+			// and, for cifs, their password (pam_mount hands the login password to
+			// mount.cifs, which answers the server's NTLM challenge with it: enough to
+			// crack or relay it) or their Kerberos ticket (sec=krb5); it also serves the
+			// dotfiles that run as them. A pool admin could otherwise point their pool at
+			// a server of their own and collect the password of everyone who logs in at
+			// the pool's PCs.
 			"homes": {never, never},
 		},
 	},

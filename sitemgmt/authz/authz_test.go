@@ -70,9 +70,11 @@ func TestCheck(t *testing.T) {
 		}, []string{"root", "alice"}, []string{"carol", "dave", "eve"}},
 		{"move host from a to b", func(s *model.Site) { s.Host("a1").Pool = "b" }, []string{"root"}, []string{"alice", "carol"}},
 		{"change pool a room", func(s *model.Site) { s.Pool("a").Room = "R1" }, []string{"root", "alice"}, []string{"carol", "dave"}},
+		// A pool's home server is the site admin's, like its desktop login (it gets the
+		// passwords of the pool's users): not even the pool's own admin's.
 		{"set pool a homes", func(s *model.Site) {
 			s.Pool("a").Homes = &model.Homes{Type: model.HomesNFS, Server: "files", Path: "/h/%(USER)"}
-		}, []string{"root", "alice"}, []string{"carol", "dave", "eve"}},
+		}, []string{"root"}, []string{"alice", "carol", "dave", "eve"}},
 		{"set the site's homes", func(s *model.Site) {
 			s.Homes = &model.Homes{Type: model.HomesNFS, Server: "files", Path: "/h/%(USER)"}
 		}, []string{"root"}, []string{"alice", "carol", "dave"}},

@@ -117,8 +117,10 @@ func (e *Entities) PutPrinting(ctx context.Context, p authz.Principal, dryRun bo
 
 // PutHomes sets the file server of the desktops' home directories (h; nil removes it,
 // and homes are temporary again): the site's when pool is "", else that pool's own,
-// which replaces the site's for its PCs. A pool's admins may set their pool's, a site
-// admin any (authz: the pool's "homes" field), as for printing.
+// which replaces the site's for its PCs. Only a site admin may set either, unlike
+// printing: authz's pool "homes" field is not its pool admins' (the server gets the
+// users' files and their cifs logins), so their writes are refused here, not only hidden
+// by the UI.
 func (e *Entities) PutHomes(ctx context.Context, p authz.Principal, dryRun bool, pool string, h *model.Homes) ([]model.Change, error) {
 	return e.putSeat(ctx, p, dryRun, pool, func(site *model.Site) { site.Homes = h.Clone() },
 		func(pl *model.Pool) { pl.Homes = h.Clone() })

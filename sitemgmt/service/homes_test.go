@@ -8,9 +8,11 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
-// TestPutHomes: a pool admin sets and removes their pool's home server, not another
-// pool's nor the site's; a lecturer none; a site admin the site's; an invalid value is
-// refused naming the field; nothing refused is written.
+// TestPutHomes: only a site admin sets and removes a home server, the site's and a
+// pool's own; a pool admin neither, not even their own pool's (it would get the passwords
+// of everyone who logs in at the pool's PCs), nor another pool's nor the site's; a
+// lecturer none; an invalid value is refused naming the field; nothing refused is
+// written.
 func TestPutHomes(t *testing.T) {
 	svc := bookingService(t)
 	ctx := context.Background()
@@ -25,11 +27,14 @@ func TestPutHomes(t *testing.T) {
 		status int
 		says   string
 	}{
-		{"pool admin, own pool", alice, "lab-a", room, 200, ""},
+		{"pool admin, own pool", alice, "lab-a", room, 403, "only a site admin may"},
+		{"site admin, a pool's own", admin, "lab-a", room, 200, ""},
+		{"pool admin, removing own pool's", alice, "lab-a", nil, 403, "only a site admin may"},
+		{"pool admin, changing own pool's", alice, "lab-a", &model.Homes{Type: model.HomesCIFS, Server: "evil.example", Path: "homes/%(USER)"}, 403, "only a site admin may"},
 		{"pool admin, another pool", bob, "lab-a", nil, 403, "lab-a"},
 		{"pool admin, the site's", alice, "", site, 403, ""},
 		{"lecturer, own pool", carol, "lab-a", nil, 403, ""},
-		{"invalid server", alice, "lab-a", &model.Homes{Type: model.HomesNFS, Server: "nfs://files", Path: "/h/%(USER)"}, 400, "pool lab-a homes.server:"},
+		{"invalid server", admin, "lab-a", &model.Homes{Type: model.HomesNFS, Server: "nfs://files", Path: "/h/%(USER)"}, 400, "pool lab-a homes.server:"},
 		{"no placeholder", admin, "", &model.Homes{Type: model.HomesNFS, Server: "files", Path: "/h"}, 400, "homes.path:"},
 		{"invalid options", admin, "", &model.Homes{Type: model.HomesNFS, Server: "files", Path: "/h/%(USER)", Options: "suid"}, 400, "homes.options:"},
 		{"no such pool", admin, "lab-z", site, 404, "lab-z"},
@@ -49,7 +54,7 @@ func TestPutHomes(t *testing.T) {
 	if got := s.HomesFor("lab-b"); !model.SameHomes(got, site) {
 		t.Errorf("lab-b's homes %+v, want the site's", got)
 	}
-	if _, err := svc.Entities.PutHomes(ctx, alice, false, "lab-a", nil); err != nil {
+	if _, err := svc.Entities.PutHomes(ctx, admin, false, "lab-a", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := svc.Snapshot().Site.HomesFor("lab-a"); !model.SameHomes(got, site) {

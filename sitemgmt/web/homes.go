@@ -1,10 +1,12 @@
 package web
 
 // Homes (docs/desktop.md "Homes"): the file server whose per-user directory the PCs of a
-// pool mount as the home at login. A pool's own is edited on its pool page by its pool
-// admins (and site admins); the site's, which the pools without their own use, on the
-// Desktop logins page by site admins, as for printing. Everyone who sees a pool reads
-// what its PCs use. Saving and removing is service.Entities.PutHomes, which validates
+// pool mount as the home at login. A pool's own is edited on its pool page, the site's,
+// which the pools without their own use, on the Desktop logins page; both by site admins
+// alone (authz: the home server gets the users' files and, for cifs, their passwords),
+// unlike printing, whose pool's own is its pool admins'. The pool page offers the form
+// to whom authz's MayChangeAll allows the pool's homes; the service checks every POST.
+// Everyone who sees a pool reads what its PCs use. Saving and removing is service.Entities.PutHomes, which validates
 // the configuration and authorises the change: the handlers only decode the form and
 // show the answer.
 

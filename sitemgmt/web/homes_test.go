@@ -20,13 +20,15 @@ func homesForm(tok, action, typ, server, path, options string) url.Values {
 	return url.Values{"csrf": {tok}, "action": {action}, "type": {typ}, "server": {server}, "path": {path}, "options": {options}}
 }
 
-// TestHomesPool: lab-a's pool admin gives the pool its own home server on the pool page;
-// a refused value is shown at its field with the input kept (400), nothing saved;
-// removing it takes the pool back to the site's.
+// TestHomesPool: the site admin gives a pool its own home server on the pool page; a
+// refused value is shown at its field with the input kept (400), nothing saved;
+// removing it takes the pool back to the site's. The pool's admin reads the pool's homes
+// without a form (a home server is a site admin's: it gets the users' passwords), and her
+// forged posts are refused (403) and save nothing.
 func TestHomesPool(t *testing.T) {
 	e := exampleUI(t)
-	alice := loginAs(t, e, "alice")
-	code, body := alice.get("/ui/pools/lab-a")
+	admin := loginAs(t, e, "admin")
+	code, body := admin.get("/ui/pools/lab-a")
 	if code != http.StatusOK {
 		t.Fatalf("pool page: %d\n%s", code, body)
 	}
@@ -34,8 +36,49 @@ func TestHomesPool(t *testing.T) {
 		`<dt>Homes</dt><dd>temporary, in the PC's memory`, `action="/ui/pools/lab-a/homes#homes"`, `id="homes-server"`, `id="homes-type"`,
 		"Give pool lab-a its own home server", "Save the homes of pool lab-a")
 
-	tok := alice.csrf("/ui/pools/lab-a")
-	code, body = alice.post("/ui/pools/lab-a/homes", homesForm(tok, "save", "nfs", " files-a.uni.example ", "/export/homes/%(USER)", "vers=4.2"))
+	// The pool's admin: no form, and nothing she posts is saved.
+	alice := loginAs(t, e, "alice")
+	noForm := func(what, body string) {
+		t.Helper()
+		for _, s := range []string{`action="/ui/pools/lab-a/homes#homes"`, `id="homes-server"`, "Give pool lab-a its own home server", "Save the homes of pool lab-a", "Remove (back to the site"} {
+			if strings.Contains(body, s) {
+				t.Errorf("%s: the pool admin is shown the homes form (%q)", what, s)
+			}
+		}
+		mustContain(t, what, body, "Only site admins change where the pool's homes come from")
+	}
+	code, body = alice.get("/ui/pools/lab-a")
+	if code != http.StatusOK {
+		t.Fatalf("alice's pool page: %d\n%s", code, body)
+	}
+	mustContain(t, "alice's pool page", body, `<h2 id="homes-h">Homes</h2>`, "users get a temporary home in the PC's memory")
+	noForm("alice's pool page without homes", body)
+	if !strings.Contains(body, "Give pool lab-a its own print server") {
+		t.Error("the pool admin lost her pool's printing form")
+	}
+	aliceTok := alice.csrf("/ui/pools/lab-a")
+	forged := func(what string) {
+		t.Helper()
+		before := poolHomes(e, "lab-a")
+		posts := []url.Values{homesForm(aliceTok, "save", "cifs", "collector.example", "homes/%(USER)", "")}
+		if before != nil { // removing none is no change, which nobody is refused
+			posts = append(posts, url.Values{"csrf": {aliceTok}, "action": {"remove"}})
+		}
+		for _, f := range posts {
+			code, body := alice.post("/ui/pools/lab-a/homes", f)
+			if code != http.StatusForbidden {
+				t.Fatalf("%s: alice posts %s: %d, want 403\n%s", what, f.Get("action"), code, body)
+			}
+			mustContain(t, what+": alice's "+f.Get("action"), body, "only a site admin may")
+			if got := poolHomes(e, "lab-a"); !model.SameHomes(got, before) {
+				t.Fatalf("%s: alice's forged %s saved %+v", what, f.Get("action"), got)
+			}
+		}
+	}
+	forged("without homes")
+
+	tok := admin.csrf("/ui/pools/lab-a")
+	code, body = admin.post("/ui/pools/lab-a/homes", homesForm(tok, "save", "nfs", " files-a.uni.example ", "/export/homes/%(USER)", "vers=4.2"))
 	if code != http.StatusOK {
 		t.Fatalf("save: %d\n%s", code, body)
 	}
@@ -50,6 +93,12 @@ func TestHomesPool(t *testing.T) {
 		"the pool's own file server", "<code>files-a.uni.example</code>", "<code>/export/homes/%(USER)</code>", "<code>vers=4.2</code>",
 		"Remove (the site has none)")
 
+	// The pool admin reads the pool's own, read-only, and may neither change nor remove it.
+	_, body = alice.get("/ui/pools/lab-a")
+	mustContain(t, "alice reads lab-a's own", body, "the pool's own file server", "<code>files-a.uni.example</code>", "<code>/export/homes/%(USER)</code>")
+	noForm("alice's pool page with its own homes", body)
+	forged("with its own homes")
+
 	// Each refusal at its field, every input kept, nothing saved.
 	for _, tc := range []struct {
 		f            url.Values
@@ -63,7 +112,7 @@ func TestHomesPool(t *testing.T) {
 		{homesForm(tok, "save", "nfs", "files", "/h/%(USER)", "suid"), "homes-options", "nosuid is always set", "homes-path", `value="/h/%(USER)"`, "homes-server"},
 		{homesForm(tok, "save", "afs", "files", "/h/%(USER)", ""), "homes-type", "pool lab-a homes.type:", "homes-server", `value="files"`, "homes-path"},
 	} {
-		code, body := alice.post("/ui/pools/lab-a/homes", tc.f)
+		code, body := admin.post("/ui/pools/lab-a/homes", tc.f)
 		if code != http.StatusBadRequest {
 			t.Fatalf("%v: %d, want 400\n%s", tc.f, code, body)
 		}
@@ -77,7 +126,7 @@ func TestHomesPool(t *testing.T) {
 	if got := poolHomes(e, "lab-a"); !model.SameHomes(got, want) {
 		t.Fatalf("a refused save changed lab-a: %+v", got)
 	}
-	if code, _ := alice.post("/ui/pools/lab-a/homes", homesForm(tok, "mount", "", "", "", "")); code != http.StatusBadRequest {
+	if code, _ := admin.post("/ui/pools/lab-a/homes", homesForm(tok, "mount", "", "", "", "")); code != http.StatusBadRequest {
 		t.Errorf("unknown action: %d, want 400", code)
 	}
 
@@ -86,9 +135,9 @@ func TestHomesPool(t *testing.T) {
 		site.Homes = &model.Homes{Type: model.HomesCIFS, Server: "files.uni.example", Path: "homes/%(USER)"}
 		return nil
 	})
-	_, body = alice.get("/ui/pools/lab-a")
+	_, body = admin.get("/ui/pools/lab-a")
 	mustContain(t, "own over the site's", body, "not the site's (<code>files.uni.example</code>)", "Remove (back to the site&#39;s)")
-	code, body = alice.post("/ui/pools/lab-a/homes", url.Values{"csrf": {tok}, "action": {"remove"}})
+	code, body = admin.post("/ui/pools/lab-a/homes", url.Values{"csrf": {tok}, "action": {"remove"}})
 	if code != http.StatusOK || poolHomes(e, "lab-a") != nil {
 		t.Fatalf("remove: %d, %+v\n%s", code, poolHomes(e, "lab-a"), body)
 	}
@@ -97,12 +146,15 @@ func TestHomesPool(t *testing.T) {
 	if siteHomes(e) == nil {
 		t.Fatal("removing lab-a's removed the site's")
 	}
+	_, body = alice.get("/ui/pools/lab-a")
+	noForm("alice's pool page with the site's homes", body)
+	forged("with the site's homes")
 }
 
 // TestHomesSite: a site admin sets and removes the site's home server on the Desktop
 // logins page; pools with their own are listed; lecturers, viewers and pool admins read
-// it without a form, and their forged posts are refused and change nothing; hostile
-// input is shown escaped.
+// it without a form, and their forged posts (to the site's and to any pool's, their own
+// included) are refused and change nothing; hostile input is shown escaped.
 func TestHomesSite(t *testing.T) {
 	e := exampleUI(t)
 	admin := loginAs(t, e, "admin")
@@ -161,8 +213,8 @@ func TestHomesSite(t *testing.T) {
 		tok := b.csrf("/ui/desktop-login")
 		// Everyone's forged posts: the site's, and a pool that is not theirs.
 		paths := []string{"/ui/desktop-login/homes", "/ui/pools/lab-a/homes"}
-		if uid == "alice" {
-			paths[1] = "/ui/pools/lab-b/homes"
+		if uid == "alice" { // lab-a's admin: not even her own pool's
+			paths = append(paths, "/ui/pools/lab-b/homes")
 		}
 		for _, f := range []url.Values{homesForm(tok, "save", "nfs", "evil.example", "/x/%(USER)", ""), {"csrf": {tok}, "action": {"remove"}}} {
 			for _, path := range paths {

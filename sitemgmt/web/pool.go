@@ -192,10 +192,12 @@ type poolPage struct {
 	PrintFailed            bool
 	// Homes is the home server the pool's PCs use (its own, Pool.Homes, else the site's,
 	// SiteHomes; nil: temporary homes); HomesF is its form, HomesFailed when a POST of it
-	// was refused.
+	// was refused. CanEditHomes offers the form: authz's MayChangeAll of the pool's homes
+	// (a site admin's alone; service.Entities.PutHomes checks every POST all the same).
 	Homes, SiteHomes *model.Homes
 	HomesF           homesForm
 	HomesFailed      bool
+	CanEditHomes     bool
 }
 
 // powerResult is the answer to a power request as the pages show it.
@@ -241,7 +243,8 @@ func (u *UI) renderPool(q *Req, p *model.Pool, status int, add hostForm, with fu
 		CanAdmin: MayAdminPool(q.P, p.Name), Add: add,
 		Login: loginSummary(site.DesktopLoginFor(p.Name)), OwnLogin: p.DesktopLogin != nil,
 		Printing: site.PrintingFor(p.Name), SitePrinting: site.Printing, Print: printingFormOf(p.Printing),
-		Homes: site.HomesFor(p.Name), SiteHomes: site.Homes, HomesF: homesFormOf(p.Homes)}
+		Homes: site.HomesFor(p.Name), SiteHomes: site.Homes, HomesF: homesFormOf(p.Homes),
+		CanEditHomes: q.P.MayChangeAll(site, model.EntityPool, p.Name, "homes")}
 	for _, bs := range site.BootServers {
 		pg.BootServers = append(pg.BootServers, bs.Name)
 	}
