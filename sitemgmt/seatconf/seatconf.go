@@ -80,6 +80,10 @@ func (dir SecretDir) For(host string, d *model.DesktopLogin) (Secrets, error) {
 type Seat struct {
 	Login    *model.DesktopLogin
 	Printing *model.Printing
+	// CourseVM: the host's mode now is a course-vm mode whose VM can run there; the
+	// greeter offers it as a session (session.go). Filled by the caller, which asked the
+	// resolver.
+	CourseVM *CourseVM
 }
 
 // SeatFor is the seat of host, a host of pool, in site.
@@ -89,7 +93,8 @@ func SeatFor(site *model.Site, pool string) Seat {
 
 // Render is what host (of pool) gets for its seat. When university logins cannot work
 // there (nothing configured, a secret missing), Unavailable says why, in words for the
-// PC's login screen, and no login file is given; printing is rendered either way. An
+// PC's login screen, and no login file is given; printing and sessions are rendered
+// either way. An
 // error means a value would not render inertly (a bind password with a line break) or
 // the configuration does not validate.
 func Render(s Seat, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
@@ -99,6 +104,9 @@ func Render(s Seat, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
 			return nil, err
 		}
 		out.Files = append(out.Files, printingFiles(s.Printing, host, pool)...)
+	}
+	if s.CourseVM != nil {
+		out.Files = append(out.Files, sessionFiles(s.CourseVM, host, pool)...)
 	}
 	d := s.Login
 	switch {
