@@ -38,7 +38,7 @@ func TestScreenSector(t *testing.T) {
 
 // TestScreenDiskBoots: the screen variant really draws. QEMU (SeaBIOS, std VGA) boots it
 // from the disk; its message arrives on COM1, and the VM's screen, read through the
-// monitor, is mode 13h's 320x200, at least 90% in the colour RGB says.
+// monitor, is mode 13h's (640x400: 320x200 doubled), at least 90% in the colour RGB says.
 func TestScreenDiskBoots(t *testing.T) {
 	disk := filepath.Join(t.TempDir(), "screen.raw")
 	if err := os.WriteFile(disk, ScreenDisk("BOOTSECTOR-SCREEN-RED\r\n", Red, 1<<20), 0o644); err != nil {
@@ -58,8 +58,10 @@ func TestScreenDiskBoots(t *testing.T) {
 		}
 		share = vmtest.Share(img, RGB(Red), 4)
 		if share >= 0.9 || time.Now().After(deadline) {
-			if b := img.Bounds(); b.Dx() != 320 || b.Dy() != 200 {
-				t.Errorf("screen %v, want mode 13h's 320x200", b)
+			// Mode 13h's 320x200, each pixel shown 2x2 (the mode doubles its lines and
+			// halves its dot clock): the screen is 640x400.
+			if b := img.Bounds(); b.Dx() != 640 || b.Dy() != 400 {
+				t.Errorf("screen %v, want mode 13h's 320x200 doubled, 640x400", b)
 			}
 			break
 		}
