@@ -48,6 +48,19 @@ func (g *graphicalSeat) shot(name string) string {
 	return path
 }
 
+// waitDrawn waits until the screen is graphical (many colours: a drawn greeter or
+// desktop, not the black of an X server whose clients have not painted yet), and keeps it
+// as NAME.png.
+func (g *graphicalSeat) waitDrawn(name string, within time.Duration) string {
+	g.t.Helper()
+	tmp := filepath.Join(g.t.TempDir(), "poll.png")
+	bootlab.Eventually(g.t, "the screen drawn ("+name+")", within, func() bool {
+		img, err := g.vm.Screendump(tmp)
+		return err == nil && vmtest.Colours(img, 64) >= 64
+	})
+	return g.shot(name)
+}
+
 // session is one logind session as loginctl shows it.
 type session struct{ ID, User, Class, Type, State string }
 
@@ -55,13 +68,19 @@ type session struct{ ID, User, Class, Type, State string }
 func (g *graphicalSeat) sessions() []session {
 	g.t.Helper()
 	out, err := g.vm.Console.Run(`for s in $(loginctl list-sessions --no-legend | awk '{print $1}'); do `+
-		`printf 'SESSION %s %s %s %s %s\n' "$s" $(loginctl show-session "$s" --value -p Name -p Class -p Type -p State); done`, time.Minute)
+		`echo "SESSION Id=$s" $(loginctl show-session "$s" -p Name -p Class -p Type -p State); done`, time.Minute)
 	if err != nil {
 		g.t.Fatalf("loginctl: %v", err)
 	}
 	var all []session
-	for _, m := range regexp.MustCompile(`(?m)^SESSION (\S+) (\S+) (\S+) (\S+) (\S+)\r?$`).FindAllStringSubmatch(out, -1) {
-		all = append(all, session{m[1], m[2], m[3], m[4], m[5]})
+	for _, m := range regexp.MustCompile(`(?m)^SESSION (.*?)\r?$`).FindAllStringSubmatch(out, -1) {
+		kv := map[string]string{}
+		for _, f := range strings.Fields(m[1]) {
+			if k, v, ok := strings.Cut(f, "="); ok {
+				kv[k] = v
+			}
+		}
+		all = append(all, session{kv["Id"], kv["Name"], kv["Class"], kv["Type"], kv["State"]})
 	}
 	return all
 }
@@ -129,7 +148,7 @@ func (g *graphicalSeat) login(user, password string) {
 func checkSeatGreeter(t *testing.T, vm *vmtest.VM, shots string) {
 	g := &graphicalSeat{t: t, vm: vm, shots: shots}
 	g.waitSession("LightDM's greeter on seat0", "lightdm", "greeter", 5*time.Minute)
-	g.shot("greeter")
+	g.waitDrawn("greeter", 5*time.Minute)
 
 	g.login("student", "wrong-pw")
 	if _, err := vm.Console.Expect(regexp.MustCompile(`pam_sss\(lightdm:auth\): authentication failure;.*user=student`), 2*time.Minute); err != nil {

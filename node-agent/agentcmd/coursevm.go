@@ -27,8 +27,8 @@ func NewCourseVMCmd() *cobra.Command {
 	var (
 		specFile, dir, stateDir, display, serialLog, listen string
 		memPercent                                          int
-		verify, logJSON                                     bool
-		poll                                                time.Duration
+		verify, logJSON, session                            bool
+		poll, sessionWait                                   time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "course-vm",
@@ -37,7 +37,14 @@ func NewCourseVMCmd() *cobra.Command {
 course-vm mode: from the read-only image export, with a throwaway overlay in --state-dir
 (tmpfs), full screen. A VM that is closed or dies is started again, fresh, after a
 backoff; when the mode changes or this command ends, the VM is stopped and its overlay
-deleted. Run it from the graphical session (autostart), as the session's user.`,
+deleted. Run it from the graphical session, as the session's user.
+
+With --session it is the X session itself, the one the greeter offers in a course slot:
+the VM is not started again when it powers off or its window is closed, the command
+ends (exit 0) and so does the student's session; SIGTERM or SIGHUP (logout, the X
+server gone) stop the VM and delete the overlay. With no course VM to show for
+--session-wait (no spec file, the VM unavailable, every start failing) it ends with
+an error saying why, rather than leave a black screen.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
@@ -49,7 +56,7 @@ deleted. Run it from the graphical session (autostart), as the session's user.`,
 				stateDir = defaultCourseVMState()
 			}
 			p := coursevm.New(coursevm.Options{StateDir: stateDir, Display: display, SerialLog: serialLog,
-				MemoryPercent: memPercent, VerifyDisk: verify, Log: log})
+				MemoryPercent: memPercent, VerifyDisk: verify, Session: session, SessionWait: sessionWait, Log: log})
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			defer stop()
 			var specs <-chan *coursevm.Spec
@@ -75,8 +82,13 @@ deleted. Run it from the graphical session (autostart), as the session's user.`,
 				go srv.Serve(ln)
 				defer srv.Close()
 			}
-			log.Info("course VM player", "spec", specFile, "dir", dir, "stateDir", stateDir, "display", display)
-			return p.Run(ctx, specs)
+			log.Info("course VM player", "spec", specFile, "dir", dir, "stateDir", stateDir, "display", display, "session", session)
+			err := p.Run(ctx, specs)
+			if err != nil && session {
+				// The X session's log (~/.xsession-errors) is where an administrator looks.
+				log.Error("course VM session ends", "err", err)
+			}
+			return err
 		},
 	}
 	f := c.Flags()
@@ -90,6 +102,8 @@ deleted. Run it from the graphical session (autostart), as the session's user.`,
 	f.BoolVar(&verify, "verify", false, "check the disk's sha256 against SHA256SUMS before each start (reads it whole)")
 	f.BoolVar(&logJSON, "log-json", false, "structured JSON logs")
 	f.DurationVar(&poll, "poll", 2*time.Second, "how often the spec file is looked at")
+	f.BoolVar(&session, "session", false, "run as the X session: end when the VM ends, never start it again")
+	f.DurationVar(&sessionWait, "session-wait", time.Minute, "with --session: how long to wait for a course VM to show before ending the session")
 	return c
 }
 

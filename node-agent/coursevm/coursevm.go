@@ -1,10 +1,12 @@
 // Package coursevm is the course-VM player of a pool PC: while the schedule gives a
 // course-vm mode, it runs the lecturer's VM full screen from the read-only image export,
-// with a throwaway overlay, starts it again when it is closed or dies, and keeps nothing
-// afterwards (docs/course-vms.md).
+// with a throwaway overlay, and keeps nothing afterwards (docs/course-vms.md).
 //
-// Who runs it: the desktop's graphical session (`overtime-agent course-vm`, autostarted
-// by the session), not the root agent. The agent decides and the session shows: the
+// Who runs it: the graphical session, as the student's user, not the root agent. In a
+// course slot the greeter offers the course VM as a session of its own (the site
+// manager's seat configuration), whose program is the player (`overtime-agent course-vm
+// --session`, Options.Session): the VM full screen with no desktop around it, and the
+// session ends when the VM does. The agent decides and the session shows: the
 // agent, which holds the host credential, writes what to run to a world-readable spec
 // file (WriteSpec, /run/overtime/course-vm.json) when its configuration says course-vm,
 // and removes it otherwise; the player in the session, which owns the display (X11 or
@@ -20,8 +22,8 @@
 // the base): KVM when node-agent/kvmprobe says KVM really runs guests, else TCG;
 // memory and CPUs from vm.json, capped by the PC; QEMU's seccomp sandbox on. When QEMU
 // exits (the window closed, the guest powered off, QEMU killed), its overlay is deleted
-// and a fresh one is started after a backoff. A new spec (the mode changed) or the end of
-// Run stops QEMU and deletes the overlay. VMware Player runs a VM whose vm.json asks for
+// and, outside a session, a fresh one is started after a backoff. A new spec (the mode
+// changed) or the end of Run stops QEMU and deletes the overlay. VMware Player runs a VM whose vm.json asks for
 // it when vmplayer is installed, with an independent-nonpersistent disk; otherwise the
 // start fails with "backend unavailable: vmware: …", never silently.
 package coursevm
@@ -179,7 +181,21 @@ type Options struct {
 	OVMFVars   string // its variable store template
 	ExtraArgs  []string
 	Log        *slog.Logger
+
+	// Session: the player is the X session the student chose in the greeter (`--session`),
+	// not a program inside a desktop. The VM is not started again when it exits: Run
+	// returns, and the session (with the overlay) ends with the VM. A spec that goes away
+	// after a VM ran (the course-vm mode ended) ends it too.
+	Session bool
+	// SessionWait: in a session, how long Run waits for a VM to run (no spec yet, the VM
+	// unavailable, its starts failing) before it returns ErrNoCourseVM rather than
+	// leaving the student a black screen (default 60 s).
+	SessionWait time.Duration
 }
+
+// ErrNoCourseVM is Run's answer in a session when no VM ran within Options.SessionWait;
+// the error says why (no spec, the VM unavailable, the last start's failure).
+var ErrNoCourseVM = errors.New("no course VM to show")
 
 // Player runs the course VM of the spec in force.
 type Player struct {
@@ -227,6 +243,9 @@ func New(o Options) *Player {
 	}
 	if o.ResetAfter == 0 {
 		o.ResetAfter = time.Minute
+	}
+	if o.SessionWait == 0 {
+		o.SessionWait = time.Minute
 	}
 	if o.VMPlayer == "" {
 		o.VMPlayer = "vmplayer"
@@ -286,7 +305,9 @@ type vm struct {
 
 // Run shows the VM of the latest spec from specs until ctx ends; then the VM is stopped
 // and its overlay deleted. Overlay directories left by a player that died are deleted
-// first.
+// first. In a session (Options.Session) it also returns when the VM exits (nil when QEMU
+// exited cleanly: the guest powered off or its window was closed), when the spec goes
+// away after a VM ran, and with ErrNoCourseVM when no VM ran for Options.SessionWait.
 func (p *Player) Run(ctx context.Context, specs <-chan *Spec) error {
 	if err := os.MkdirAll(p.o.StateDir, 0o700); err != nil {
 		return err
@@ -299,7 +320,16 @@ func (p *Player) Run(ctx context.Context, specs <-chan *Spec) error {
 		retryC  <-chan time.Time
 		backoff = p.o.RestartBackoff
 		exited  bool // the VM of cur ran and exited: the next start is a restart
+		ran     bool // a VM ran in this Run (a session then ends with the mode)
+		// In a session: fires when no VM has run for SessionWait.
+		giveUp  *time.Timer
+		giveUpC <-chan time.Time
 	)
+	defer func() {
+		if giveUp != nil {
+			giveUp.Stop()
+		}
+	}()
 	stopRetry := func() {
 		if retry != nil {
 			retry.Stop()
@@ -335,7 +365,7 @@ func (p *Player) Run(ctx context.Context, specs <-chan *Spec) error {
 			p.restarts.Inc()
 			p.nRestarts.Add(1)
 		}
-		run, exited = v, false
+		run, exited, ran = v, false, true
 	}
 	defer func() {
 		stopRetry()
@@ -345,6 +375,17 @@ func (p *Player) Run(ctx context.Context, specs <-chan *Spec) error {
 		var done chan struct{}
 		if run != nil {
 			done = run.done
+		}
+		if p.o.Session {
+			// The wait runs while nothing is shown, and starts again after a VM was.
+			switch {
+			case run != nil && giveUp != nil:
+				giveUp.Stop()
+				giveUp, giveUpC = nil, nil
+			case run == nil && giveUp == nil:
+				giveUp = time.NewTimer(p.o.SessionWait)
+				giveUpC = giveUp.C
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -360,6 +401,10 @@ func (p *Player) Run(ctx context.Context, specs <-chan *Spec) error {
 			stopRetry()
 			p.stop(run)
 			run, cur, backoff, exited = nil, s, p.o.RestartBackoff, false
+			if p.o.Session && s == nil && ran {
+				p.o.Log.Info("the course-vm mode ended; the session ends")
+				return nil
+			}
 			if s == nil {
 				p.o.Log.Info("no course VM in this mode")
 			} else {
@@ -367,11 +412,24 @@ func (p *Player) Run(ctx context.Context, specs <-chan *Spec) error {
 			}
 			start(false)
 		case <-done:
-			ran := time.Since(run.started)
-			p.o.Log.Warn("course VM exited; starting a fresh one", "image", cur.Image, "ran", ran.Round(time.Second), "exit", run.err, "stderr", run.stderr.String(), "after", backoff)
+			lasted := time.Since(run.started)
+			if p.o.Session {
+				// The student's session is this VM: it ends with it, and so does the
+				// overlay; the greeter comes back.
+				v := run
+				p.cleanup(v)
+				run = nil
+				if v.err != nil {
+					p.o.Log.Error("course VM ended; the session ends", "image", cur.Image, "ran", lasted.Round(time.Second), "exit", v.err, "stderr", v.stderr.String())
+					return fmt.Errorf("course VM %s %s ended: %v: %s", cur.Image, cur.Version, v.err, v.stderr.String())
+				}
+				p.o.Log.Info("course VM ended; the session ends", "image", cur.Image, "ran", lasted.Round(time.Second))
+				return nil
+			}
+			p.o.Log.Warn("course VM exited; starting a fresh one", "image", cur.Image, "ran", lasted.Round(time.Second), "exit", run.err, "stderr", run.stderr.String(), "after", backoff)
 			p.cleanup(run)
 			run, exited = nil, true
-			if ran >= p.o.ResetAfter {
+			if lasted >= p.o.ResetAfter {
 				backoff = p.o.RestartBackoff
 			}
 			later(backoff)
@@ -379,6 +437,16 @@ func (p *Player) Run(ctx context.Context, specs <-chan *Spec) error {
 		case <-retryC:
 			retry, retryC = nil, nil
 			start(exited)
+		case <-giveUpC:
+			why := "no course VM is named for this PC now (the spec file is absent or empty: not a course-vm mode, or the node agent has not written it)"
+			switch {
+			case cur != nil && cur.Unavailable != "":
+				why = "course VM unavailable: " + cur.Unavailable
+			case p.LastError() != "":
+				why = p.LastError()
+			}
+			p.o.Log.Error("no course VM ran; the session ends", "waited", p.o.SessionWait, "why", why)
+			return fmt.Errorf("%w within %v: %s", ErrNoCourseVM, p.o.SessionWait, why)
 		}
 	}
 }

@@ -139,3 +139,29 @@ func TestReachable(t *testing.T) {
 		t.Errorf("status %q", s)
 	}
 }
+
+// The greeter's course-VM session (a course-vm mode) is written like the login files,
+// beside an unavailable login, and removed by an answer without it.
+func TestApplySessions(t *testing.T) {
+	root := t.TempDir()
+	course := &wire.SeatConfig{Unavailable: "No directory", Files: []wire.SeatFile{
+		{Path: wire.SeatCourseVMSession, Mode: 0o644, Content: []byte("[Desktop Entry]\n")},
+		{Path: wire.SeatDefaultSession, Mode: 0o644, Content: []byte("[Seat:*]\nuser-session=overtime-course-vm\n")},
+	}}
+	if err := Apply(root, course); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range course.Files {
+		if got, mode := read(t, root, f.Path); got != string(f.Content) || mode != 0o644 {
+			t.Errorf("%s: %q mode %o", f.Path, got, mode)
+		}
+	}
+	if err := Apply(root, &wire.SeatConfig{Unavailable: "No directory"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range course.Files {
+		if _, err := os.Stat(filepath.Join(root, f.Path)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind outside the course-vm mode: %v", f.Path, err)
+		}
+	}
+}

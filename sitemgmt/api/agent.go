@@ -289,15 +289,16 @@ func (s *Server) guestSecrets(w http.ResponseWriter, r *http.Request) {
 }
 
 // seatConfig hands a desktop the files of its login stack (sssd.conf, krb5.conf, the
-// directory's CA, its keytab) before its display manager starts: only to the host
-// itself, since they carry the directory's bind password and the PC's own key.
+// directory's CA, its keytab), its printing and the sessions its greeter offers now,
+// before its display manager starts: only to the host itself, since they carry the
+// directory's bind password and the PC's own key.
 func (s *Server) seatConfig(w http.ResponseWriter, r *http.Request) {
 	host, err := principal(r).CheckSeatConfig()
 	if err != nil {
 		s.httpError(w, err)
 		return
 	}
-	out, err := s.svc.Hosts.SeatConfig(host, seatconf.SecretDir(s.opt.DesktopSecrets))
+	out, err := s.svc.Hosts.SeatConfig(host, s.agentRequest(resolve.Running{}, false), seatconf.SecretDir(s.opt.DesktopSecrets))
 	if err != nil {
 		s.serviceError(w, err)
 		return

@@ -111,7 +111,7 @@ func runHomesSuite(t *testing.T, opt testenv.Options) {
 	if !strings.Contains(a, `fstype="cifs" server="files-a.uni.example" path="homes/%(USER)" mountpoint="/home/%(USER)"`) {
 		t.Errorf("pc-a01 (lab-a's own):\n%s", a)
 	}
-	if !strings.Contains(b, `fstype="nfs" server="files.uni.example" path="/export/homes/%(USER)" mountpoint="/home/%(USER)" options="nosuid,nodev,vers=4.2"`) {
+	if !strings.Contains(b, `fstype="nfs" server="files.uni.example" path="/export/homes/%(USER)" mountpoint="/home/%(USER)" options="nosuid,nodev,retry=0,vers=4.2"`) {
 		t.Errorf("pc-b01 (the site's):\n%s", b)
 	}
 

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
+	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/vocab/client"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/wire"
@@ -39,9 +41,10 @@ func runSeatSuite(t *testing.T, opt testenv.Options) {
 	admin := env.Admin()
 	pcA := hostClient(env, issue(t, admin, "pc-a01"))
 
-	// Nothing configured: the PC is told so, in words for its login screen.
+	// Nothing configured: the PC is told so, in words for its login screen. (pc-a01 is
+	// in its course slot: the only files are its sessions, TestSeatSessions.)
 	got, err := pcA.SeatConfig(ctx)
-	if err != nil || len(got.Files) != 0 || !strings.Contains(got.Unavailable, "No university directory is configured") {
+	if err != nil || len(got.Files) != 2 || got.Files[0].Path != wire.SeatCourseVMSession || !strings.Contains(got.Unavailable, "No university directory is configured") {
 		t.Fatalf("unconfigured: %v %+v", err, got)
 	}
 	if _, err := admin.Get("/api/v1/site/desktop-login", nil, &model.DesktopLogin{}); status(err) != http.StatusNotFound {
@@ -143,4 +146,63 @@ func must(sl *wire.SeatConfig, err error) *wire.SeatConfig {
 		panic(err)
 	}
 	return sl
+}
+
+// The greeter's sessions: a host whose mode now is a course-vm mode gets the course VM as
+// an X session and as LightDM's default; a host in a desktop mode gets neither, and
+// neither does the same host once its course slot is over (service.Hosts.SeatConfig at
+// another instant), nor in its slot when the course VM has no version to run.
+func TestSeatSessions(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	admin := env.Admin()
+	files := func(sl *wire.SeatConfig) map[string]string {
+		m := map[string]string{}
+		for _, f := range sl.Files {
+			if f.Mode != 0o644 {
+				t.Errorf("%s mode %o", f.Path, f.Mode)
+			}
+			m[f.Path] = string(f.Content)
+		}
+		return m
+	}
+	// Wednesday 10:30: pc-a01 is in course-bio101 (course VM bio101-vm), pc-b01 at a desktop.
+	f := files(must(pcSeat(t, env, admin, "pc-a01")))
+	if !strings.Contains(f[wire.SeatCourseVMSession], "\nName=Course VM: BIO101 practical (read-only course VM)\n") ||
+		!strings.Contains(f[wire.SeatCourseVMSession], "\nExec=/usr/bin/overtime-agent course-vm --session --display sdl\n") ||
+		!strings.Contains(f[wire.SeatDefaultSession], "[Seat:*]\nuser-session=overtime-course-vm\n") {
+		t.Fatalf("pc-a01 in its course slot: %q", f)
+	}
+	if f := files(must(pcSeat(t, env, admin, "pc-b01"))); f[wire.SeatCourseVMSession] != "" || f[wire.SeatDefaultSession] != "" {
+		t.Errorf("pc-b01 at a desktop got sessions: %q", f)
+	}
+	at := func(host string, tm time.Time) map[string]string {
+		t.Helper()
+		sl, err := env.Svc.Hosts.SeatConfig(host, service.AgentRequest{At: tm}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files(sl)
+	}
+	if f := at("pc-a01", env.Now.Add(2*time.Hour)); f[wire.SeatCourseVMSession] != "" || f[wire.SeatDefaultSession] != "" {
+		t.Errorf("pc-a01 after its course slot (desktop) got sessions: %q", f)
+	}
+	if f := at("pc-a01", env.Now); f[wire.SeatCourseVMSession] == "" {
+		t.Errorf("pc-a01 in its course slot, asked of the service: %q", f)
+	}
+	// A course VM image without a published version cannot run: no session offered.
+	if err := admin.Send("PUT", "/api/v1/images/empty-vm", nil, model.Image{Name: "empty-vm", Kind: model.ImageCourseVM, Pool: "lab-a"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var mode model.Mode
+	if _, err := admin.Get("/api/v1/modes/course-bio101", nil, &mode); err != nil {
+		t.Fatal(err)
+	}
+	mode.VM = "empty-vm"
+	if err := admin.Send("PUT", "/api/v1/modes/course-bio101", nil, mode, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f := at("pc-a01", env.Now); f[wire.SeatCourseVMSession] != "" || f[wire.SeatDefaultSession] != "" {
+		t.Errorf("a course VM without a version is offered: %q", f)
+	}
 }

@@ -82,6 +82,10 @@ type Seat struct {
 	Login    *model.DesktopLogin
 	Printing *model.Printing
 	Homes    *model.Homes
+	// CourseVM: the host's mode now is a course-vm mode whose VM can run there; the
+	// greeter offers it as a session (session.go). Filled by the caller, which asked the
+	// resolver.
+	CourseVM *CourseVM
 }
 
 // SeatFor is the seat of host, a host of pool, in site.
@@ -91,8 +95,8 @@ func SeatFor(site *model.Site, pool string) Seat {
 
 // Render is what host (of pool) gets for its seat. When university logins cannot work
 // there (nothing configured, a secret missing), Unavailable says why, in words for the
-// PC's login screen, and no login file is given; printing and homes are rendered either
-// way (local accounts print and get homes too). An
+// PC's login screen, and no login file is given; printing, homes and sessions are
+// rendered either way (local accounts print and get homes too). An
 // error means a value would not render inertly (a bind password with a line break) or
 // the configuration does not validate.
 func Render(s Seat, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
@@ -108,6 +112,9 @@ func Render(s Seat, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
 			return nil, err
 		}
 		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatPamMount, Mode: 0o644, Content: pamMountConf(s.Homes, host, pool)})
+	}
+	if s.CourseVM != nil {
+		out.Files = append(out.Files, sessionFiles(s.CourseVM, host, pool)...)
 	}
 	d := s.Login
 	switch {

@@ -121,17 +121,25 @@ func (hs *Hosts) GuestSecretsFor(host string, req AgentRequest) (*wire.AgentConf
 	return cfg, nil
 }
 
-// SeatConfig is what host's login stack gets (sitemgmt/seatconf): the files rendered from
-// its pool's (or the site's) desktopLogin with its secrets from dir. When university
-// logins cannot work there (nothing configured, a secret missing), the answer says why
-// in Unavailable, for the PC's login screen; an error is a failure of the site manager.
-func (hs *Hosts) SeatConfig(host string, dir seatconf.SecretDir) (*wire.SeatConfig, error) {
-	site := hs.s.Snapshot().Site
+// SeatConfig is what host's seat gets at req.At (sitemgmt/seatconf): the login files
+// rendered from its pool's (or the site's) desktopLogin with its secrets from dir, its
+// printing, and, when its mode now is a course-vm mode whose VM can run there (the
+// resolver's answer, as in AgentConfig), the course VM as the greeter's default session.
+// When university logins cannot work there (nothing configured, a secret missing), the
+// answer says why in Unavailable, for the PC's login screen; an error is a failure of
+// the site manager.
+func (hs *Hosts) SeatConfig(host string, req AgentRequest, dir seatconf.SecretDir) (*wire.SeatConfig, error) {
+	snap := hs.s.Snapshot()
+	site := snap.Site
 	h := site.Host(host)
 	if h == nil {
 		return nil, model.NotFound("host", host)
 	}
 	seat := seatconf.SeatFor(site, h.Pool)
+	a := snap.Resolver.For(h, resolve.Query{At: req.At, BootServer: req.BootServer, Held: hs.s.Images.Held()})
+	if a.CourseVM != nil {
+		seat.CourseVM = &seatconf.CourseVM{Mode: a.Mode.Name, Image: site.Image(a.CourseVM.Image)}
+	}
 	var sec seatconf.Secrets
 	if seat.Login != nil {
 		var err error

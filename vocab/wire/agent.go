@@ -406,9 +406,10 @@ func OneLine(s string, max int) string {
 
 // SeatConfig is what GET /api/v1/agent/seat gives a desktop before its display
 // manager starts: the files of its login stack (sssd.conf, krb5.conf, the directory's
-// CA, its keytab), rendered by the site manager from the site's desktopLogin for this
-// host only (sitemgmt/seatconf). With Unavailable set, logins with university accounts
-// cannot work on this PC and Files is empty: the desktop shows the reason, in plain
+// CA, its keytab), its printing, and the sessions its greeter offers now (a course-vm
+// mode's course VM), rendered by the site manager for this host only
+// (sitemgmt/seatconf). With Unavailable set, logins with university accounts cannot
+// work on this PC and Files holds no login file: the desktop shows the reason, in plain
 // words, where people log in.
 type SeatConfig struct {
 	Unavailable string     `json:"unavailable,omitempty"`
@@ -441,9 +442,15 @@ const (
 	// pam_mount's configuration: the volume of the user's home (docs/desktop.md
 	// "Homes"). It replaces the image's, which has no volume.
 	SeatPamMount = "/etc/security/pam_mount.conf.xml"
+	// The course VM as a session the greeter offers (an X session entry), and LightDM's
+	// default session, which makes it what a student gets in a course slot unless they
+	// pick the Linux desktop. Only in a course-vm mode.
+	SeatCourseVMSession = "/usr/share/xsessions/overtime-course-vm.desktop"
+	SeatDefaultSession  = "/etc/lightdm/lightdm.conf.d/60-overtime-session.conf"
 )
 
 // SeatFiles are every path a SeatConfig may name. An agent writes these only, and
 // removes the ones an answer leaves out (a site that stopped using Kerberos leaves no
 // stale krb5.conf behind).
-var SeatFiles = []string{SeatSSSDConf, SeatCACert, SeatKeytab, SeatKrb5Conf, SeatCUPSClient, SeatLPOptions, SeatPamMount}
+var SeatFiles = []string{SeatSSSDConf, SeatCACert, SeatKeytab, SeatKrb5Conf, SeatCUPSClient, SeatLPOptions, SeatPamMount,
+	SeatCourseVMSession, SeatDefaultSession}

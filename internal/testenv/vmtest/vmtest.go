@@ -46,7 +46,8 @@ var (
 	IPXELKRN = "/usr/lib/ipxe/ipxe.lkrn"
 )
 
-// Firmware selects how a VM without a Kernel boots from the network.
+// Firmware selects how a VM without a Kernel boots: from the network, or (BIOSDisk)
+// from its first disk.
 type Firmware int
 
 const (
@@ -62,6 +63,9 @@ const (
 	// executes pxeScript, which asks DHCP with the user class a PXE ROM sends and chains
 	// the boot file it is given, providing the PXE API to it as a PXE ROM does.
 	BIOSPXE
+	// BIOSDisk is SeaBIOS booting the first of Config.Disks (its MBR boot sector), no
+	// network needed: a course VM's disk, or internal/testenv/bootsector's.
+	BIOSDisk
 )
 
 // pxeScript makes iPXE a plain PXE ROM: user class "PXEClient" instead of "iPXE" (the
@@ -83,6 +87,8 @@ func (f Firmware) String() string {
 		return "uefi"
 	case BIOSPXE:
 		return "bios-pxe"
+	case BIOSDisk:
+		return "bios-disk"
 	}
 	return "bios"
 }
@@ -102,7 +108,7 @@ type Config struct {
 	Firmware               Firmware
 
 	// Disks are raw disk images attached read-only as virtio disks (vda, vdb, ... in the
-	// guest), after the NIC in the boot order.
+	// guest), after the NIC in the boot order; with Firmware BIOSDisk the first boots.
 	Disks []string
 
 	// Display gives the VM a standard VGA card (bochs-drm in a Linux guest), whose screen
@@ -276,14 +282,14 @@ func qemuArgs(cfg Config, accel string) ([]string, error) {
 			return nil, errors.New("vmtest: Config.NS without Tap")
 		}
 		nic := "virtio-net-pci,netdev=net0,mac=" + cfg.MAC
-		if cfg.Kernel == "" && cfg.Firmware != BIOSPXE {
+		if cfg.Kernel == "" && cfg.Firmware != BIOSPXE && cfg.Firmware != BIOSDisk {
 			// QEMU's default option ROM of the device, efi-virtio.rom, which it finds in
 			// ipxe-qemu's directory. (Naming the file by its full path in romfile= left
 			// SeaBIOS without the ROM in a test with QEMU 7.2.)
 			nic += ",bootindex=1"
 		} else {
-			// No option ROM: a direct kernel boot does not need iPXE, and under BIOSPXE
-			// the iPXE kernel drives the NIC.
+			// No option ROM: a direct kernel boot or a disk's does not need iPXE, and
+			// under BIOSPXE the iPXE kernel drives the NIC.
 			nic += ",romfile="
 		}
 		args = append(args,
@@ -295,9 +301,13 @@ func qemuArgs(cfg Config, accel string) ([]string, error) {
 			return nil, fmt.Errorf("vmtest: disk: %w", err)
 		}
 		id := fmt.Sprintf("disk%d", i)
+		dev := "virtio-blk-pci,drive=" + id
+		if i == 0 && cfg.Kernel == "" && cfg.Firmware == BIOSDisk {
+			dev += ",bootindex=1"
+		}
 		args = append(args,
 			"-drive", "if=none,id="+id+",format=raw,readonly=on,file="+d,
-			"-device", "virtio-blk-pci,drive="+id)
+			"-device", dev)
 	}
 	switch {
 	case cfg.Kernel != "":
@@ -307,6 +317,10 @@ func qemuArgs(cfg Config, accel string) ([]string, error) {
 		}
 		if cfg.Append != "" {
 			args = append(args, "-append", cfg.Append)
+		}
+	case cfg.Firmware == BIOSDisk:
+		if len(cfg.Disks) == 0 {
+			return nil, errors.New("vmtest: BIOSDisk boots the first of Config.Disks, and there is none")
 		}
 	case cfg.NS == nil:
 		return nil, errors.New("vmtest: a network boot needs a NIC (Config.NS and Tap)")

@@ -1,18 +1,11 @@
 # shellcheck shell=sh
-# desktop: the course VM player starts with every graphical session (XDG autostart, which
-# Xfce honours) as the user at the PC; outside course-vm modes it idles. It shows the
-# course VM full screen when the node agent names one (docs/course-vms.md).
+# desktop: the course VM is a session of its own, not a program of every session. In a
+# course slot the site manager's seat configuration (overtime-seat.service, at boot) adds
+# /usr/share/xsessions/overtime-course-vm.desktop, whose program is the player
+# (`overtime-agent course-vm --session`), and makes it LightDM's default; a student who
+# picks the Linux desktop instead gets the desktop without the VM on top. Nothing of it is
+# in the image (docs/course-vms.md, docs/desktop.md "Sessions").
 root=$1
-mkdir -p "${root}/etc/xdg/autostart"
-cat >"${root}/etc/xdg/autostart/overtime-course-vm.desktop" <<'DESKTOP'
-[Desktop Entry]
-Type=Application
-Name=Overtime course VM
-Comment=Shows the course VM full screen in course-vm time slots
-Exec=/usr/bin/overtime-agent course-vm --display gtk
-NoDisplay=true
-X-GNOME-Autostart-enabled=true
-DESKTOP
 
 # KVM for the user at the seat (logind's uaccess), as for a sound card: without it the
 # player falls back to TCG.
