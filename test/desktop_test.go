@@ -23,13 +23,15 @@ import (
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
-// The seed system's whole chain with real images and real packages: the desktop-minimal
-// image (Debian 12, systemd, the overtime-agent .deb of this checkout) PXE-boots in QEMU
+// The seed system's whole chain with real images and real packages: the desktop image
+// (Debian 12, systemd, LightDM and Xfce, the overtime-agent .deb of this checkout) PXE-boots in QEMU
 // from its squashfs over NFS; the packaged agent service starts with the credential the
 // initramfs took from the PC's OVERTIME-ID disk, fetches its configuration and the munge
 // key, and starts the compute-guest image (Debian's slurmd and munge, the overtime-slurm
 // .deb) as a container through crun; its slurmd registers with a real slurmctld as a
-// dynamic node, and a job submitted with sbatch runs on it.
+// dynamic node, and a job submitted with sbatch runs on it. Then a student uses the seat:
+// the console and the graphical greeter, their home on the university's file server,
+// the room's printer, and in a lecture's slot the course VM as their session.
 
 // desktopNow is a Wednesday 10:30 in the site's zone.
 const desktopNow = "2026-12-02T10:30:00+01:00"
@@ -75,14 +77,13 @@ modes:
     # The journal on the console: what the test reads when something fails.
     kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
     guest: {image: compute, backend: container, vcpus: 1, memoryMB: 384, network: bridged, bridge: br0, kernelArgs: %[9]q}
-  # A lecturer's slot: the desktop boots, and the course VM runs from its read-only image
-  # (headless here: the desktop-minimal image has no graphical session, so the player's
-  # headless unit is started for this boot, and its serial console goes to the journal).
+  # A lecturer's slot: the desktop boots, its greeter offers the course VM as the session
+  # (the default in the slot), and the VM runs full screen from its read-only image.
   - name: lecture
     kind: course-vm
     image: desktop
     vm: demo-vm
-    kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1 systemd.wants=overtime-course-vm.service"
+    kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
   - {name: local-disk, kind: local-disk}
 pools:
   - name: lab
@@ -229,7 +230,8 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	}
 	// At the PC's screen and keyboard: the greeter, a wrong password, the student's Xfce
 	// session, logout (test/seat_graphical_test.go).
-	checkSeatGreeter(t, vm, testenv.ArtefactDir(t, "desktop-seat"))
+	shots := testenv.ArtefactDir(t, "desktop-seat")
+	checkSeatGreeter(t, vm, shots)
 	if err := vm.Console.Send("exit"); err != nil {
 		t.Fatal(err)
 	}
@@ -238,11 +240,11 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	checkHomeLifecycle(t, vm, homes, firstMount, expect)
 	expect(`login: `, time.Minute)
 
-	// A lecturer's course VM: imported (a tiny raw disk whose boot sector prints a line on
-	// the serial port), booked for desk1 now; the PC restarts into the course-vm mode and
-	// its player starts the VM from the read-only image.
+	// A lecturer's course VM: imported (a tiny raw disk whose boot sector fills the screen
+	// with red and prints a line on the serial port), booked for desk1 now; the PC restarts
+	// into the course-vm mode, and a student who logs in gets the VM full screen.
 	disk := filepath.Join(t.TempDir(), "demo.raw")
-	if err := os.WriteFile(disk, bootsector.Disk("OVERTIME-COURSE-VM-UP\r\n", 1<<20), 0o644); err != nil {
+	if err := os.WriteFile(disk, bootsector.ScreenDisk("OVERTIME-COURSE-VM-UP\r\n", bootsector.Red, 1<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	l.MustRun("image", "import", disk, "--image", "demo-vm", "--pool", "lab", "--version", "ws26", "--memory", "64")
@@ -260,12 +262,9 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	expect(`reboot: Restarting system`, 5*time.Minute)
 	expect(`Overtime: desk1 mode lecture\b`, desktopBootWithin)
 	expect(`Welcome to .*Debian GNU/Linux 12`, desktopBootWithin)
-	expect(`OVERTIME-COURSE-VM-UP`, desktopBootWithin)
-	// The player's view, from the network: one VM running.
-	bootlab.Eventually(t, "the course VM player's metrics", time.Minute, func() bool {
-		code, body, err := l.HTTPGet("http://10.20.0.21:9102/metrics")
-		return err == nil && code == 200 && strings.Contains(body, "overtime_coursevm_running 1")
-	})
+	// The seat offers the course VM as the session of the slot.
+	expect(`seat-config: wrote [0-9]+ files`, desktopBootWithin)
+	checkCourseVMSession(t, vm, shots, bootsector.RGB(bootsector.Red))
 }
 
 // studentDirectory starts the university's directory of the desktop test: a POSIX user
