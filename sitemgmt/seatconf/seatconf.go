@@ -371,6 +371,12 @@ func pamMountConf(h *model.Homes, host, pool string) []byte {
 		homesUIDs, h.Type, h.Server, h.Path, homeMountpoint, strings.Join(opts, ","))
 	b.WriteString(`<mkmountpoint enable="1" remove="true" />` + "\n")
 	b.WriteString(`<logout wait="500000" hup="no" term="yes" kill="yes" />` + "\n")
+	// Lazy: at the user's last logout their systemd user manager (and what logind has
+	// not yet stopped of the session) still holds the home, and a plain umount fails
+	// "device is busy", leaving the home mounted for the next person at the PC (seen in
+	// test/desktop_test.go). Detached, it is gone from the PC at once and the server
+	// connection closes when the last of those processes has.
+	b.WriteString(`<umount>umount -l %(MNTPT)</umount>` + "\n")
 	b.WriteString("</pam_mount>\n")
 	return b.Bytes()
 }
