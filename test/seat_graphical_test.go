@@ -32,8 +32,13 @@ type graphicalSeat struct {
 	n     int
 }
 
-// shot keeps the screen as NAME.png and says where; a screen of a handful of colours is
-// a text console or a blank one, not a graphical greeter or desktop.
+// drawnColours: a drawn greeter or desktop shows thousands of colours (gradients, icons,
+// anti-aliased text); an X server whose clients have not painted yet shows black and its
+// anti-aliased pointer, 78 colours in a run here.
+const drawnColours = 256
+
+// shot keeps the screen as NAME.png and says where; a screen of few colours is a text
+// console or a blank one, not a graphical greeter or desktop.
 func (g *graphicalSeat) shot(name string) string {
 	g.t.Helper()
 	g.n++
@@ -42,7 +47,7 @@ func (g *graphicalSeat) shot(name string) string {
 	if err != nil {
 		g.t.Fatalf("screendump %s: %v", name, err)
 	}
-	if n := vmtest.Colours(img, 64); n < 64 {
+	if n := vmtest.Colours(img, drawnColours); n < drawnColours {
 		g.t.Errorf("screen %s: %d colours, not a graphical screen (%s)", name, n, path)
 	}
 	g.t.Logf("screen %s: %s (%dx%d)", name, path, img.Bounds().Dx(), img.Bounds().Dy())
@@ -57,7 +62,7 @@ func (g *graphicalSeat) waitDrawn(name string, within time.Duration) string {
 	tmp := filepath.Join(g.t.TempDir(), "poll.png")
 	bootlab.Eventually(g.t, "the screen drawn ("+name+")", within, func() bool {
 		img, err := g.vm.Screendump(tmp)
-		return err == nil && vmtest.Colours(img, 64) >= 64
+		return err == nil && vmtest.Colours(img, drawnColours) >= drawnColours
 	})
 	return g.shot(name)
 }
