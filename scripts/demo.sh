@@ -402,7 +402,7 @@ seat_demo() {
 		refused=$(refusals)
 		sleep 2 # the password field has the focus
 		screen type --pause 300ms --enter student-pw
-		state= deadline=$((SECONDS + 300))
+		state='' deadline=$((SECONDS + 300))
 		while [ -z "$state" ] && [ $SECONDS -lt $deadline ]; do
 			if "$BIN" agent status pc-a01 -o json 2>/dev/null | grep -qE '"sessions": *[1-9]'; then
 				state=in
