@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Packages by purpose (keep in step with README "Requirements"):
-#   slapd ldap-utils       the one store, and its tools (tests, demo)
+#   slapd ldap-utils       the one store, and its tools (tests, demo; the demo's university
+#                          directory is filled with ldapadd, its password hashed by slappasswd)
+#   openssl                the demo's university directory: a CA and its ldaps certificate
 #   dnsmasq-base           DHCP/TFTP; `dnsmasq --test` checks rendered configs
 #   wrk                    HTTP load generator for `make bench`
 #   slurm-wlm munge        slurmctld checks the rendered node lines
@@ -45,7 +47,7 @@ cd "$(dirname "$0")/.."
 #                          desktops' printing configuration (cups-common's /etc/cups, which
 #                          sssdtest binds a PC's client.conf over)
 #   nftables               nft: the exam network's ruleset loaded in network namespaces (node-agent/examfw)
-PKGS=(slapd ldap-utils dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
+PKGS=(slapd ldap-utils openssl dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
 	shellcheck netbase binutils e2fsprogs dosfstools mtools

@@ -31,7 +31,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newSlapdCmd(), newSlapdStopCmd(), newForwardCmd())
+	root.AddCommand(newSlapdCmd(), newSlapdStopCmd(), newForwardCmd(), newScreenCmd())
 	cmdline.Strict(root)
 	return root
 }

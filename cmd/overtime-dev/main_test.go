@@ -29,12 +29,18 @@ func TestCommands(t *testing.T) {
 		flags    []string
 		required []string
 	}{
-		{"slapd", []string{"dir", "port", "base-dn", "root-password"}, []string{"dir", "root-password"}},
+		{"slapd", []string{"dir", "port", "base-dn", "root-password", "service-password", "tls-cert", "tls-key", "tls-ca", "ldaps-port"},
+			[]string{"dir", "root-password"}},
 		{"slapd-stop", []string{"dir"}, []string{"dir"}},
 		{"forward", []string{"listen", "to", "netns"}, []string{"to", "netns"}},
+		{"screen dump", []string{"monitor", "limit"}, []string{"monitor"}},
+		{"screen changed", nil, nil},
+		{"screen type", []string{"monitor", "pause", "enter"}, []string{"monitor"}},
+		{"screen key", []string{"monitor"}, []string{"monitor"}},
 	} {
-		c, _, err := root.Find([]string{tc.cmd})
-		if err != nil || c.Name() != tc.cmd {
+		path := strings.Fields(tc.cmd)
+		c, _, err := root.Find(path)
+		if err != nil || c.Name() != path[len(path)-1] {
 			t.Errorf("no %s command: %v", tc.cmd, err)
 			continue
 		}

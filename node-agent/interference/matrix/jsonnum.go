@@ -92,3 +92,37 @@ func (f *F) UnmarshalJSON(b []byte) error {
 	*f = F(orNaN(p))
 	return nil
 }
+
+// runJSON is Run with its pairs' slowdowns as nullable numbers: a pair whose running
+// segment saw no progress of the desktop (a host busy with others' work) has an infinite
+// slowdown, which encoding/json rejects; it is written as null (read back as NaN).
+type runJSON struct {
+	runPlain
+	Paired []*float64 `json:"paired,omitempty"`
+}
+
+// runPlain is Run without its methods (no recursion into MarshalJSON).
+type runPlain Run
+
+// MarshalJSON writes a pair's infinite or NaN slowdown as null.
+func (r Run) MarshalJSON() ([]byte, error) {
+	j := runJSON{runPlain: runPlain(r)}
+	for _, v := range r.Paired {
+		j.Paired = append(j.Paired, finite(v))
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads null as NaN.
+func (r *Run) UnmarshalJSON(b []byte) error {
+	var j runJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*r = Run(j.runPlain)
+	r.Paired = nil
+	for _, p := range j.Paired {
+		r.Paired = append(r.Paired, orNaN(p))
+	}
+	return nil
+}
