@@ -30,3 +30,15 @@ CONF
 # Root has no password: administrators log in through the site's directory (sssd) or
 # with the maintenance mode.
 chroot "${root}" passwd -l root >/dev/null
+
+# A pool PC is the next person's as soon as the last one logs out: logind ends what the
+# session left running (KillUserProcesses) and stops the user's systemd manager at once
+# instead of 10 s later (UserStopDelaySec); until it stops, it holds the user's home
+# (pam_mount counts it as a session), so the home stays mounted.
+mkdir -p "${root}/etc/systemd/logind.conf.d"
+cat >"${root}/etc/systemd/logind.conf.d/overtime.conf" <<'CONF'
+# Overtime desktop: nothing of a user outlives their last logout.
+[Login]
+KillUserProcesses=yes
+UserStopDelaySec=0
+CONF
