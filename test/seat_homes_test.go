@@ -57,26 +57,26 @@ func homesSite() string {
 	return fmt.Sprintf("homes: {type: nfs, server: %s, path: \"/export/homes/%%(USER)\"}\n", homeServerIP)
 }
 
-// homeMount is the mount ID and source of /home/student in the console session's view
-// ("" when it is not a mount point).
-func homeMount(t *testing.T, vm *vmtest.VM) (id, source string) {
+// homeSource is the source of /home/student in the console session's view ("" when it
+// is not a mount point).
+func homeSource(t *testing.T, vm *vmtest.VM) string {
 	t.Helper()
-	out, err := vm.Console.Run(`awk '$5 == "/home/student" {print "MOUNT", $1, $(NF-1)}' /proc/self/mountinfo`, time.Minute)
+	out, err := vm.Console.Run(`awk '$5 == "/home/student" {print "MOUNT", $(NF-1)}' /proc/self/mountinfo`, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^MOUNT (\d+) (\S+)\r?$`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`(?m)^MOUNT (\S+)\r?$`).FindStringSubmatch(out)
 	if m == nil {
-		return "", ""
+		return ""
 	}
-	return m[1], m[2]
+	return m[1]
 }
 
 // checkServerHome: in the student's console session, their home is the server's
 // directory, and what they save there arrives on the server as theirs.
 func checkServerHome(t *testing.T, vm *vmtest.VM, hs *homeServer) {
 	t.Helper()
-	_, src := homeMount(t, vm)
+	src := homeSource(t, vm)
 	if want := homeServerIP + ":/export/homes/student"; src != want {
 		t.Fatalf("the student's home is mounted from %q, want %s", src, want)
 	}
