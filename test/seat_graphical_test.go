@@ -2,7 +2,6 @@ package test
 
 import (
 	"fmt"
-	"image/color"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -242,24 +241,4 @@ func checkSeatGreeter(t *testing.T, vm *vmtest.VM, shots string) {
 	g.noSession("student's X11 session ended", "student", 3*time.Minute)
 	g.waitSession("the greeter back after logout", "lightdm", "greeter", greeterWithin)
 	g.waitDrawn("greeter-again", greeterWithin)
-}
-
-// checkCourseVMSession: in a course slot, the greeter's default session is the course
-// VM: the student logs in without choosing, and the VM's own screen (the test VM fills it
-// with one colour) fills the PC's.
-func checkCourseVMSession(t *testing.T, vm *vmtest.VM, shots string, colour color.RGBA) {
-	g := &graphicalSeat{t: t, vm: vm, shots: shots}
-	g.waitDrawn("lecture-greeter", desktopBootWithin)
-	g.login("student", "ldap-pw")
-	tmp := filepath.Join(t.TempDir(), "poll.png")
-	var share float64
-	bootlab.Eventually(t, "the course VM's screen filling the PC's", desktopWithin, func() bool {
-		img, err := vm.Screendump(tmp)
-		if err == nil {
-			share = vmtest.Share(img, colour, 8)
-		}
-		return share >= 0.6
-	})
-	g.shot("course-vm")
-	t.Logf("course VM session: %.0f%% of the screen is the VM's colour", 100*share)
 }
