@@ -21,6 +21,7 @@ func TestBuildReproducible(t *testing.T) {
 	first := imagetest.Get(t, "compute-guest")
 	again := filepath.Join(t.TempDir(), "again")
 	cmd := exec.Command("./build.sh", "--debs", imagetest.Debs(t), "compute-guest", again)
+	cmd.Env = imagetest.BuildEnv() // the squashfs level of the first build is among the inputs
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("second build: %v\n%s", err, out)
 	}
@@ -54,7 +55,7 @@ func TestBuildFailureKeepsOutput(t *testing.T) {
 	os.MkdirAll(out, 0o755)
 	os.WriteFile(filepath.Join(out, "marker"), []byte("previous build"), 0o644)
 	cmd := exec.Command("./build.sh", "--debs", imagetest.Debs(t), "broken", out)
-	cmd.Env = append(os.Environ(), "OVERTIME_RECIPES="+recipes)
+	cmd.Env = append(imagetest.BuildEnv(), "OVERTIME_RECIPES="+recipes)
 	b, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(b), "50-fails.sh") || !strings.Contains(string(b), "site tweak failed") {
 		t.Fatalf("a failing customize script: %v\n%s", err, b)

@@ -107,7 +107,7 @@ func Get(t testing.TB, recipe string) *Image {
 	}
 	script := filepath.Join(testenv.RepoRoot(t), "images", "build.sh")
 	keyCmd := exec.Command(script, "--debs", debs, "--key", recipe)
-	keyCmd.Env = buildEnv()
+	keyCmd.Env = BuildEnv()
 	out, err := keyCmd.Output()
 	if err != nil {
 		t.Fatalf("%s --key %s: %v %s", script, recipe, err, stderr(err))
@@ -116,7 +116,7 @@ func Get(t testing.TB, recipe string) *Image {
 	dir := filepath.Join(CacheDir(), "out", recipe+"-"+key)
 	start := time.Now()
 	build := exec.Command(script, "--debs", debs, recipe, dir)
-	build.Env = buildEnv()
+	build.Env = BuildEnv()
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", script, recipe, err, tail(string(b), 6000))
 	} else {
@@ -134,11 +134,11 @@ func Get(t testing.TB, recipe string) *Image {
 	return im
 }
 
-// buildEnv is the environment of images/build.sh for tests: zstd level 3 unless the
+// BuildEnv is the environment of images/build.sh for tests: zstd level 3 unless the
 // caller set one (OVERTIME_SQUASHFS_LEVEL). A test reads the image once; the default
 // level 15 would spend most of a cold build squashing the desktop flavour
 // (docs/benchmarks/images.md).
-func buildEnv() []string {
+func BuildEnv() []string {
 	env := os.Environ()
 	if os.Getenv("OVERTIME_SQUASHFS_LEVEL") == "" {
 		env = append(env, "OVERTIME_SQUASHFS_LEVEL=3")
