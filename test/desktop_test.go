@@ -77,14 +77,13 @@ modes:
     # The journal on the console: what the test reads when something fails.
     kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
     guest: {image: compute, backend: container, vcpus: 1, memoryMB: 384, network: bridged, bridge: br0, kernelArgs: %[9]q}
-  # A lecturer's slot: the desktop boots and the course VM runs from its read-only image
-  # (here the player's headless unit, started for this boot, its serial console in the
-  # journal: the greeter's course-VM session did not show the VM in a run, docs/desktop.md).
+  # A lecturer's slot: the desktop boots, and the greeter offers the course VM as the
+  # session, from its read-only image.
   - name: lecture
     kind: course-vm
     image: desktop
     vm: demo-vm
-    kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1 systemd.wants=overtime-course-vm.service"
+    kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
   - {name: local-disk, kind: local-disk}
 pools:
   - name: lab
@@ -230,44 +229,43 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 		t.Fatalf("the print server has %+v, want the student's page\n%s", jobs, cups.Logs())
 	}
 	// At the PC's screen and keyboard: the greeter, a wrong password, the student's Xfce
-	// session, logout (test/seat_graphical_test.go).
+	// session (test/seat_graphical_test.go).
 	shots := testenv.ArtefactDir(t, "desktop-seat")
-	checkSeatGreeter(t, vm, shots)
+	g := checkSeatGreeter(t, vm, shots)
+
+	// A lecturer's course VM: imported (a tiny raw disk whose boot sector fills the screen
+	// with red and prints a line on the serial port), and booked for desk1 in two minutes
+	// (the site's clock is put before it). The room's policy: a lecture waits for the
+	// student's logout, and a session nobody has touched for 4 minutes is logged out.
+	disk := filepath.Join(t.TempDir(), "demo.raw")
+	if err := os.WriteFile(disk, bootsector.ScreenDisk("OVERTIME-COURSE-VM-UP\r\n", bootsector.Red, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.MustRun("image", "import", disk, "--image", "demo-vm", "--pool", "lab", "--version", "ws26", "--memory", "64")
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte("switchSpread: 10s\nswitch: {lecture: wait}\nlogoutIdle: 4m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.MustRun("pool", "set", "lab", "--policy-file", policy)
+	l.RestartServe("2026-12-02T11:48:00+01:00")
+	l.MustRun("schedule", "add", "--host", "desk1", "wed 11:50-13:00 lecture")
+	// The student left their session long ago: its notifications say that the PC switches
+	// at their logout and that the session ends soon; the console session ends, the agent
+	// logs the abandoned one out, and the switch that waited restarts the PC.
+	checkAbandoned(t, g, expect)
+	expect(`reboot: Restarting system`, 5*time.Minute)
+
+	// In the lecture's slot: the student gets the course VM as their session, full screen.
+	expect(`Overtime: desk1 mode lecture\b`, desktopBootWithin)
+	expect(`Welcome to .*Debian GNU/Linux 12`, desktopBootWithin)
+	consoleLogin(t, vm, expect)
+	checkCourseVMSession(t, g)
 	if err := vm.Console.Send("exit"); err != nil {
 		t.Fatal(err)
 	}
 	// Logged out everywhere: the home was unmounted (a new login mounts it afresh), and
 	// with the home server down a login still works, into a temporary home that says so.
 	checkHomeLifecycle(t, vm, homes, expect)
-
-	// A lecturer's course VM: imported (a tiny raw disk whose boot sector fills the screen
-	// with red and prints a line on the serial port), booked for desk1 now; the PC restarts
-	// into the course-vm mode, and a student who logs in gets the VM full screen.
-	disk := filepath.Join(t.TempDir(), "demo.raw")
-	if err := os.WriteFile(disk, bootsector.ScreenDisk("OVERTIME-COURSE-VM-UP\r\n", bootsector.Red, 1<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l.MustRun("image", "import", disk, "--image", "demo-vm", "--pool", "lab", "--version", "ws26", "--memory", "64")
-	// Nobody restarts the PC but its schedule: the site's clock is put two minutes before
-	// a lecture booked for desk1; its agent learns of the coming switch, reports it, and
-	// restarts the PC at the boundary (nobody is logged in), into the course-vm mode.
-	l.RestartServe("2026-12-02T11:48:00+01:00")
-	l.MustRun("schedule", "add", "--host", "desk1", "wed 11:50-13:00 lecture")
-	bootlab.Eventually(t, "desk1's agent reporting the coming restart", 3*time.Minute, func() bool {
-		out, err := l.Run("agent", "status", "desk1", "-o", "json")
-		return err == nil && json.Unmarshal([]byte(out), &st) == nil && strings.HasPrefix(st.Switch, "reboot at ") &&
-			strings.Contains(st.Switch, " into lecture ")
-	})
-	t.Logf("desk1: %s", st.Switch)
-	expect(`reboot: Restarting system`, 5*time.Minute)
-	expect(`Overtime: desk1 mode lecture\b`, desktopBootWithin)
-	expect(`Welcome to .*Debian GNU/Linux 12`, desktopBootWithin)
-	expect(`OVERTIME-COURSE-VM-UP`, desktopBootWithin)
-	// The player's view, from the network: one VM running.
-	bootlab.Eventually(t, "the course VM player's metrics", time.Minute, func() bool {
-		code, body, err := l.HTTPGet("http://10.20.0.21:9102/metrics")
-		return err == nil && code == 200 && strings.Contains(body, "overtime_coursevm_running 1")
-	})
 }
 
 // studentDirectory starts the university's directory of the desktop test: a POSIX user

@@ -223,4 +223,7 @@ func TestDebianPackages(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "usr/lib/overtime/seat-home-notice")); err != nil || fi.Mode().Perm()&0o111 == 0 {
 		t.Errorf("homes notice script (pam_exec runs it): %v", err)
 	}
+	if fi, err := os.Stat(filepath.Join(dir, "usr/lib/overtime/course-vm-session")); err != nil || fi.Mode().Perm()&0o111 == 0 {
+		t.Errorf("the course VM session's program (the greeter runs it): %v", err)
+	}
 }

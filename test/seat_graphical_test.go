@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"image"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/bootsector"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
 )
 
@@ -40,17 +43,24 @@ const drawnColours = 256
 // console or a blank one, not a graphical greeter or desktop.
 func (g *graphicalSeat) shot(name string) string {
 	g.t.Helper()
+	path, img := g.keep(name)
+	if n := vmtest.Colours(img, drawnColours); n < drawnColours {
+		g.t.Errorf("screen %s: %d colours, not a graphical screen (%s)", name, n, path)
+	}
+	return path
+}
+
+// keep keeps the screen as NAME.png, whatever it shows, and says where.
+func (g *graphicalSeat) keep(name string) (string, image.Image) {
+	g.t.Helper()
 	g.n++
 	path := filepath.Join(g.shots, fmt.Sprintf("%02d-%s.png", g.n, name))
 	img, err := g.vm.Screendump(path)
 	if err != nil {
 		g.t.Fatalf("screendump %s: %v", name, err)
 	}
-	if n := vmtest.Colours(img, drawnColours); n < drawnColours {
-		g.t.Errorf("screen %s: %d colours, not a graphical screen (%s)", name, n, path)
-	}
 	g.t.Logf("screen %s: %s (%dx%d)", name, path, img.Bounds().Dx(), img.Bounds().Dy())
-	return path
+	return path, img
 }
 
 // waitDrawn waits until the screen is graphical (many colours: a drawn greeter or
@@ -203,9 +213,9 @@ const (
 
 // checkSeatGreeter: the booted desktop shows LightDM's greeter; a wrong password does not
 // log in (PAM says why on the journal, the greeter says so on the screen); the student's
-// own password starts an Xfce session as them; ending it brings the greeter back. The
-// student is logged in on the serial console, from where logind is asked.
-func checkSeatGreeter(t *testing.T, vm *vmtest.VM, shots string) {
+// own password starts an Xfce session as them, which it leaves running (checkAbandoned
+// ends it). The student is logged in on the serial console, from where logind is asked.
+func checkSeatGreeter(t *testing.T, vm *vmtest.VM, shots string) *graphicalSeat {
 	g := &graphicalSeat{t: t, vm: vm, shots: shots}
 	g.waitSession("LightDM's greeter on seat0", "lightdm", "greeter", greeterWithin)
 	g.waitDrawn("greeter", greeterWithin)
@@ -232,13 +242,98 @@ func checkSeatGreeter(t *testing.T, vm *vmtest.VM, shots string) {
 		return err == nil && strings.Contains(out, "XFCE-UP")
 	})
 	g.waitDrawn("session", desktopWithin)
+	return g
+}
 
-	// Logging out (Xfce's session manager ends: what its Log Out does) brings the greeter
-	// back.
-	if _, err := vm.Console.Run("pkill -TERM -u student -x xfce4-session", time.Minute); err != nil {
+// windows is the X display's window tree (xwininfo), read by the student from the
+// console (their ~/.Xauthority is the graphical session's).
+func (g *graphicalSeat) windows() string {
+	g.t.Helper()
+	out, err := g.vm.Console.Run("DISPLAY=:0 xwininfo -root -tree", time.Minute)
+	if err != nil {
+		g.t.Fatalf("xwininfo: %v", err)
+	}
+	return out
+}
+
+// checkAbandoned: the student's Xfce session, idle since they typed their password, with
+// a lecture coming whose switch waits for their logout. Both are shown in the session as
+// desktop notifications (xfce4-notifyd's windows on the screen): the coming switch, and
+// the logout of an abandoned session under the pool's logoutIdle. The console session
+// ends; the agent logs the graphical one out after its warning, the greeter is back for
+// a moment, and the waiting switch restarts the PC. The caller set the policy and the
+// lecture.
+func checkAbandoned(t *testing.T, g *graphicalSeat, expect func(string, time.Duration)) {
+	expect(`warning an abandoned session of its logout`, 3*time.Minute)
+	var tree string
+	if !poll.Wait(2*time.Minute, func() bool {
+		tree = g.windows()
+		return notifications(tree) >= 2
+	}) {
+		t.Fatalf("no two notifications (the switch, the logout) on the student's screen:\n%s", tree)
+	}
+	g.shot("notifications")
+	if err := g.vm.Console.Send("exit"); err != nil {
 		t.Fatal(err)
 	}
-	g.noSession("student's X11 session ended", "student", 3*time.Minute)
-	g.waitSession("the greeter back after logout", "lightdm", "greeter", greeterWithin)
-	g.waitDrawn("greeter-again", greeterWithin)
+	expect(`logged out abandoned sessions[^\n]*\(student\)`, 4*time.Minute)
+}
+
+// notifications counts the desktop notifications on the screen: xfce4-notifyd's windows
+// in xwininfo's tree.
+func notifications(tree string) int {
+	n := 0
+	for _, line := range strings.Split(tree, "\n") {
+		if strings.Contains(line, "xfce4-notifyd") {
+			n++
+		}
+	}
+	return n
+}
+
+// courseVMRed is the colour the course VM's boot sector fills its screen with
+// (bootsector.ScreenDisk).
+var courseVMRed = bootsector.RGB(bootsector.Red)
+
+// checkCourseVMSession: in the lecture's slot the greeter's default session is the course
+// VM: the student logs in and the VM's own screen fills the PC's (QEMU's window covers
+// the X screen, and the screen shows what the VM draws); when the VM ends, so does the
+// session, and the greeter is back. The student is logged in on the console.
+func checkCourseVMSession(t *testing.T, g *graphicalSeat) {
+	g.waitSession("LightDM's greeter in the lecture", "lightdm", "greeter", greeterWithin)
+	g.waitDrawn("lecture-greeter", greeterWithin)
+	g.login("student", "ldap-pw")
+	g.waitSession("student's course VM session", "student", "user", 5*time.Minute)
+	screen, err := g.vm.Screendump(filepath.Join(g.t.TempDir(), "size.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := fmt.Sprintf("%dx%d+0+0", screen.Bounds().Dx(), screen.Bounds().Dy())
+	var qemu string
+	bootlab.Eventually(t, "the course VM's window covering the screen ("+full+")", 5*time.Minute, func() bool {
+		for _, line := range strings.Split(g.windows(), "\n") {
+			if strings.Contains(line, `"QEMU (overtime-course-vm`) {
+				qemu = line
+			}
+		}
+		return strings.Contains(qemu, " "+full+" ")
+	})
+	tmp := filepath.Join(g.t.TempDir(), "vm.png")
+	var share float64
+	if !poll.Wait(5*time.Minute, func() bool {
+		img, err := g.vm.Screendump(tmp)
+		share = vmtest.Share(img, courseVMRed, 8)
+		return err == nil && share >= 0.9
+	}) {
+		path, _ := g.keep("course-vm")
+		t.Fatalf("the course VM's screen: %.0f%% of the PC's screen is its red (%s)", share*100, path)
+	}
+	t.Logf("the course VM fills the screen: %s, %.0f%% its red", strings.TrimSpace(qemu), share*100)
+	g.keep("course-vm")
+	// The VM ends (QEMU stopped): the session ends with it, the greeter is back.
+	if _, err := g.vm.Console.Run("pkill -TERM -u student -x qemu-system-x86_64", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g.noSession("student's course VM session ended with the VM", "student", 3*time.Minute)
+	g.waitSession("the greeter back after the VM", "lightdm", "greeter", greeterWithin)
 }

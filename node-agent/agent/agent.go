@@ -106,6 +106,9 @@ type Options struct {
 	// people logged in (default: wall and desktop notifications). See switch.go.
 	Machine  powerctl.Machine
 	Notifier powerctl.Notifier
+	// Ender logs out abandoned graphical sessions under the pool's logoutIdle (default:
+	// loginctl). See idlelogout.go.
+	Ender powerctl.Ender
 	// ExamFile exists while the configuration says exam ("": not written; `overtime-agent
 	// run` passes paths.ExamMarker). Uptime is /proc/uptime (tests may point elsewhere).
 	ExamFile string
@@ -159,8 +162,10 @@ type Agent struct {
 	cal     *calibration         // calibrate.go
 	jobs    *jobAccounting       // jobs.go
 	sw      *switcher            // switch.go
-	hb      *heartbeats          // heartbeats.go
-	examNet *examNetwork         // examnet.go
+	// abandoned logs out abandoned graphical sessions (idlelogout.go).
+	abandoned *abandonedSessions
+	hb        *heartbeats  // heartbeats.go
+	examNet   *examNetwork // examnet.go
 }
 
 type configUpdate struct {
@@ -213,6 +218,9 @@ func New(o Options) (*Agent, error) {
 		log := o.Log
 		o.Notifier = powerctl.Sessions{Log: log.Debug}
 	}
+	if o.Ender == nil {
+		o.Ender = powerctl.Loginctl{}
+	}
 	if o.Uptime == "" {
 		o.Uptime = "/proc/uptime"
 	}
@@ -238,6 +246,7 @@ func New(o Options) (*Agent, error) {
 	a.jobs.snapshot = sig.Snapshot
 	a.cal = newCalibration(o.Calibrate, o.Uptime, o.Now, o.Log)
 	a.sw = &switcher{machine: o.Machine, notifier: o.Notifier, booted: o.Booted, log: o.Log}
+	a.abandoned = &abandonedSessions{notifier: o.Notifier, ender: o.Ender, log: o.Log}
 	a.examNet = &examNetwork{fw: o.ExamFirewall, lookup: o.ExamLookup, resolvConf: o.ExamResolvConf, log: o.Log}
 	if a.examNet.lookup == nil {
 		a.examNet.lookup = net.DefaultResolver
@@ -363,6 +372,9 @@ func (a *Agent) armTimer(t *time.Timer) {
 	if w := a.sw.Wake(); !w.IsZero() && w.Before(next) {
 		next = w
 	}
+	if w := a.abandoned.Wake(); !w.IsZero() && w.Before(next) {
+		next = w
+	}
 	d := next.Sub(now)
 	if d < time.Millisecond {
 		d = time.Millisecond
@@ -452,7 +464,14 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 	if d.Action != prevAction || d.State != prevState {
 		a.announce(ctx)
 	}
+	a.planAbandoned(ctx)
 	a.planSwitch(ctx)
+}
+
+// planAbandoned warns and logs out an abandoned graphical session (abandonedSessions).
+func (a *Agent) planAbandoned(ctx context.Context) {
+	n, last := a.sense.Graphical()
+	a.abandoned.Plan(ctx, a.cfg, a.o.Now(), n, last)
 }
 
 // act brings the guest to the decided action, with the throttle's CPU limit from the

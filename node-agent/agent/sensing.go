@@ -19,6 +19,11 @@ type sensing struct {
 	// lastLogout: when the last user session ended (zero: none since the agent started);
 	// the calibration's "nobody logged in since".
 	lastLogout time.Time
+	// graphical: local graphical sessions now; graphicalSince: when the first of them
+	// appeared (or the agent first saw them), where an abandoned session's idle time
+	// starts at the latest.
+	graphical      int
+	graphicalSince time.Time
 }
 
 // Observe folds a sensor event into the observation.
@@ -39,6 +44,10 @@ func (s *sensing) Observe(ev sensor.Event) {
 			s.lastLogout = ev.Time
 		}
 		s.obs.LocalSessions, s.obs.RemoteSessions = ev.Sessions.Local, ev.Sessions.Remote
+		if s.graphical == 0 && ev.Sessions.Graphical > 0 {
+			s.graphicalSince = ev.Time
+		}
+		s.graphical = ev.Sessions.Graphical
 	case sensor.KindPressure:
 		s.obs.Pressure = ev.Value
 		s.m.pressure.Set(ev.Value)
@@ -68,3 +77,13 @@ func (s *sensing) Pressure() float64 { return s.obs.Pressure }
 
 // LastLogout is when the last session ended (zero: none since the agent started).
 func (s *sensing) LastLogout() time.Time { return s.lastLogout }
+
+// Graphical is the number of local graphical sessions, and the last sign of life at the
+// PC: its last keyboard or mouse input, or when the graphical sessions began if later.
+func (s *sensing) Graphical() (n int, lastInput time.Time) {
+	lastInput = s.obs.LastInput
+	if s.graphicalSince.After(lastInput) {
+		lastInput = s.graphicalSince
+	}
+	return s.graphical, lastInput
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -126,5 +127,21 @@ func TestSession(t *testing.T) {
 				t.Errorf("QEMU's arguments: %s", args)
 			}
 		})
+	}
+}
+
+// The course VM session's program (course-vm-session, what the greeter runs) passes
+// shellcheck and ends in the player as the session: the booted desktop test runs it.
+func TestSessionScript(t *testing.T) {
+	needs.Servers(t, "shellcheck")
+	if out, err := exec.Command("shellcheck", "-s", "sh", "course-vm-session").CombinedOutput(); err != nil {
+		t.Fatalf("shellcheck: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile("course-vm-session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "\n/usr/bin/overtime-agent course-vm --session --display sdl \"$@\"\n") {
+		t.Errorf("course-vm-session does not run the player as the session")
 	}
 }

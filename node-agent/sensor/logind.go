@@ -150,6 +150,9 @@ func firstString(body []any) (string, bool) {
 	return s, ok
 }
 
+// graphicalTypes are logind's session types of a display server.
+var graphicalTypes = map[string]bool{"x11": true, "wayland": true, "mir": true}
+
 // sessions reads all sessions from logind.
 func (l *Logind) sessions(ctx context.Context, conn *dbus.Conn) (Sessions, error) {
 	timeout := l.CallTimeout
@@ -188,6 +191,9 @@ func (l *Logind) sessions(ctx context.Context, conn *dbus.Conn) (Sessions, error
 			s.Remote++
 		} else {
 			s.Local++
+			if t, _ := props["Type"].Value().(string); graphicalTypes[t] {
+				s.Graphical++
+			}
 		}
 		idle, _ := props["IdleHint"].Value().(bool)
 		if !idle {

@@ -142,11 +142,12 @@ func newFakeLogind(t *testing.T, addr string) *fakeLogind {
 	return f
 }
 
-func (f *fakeLogind) add(t *testing.T, id, class string, remote bool, signal bool) {
+func (f *fakeLogind) add(t *testing.T, id, class, typ string, remote bool, signal bool) {
 	t.Helper()
 	p, err := prop.Export(f.conn, sessionPath(id), prop.Map{login1Session: {
 		"Id":            {Value: id, Emit: prop.EmitConst},
 		"Class":         {Value: class, Emit: prop.EmitConst},
+		"Type":          {Value: typ, Emit: prop.EmitConst},
 		"Remote":        {Value: remote, Emit: prop.EmitConst},
 		"State":         {Value: "active", Emit: prop.EmitTrue},
 		"IdleHint":      {Value: false, Emit: prop.EmitFalse}, // signalled together by idle
@@ -215,8 +216,8 @@ func expectLogind(t *testing.T, out <-chan Event, want Sessions, what string) {
 func TestLogind(t *testing.T) {
 	addr, kill := startBus(t)
 	f := newFakeLogind(t, addr)
-	f.add(t, "1", "greeter", false, false)
-	f.add(t, "2", "user", false, false)
+	f.add(t, "1", "greeter", "x11", false, false)
+	f.add(t, "2", "user", "x11", false, false)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -224,21 +225,24 @@ func TestLogind(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- (&Logind{Address: addr}).Run(ctx, out) }()
 
-	expectLogind(t, out, Sessions{Local: 1}, "start")
-	f.add(t, "3", "user", true, true)
-	expectLogind(t, out, Sessions{Local: 1, Remote: 1}, "remote login")
+	expectLogind(t, out, Sessions{Local: 1, Graphical: 1}, "start")
+	f.add(t, "3", "user", "tty", true, true)
+	expectLogind(t, out, Sessions{Local: 1, Remote: 1, Graphical: 1}, "remote login")
 
 	t1 := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
 	t2 := t1.Add(10 * time.Second)
 	f.idle(t, "2", true, t1)
 	noEvent(t, out, 300*time.Millisecond, "one of two sessions idle changes nothing the agent sees")
 	f.idle(t, "3", true, t2)
-	expectLogind(t, out, Sessions{Local: 1, Remote: 1, AllIdle: true, IdleSince: t2}, "both idle")
+	expectLogind(t, out, Sessions{Local: 1, Remote: 1, Graphical: 1, AllIdle: true, IdleSince: t2}, "both idle")
 	f.idle(t, "2", false, time.Now())
-	expectLogind(t, out, Sessions{Local: 1, Remote: 1}, "local session active again")
+	expectLogind(t, out, Sessions{Local: 1, Remote: 1, Graphical: 1}, "local session active again")
 
 	f.remove(t, "3")
-	expectLogind(t, out, Sessions{Local: 1}, "remote logout")
+	expectLogind(t, out, Sessions{Local: 1, Graphical: 1}, "remote logout")
+	// A text console at the PC is local, not graphical.
+	f.add(t, "4", "user", "tty", false, true)
+	expectLogind(t, out, Sessions{Local: 2, Graphical: 1}, "console login")
 
 	kill()
 	select {

@@ -61,6 +61,10 @@ type Event struct {
 // or of system services).
 type Sessions struct {
 	Local, Remote int
+	// Graphical counts the local sessions on a display (logind's Type x11, wayland or
+	// mir): those an abandoned-session logout may end (node-agent/idlelogout). utmp
+	// cannot tell: 0.
+	Graphical int
 	// IdleSince is, when AllIdle, the time the last session went idle (logind's
 	// IdleSinceHint); zero when not all are idle or it is not known (utmp).
 	IdleSince time.Time
@@ -70,7 +74,7 @@ type Sessions struct {
 
 // Equal tells whether s and o say the same.
 func (s Sessions) Equal(o Sessions) bool {
-	return s.Local == o.Local && s.Remote == o.Remote && s.AllIdle == o.AllIdle && s.IdleSince.Equal(o.IdleSince)
+	return s.Local == o.Local && s.Remote == o.Remote && s.Graphical == o.Graphical && s.AllIdle == o.AllIdle && s.IdleSince.Equal(o.IdleSince)
 }
 
 // Total is Local+Remote.

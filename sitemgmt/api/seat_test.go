@@ -169,7 +169,7 @@ func TestSeatSessions(t *testing.T) {
 	// Wednesday 10:30: pc-a01 is in course-bio101 (course VM bio101-vm), pc-b01 at a desktop.
 	f := files(must(pcSeat(t, env, admin, "pc-a01")))
 	if !strings.Contains(f[wire.SeatCourseVMSession], "\nName=Course VM: BIO101 practical (read-only course VM)\n") ||
-		!strings.Contains(f[wire.SeatCourseVMSession], "\nExec=/usr/bin/overtime-agent course-vm --session --display sdl\n") ||
+		!strings.Contains(f[wire.SeatCourseVMSession], "\nExec=/usr/lib/overtime/course-vm-session\n") ||
 		!strings.Contains(f[wire.SeatDefaultSession], "[Seat:*]\nuser-session=overtime-course-vm\n") {
 		t.Fatalf("pc-a01 in its course slot: %q", f)
 	}

@@ -17,10 +17,11 @@ type CourseVM struct {
 	Image *model.Image // the mode's VM image (its name and description)
 }
 
-// SessionExec is the course-VM session's command: the player as the X session itself
-// (no window manager), the VM full screen with SDL; the session ends with the VM
-// (docs/course-vms.md "The course VM as a session").
-const SessionExec = "/usr/bin/overtime-agent course-vm --session --display sdl"
+// SessionExec is the course-VM session's command (node-agent/coursevm/course-vm-session,
+// in the overtime-agent package): a window manager, without which X honours nobody's
+// full-screen request, then the player with SDL full screen; the session ends with the
+// VM (docs/course-vms.md "The course VM as a session").
+const SessionExec = "/usr/lib/overtime/course-vm-session"
 
 // maxLabel bounds the session's name in the greeter's session list (one menu line).
 const maxLabel = 60

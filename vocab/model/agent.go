@@ -144,6 +144,10 @@ type Policy struct {
 	// this long, the agent switches the PC off (0: never). Woken again by the boot server
 	// before a mode that needs the PC, or by Slurm's ResumeProgram.
 	PowerOffIdle Duration `json:"powerOffIdle,omitempty" yaml:"powerOffIdle,omitempty"`
+	// LogoutIdle: a graphical session with no keyboard or mouse input at the PC for this
+	// long is logged out, after a warning (node-agent/idlelogout; 0: never), so that an
+	// abandoned session holds neither a waiting switch nor the power policy.
+	LogoutIdle Duration `json:"logoutIdle,omitempty" yaml:"logoutIdle,omitempty"`
 }
 
 // ControllerKind is how the agent throttles the guest while the owner is active.
@@ -298,6 +302,7 @@ func (p Policy) Effective() Policy {
 		out.SwitchSpread = p.SwitchSpread
 	}
 	out.PowerOffIdle = p.PowerOffIdle
+	out.LogoutIdle = p.LogoutIdle
 	return out
 }
 
@@ -317,7 +322,7 @@ func (p Policy) Validate() error {
 		min  time.Duration
 	}{{"idleAfter", p.IdleAfter, time.Second}, {"evictAfter", p.EvictAfter, time.Second}, {"hold", p.Hold, 0},
 		{"switchWarn", p.SwitchWarn, 0}, {"switchGrace", p.SwitchGrace, 0}, {"switchSpread", p.SwitchSpread, 0},
-		{"powerOffIdle", p.PowerOffIdle, time.Minute}} {
+		{"powerOffIdle", p.PowerOffIdle, time.Minute}, {"logoutIdle", p.LogoutIdle, 2 * time.Minute}} {
 		if d.v != 0 && (time.Duration(d.v) < d.min || time.Duration(d.v) > 7*24*time.Hour) {
 			return invalid("policy: %s %s out of range (%s to 168h)", d.name, d.v, d.min)
 		}

@@ -41,6 +41,7 @@ func TestPolicyValidate(t *testing.T) {
 		{"unknown switch rule", Policy{Switch: map[string]SwitchRule{"exam": "ask"}}, `policy: switch: unknown rule "ask" for exam (one of force, wait)`},
 		{"negative spread", Policy{SwitchSpread: Duration(-time.Second)}, "policy: switchSpread -1s out of range"},
 		{"power off after seconds", Policy{PowerOffIdle: Duration(10 * time.Second)}, "policy: powerOffIdle 10s out of range (1m0s to 168h)"},
+		{"log out after a minute", Policy{LogoutIdle: Duration(time.Minute)}, "policy: logoutIdle 1m0s out of range (2m0s to 168h)"},
 	} {
 		err := tc.p.Validate()
 		switch {
