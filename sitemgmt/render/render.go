@@ -11,7 +11,8 @@
 // outside its alphabet makes the renderer return an error and write nothing, rather than
 // escape it. Free text (descriptions, the scheduling reason) is only ever shown, never
 // parsed, so it is reduced instead, by one function per output format at the point where it
-// is written (text.go): every character that format could read as syntax becomes '?'.
+// is written (text.go): made ASCII as it reads, and every character that format could read as
+// syntax becomes a harmless look-alike (" → ', ; → ,) or goes; never '?'.
 //
 // Output is deterministic: lists are sorted, nothing depends on map order or the clock,
 // so the same input renders byte-identical files (golden tests, and callers can skip a
