@@ -223,6 +223,11 @@ func TestDebianPackages(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "usr/lib/overtime/seat-home-notice")); err != nil || fi.Mode().Perm()&0o111 == 0 {
 		t.Errorf("homes notice script (pam_exec runs it): %v", err)
 	}
+	// The agent reaches each session's bus (/run/user/UID/bus) for its notices, and no home.
+	if unit, err := os.ReadFile(filepath.Join(dir, "lib/systemd/system/overtime-agent.service")); err != nil ||
+		strings.Contains(string(unit), "\nProtectHome=") || !strings.Contains(string(unit), "\nInaccessiblePaths=-/home -/root\n") {
+		t.Errorf("overtime-agent.service must hide the homes but not /run/user: %v\n%s", err, unit)
+	}
 	if fi, err := os.Stat(filepath.Join(dir, "usr/lib/overtime/course-vm-session")); err != nil || fi.Mode().Perm()&0o111 == 0 {
 		t.Errorf("the course VM session's program (the greeter runs it): %v", err)
 	}

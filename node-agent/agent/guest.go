@@ -305,7 +305,7 @@ func ensureImage(ctx context.Context, log *slog.Logger, dir, nfs, probe string) 
 	// NFSv3 like the root (stateless: a boot server restart is invisible), no locks.
 	argv := []string{"mount", "-t", "nfs", "-o", "ro,nosuid,nodev,vers=3,proto=tcp,nolock", nfs, dir}
 	if inPrivateMountNS() {
-		// The unit's sandboxing (PrivateTmp, ProtectHome) gives the agent a mount
+		// The unit's sandboxing (PrivateTmp, InaccessiblePaths) gives the agent a mount
 		// namespace of its own; a mount made in it would be invisible to the session's
 		// course-VM player. Mounted in the system's namespace, it propagates here too.
 		argv = append([]string{"nsenter", "--mount=/proc/1/ns/mnt", "--"}, argv...)

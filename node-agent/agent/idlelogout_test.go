@@ -36,7 +36,10 @@ func TestAbandonedSessionLoggedOut(t *testing.T) {
 	runAgent(t, a)
 	left := now().Add(-10 * time.Minute)
 	a.Signals() <- sensor.Event{Kind: sensor.KindSessions, Time: left, Source: "test", Sessions: sensor.Sessions{Local: 1, Graphical: 1}}
-	a.Signals() <- sensor.Event{Kind: sensor.KindInput, Time: left, Source: "test"}
+	a.Signals() <- sensor.Event{Kind: sensor.KindInput, Time: left, Source: "input:event0"}
+	// Keys typed in a terminal (ssh, the console) are not the seat's: they keep nothing
+	// alive.
+	a.Signals() <- sensor.Event{Kind: sensor.KindInput, Time: now(), Source: "tty:pts/0"}
 	waitFor(t, "the logout warning", func() bool {
 		_, _, n := rec.get()
 		return len(n) > 0 && strings.Contains(strings.Join(n, "\n"), "You will be logged out: Nobody has used this PC for 2 minutes: the session ends in 1 minute")

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"time"
 
 	"github.com/overtime-hpc/overtime/node-agent/policy"
@@ -24,6 +25,10 @@ type sensing struct {
 	// starts at the latest.
 	graphical      int
 	graphicalSince time.Time
+	// seatInput: the last event of the PC's own keyboard or mouse (the input devices,
+	// Source "input:..."), not a terminal's: keys typed over ssh do not keep an
+	// abandoned graphical session alive.
+	seatInput time.Time
 }
 
 // Observe folds a sensor event into the observation.
@@ -33,6 +38,9 @@ func (s *sensing) Observe(ev sensor.Event) {
 	case sensor.KindInput:
 		if ev.Time.After(s.obs.LastInput) {
 			s.obs.LastInput = ev.Time
+		}
+		if strings.HasPrefix(ev.Source, "input:") && ev.Time.After(s.seatInput) {
+			s.seatInput = ev.Time
 		}
 	case sensor.KindSessions:
 		// Logging in is activity; sessions that exist when the agent starts are not news.
@@ -79,9 +87,10 @@ func (s *sensing) Pressure() float64 { return s.obs.Pressure }
 func (s *sensing) LastLogout() time.Time { return s.lastLogout }
 
 // Graphical is the number of local graphical sessions, and the last sign of life at the
-// PC: its last keyboard or mouse input, or when the graphical sessions began if later.
+// seat: its keyboard's or mouse's last event, or when the graphical sessions began if
+// later.
 func (s *sensing) Graphical() (n int, lastInput time.Time) {
-	lastInput = s.obs.LastInput
+	lastInput = s.seatInput
 	if s.graphicalSince.After(lastInput) {
 		lastInput = s.graphicalSince
 	}

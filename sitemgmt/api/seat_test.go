@@ -187,8 +187,18 @@ func TestSeatSessions(t *testing.T) {
 	if f := at("pc-a01", env.Now.Add(2*time.Hour)); f[wire.SeatCourseVMSession] != "" || f[wire.SeatDefaultSession] != "" {
 		t.Errorf("pc-a01 after its course slot (desktop) got sessions: %q", f)
 	}
-	if f := at("pc-a01", env.Now); f[wire.SeatCourseVMSession] == "" {
+	if f := at("pc-a01", env.Now); f[wire.SeatCourseVMSession] == "" || f[wire.SeatExamXorg] != "" || f[wire.SeatExamLightDM] != "" {
 		t.Errorf("pc-a01 in its course slot, asked of the service: %q", f)
+	}
+	// In the exam of 2026-12-09 (Lab A, a desktop mode): the locked seat, no course VM.
+	exam := time.Date(2026, 12, 9, 9, 0, 0, 0, time.FixedZone("CET", 3600))
+	if f := at("pc-a01", exam); f[wire.SeatCourseVMSession] != "" ||
+		!strings.Contains(f[wire.SeatExamXorg], "Option \"DontVTSwitch\" \"true\"") ||
+		!strings.Contains(f[wire.SeatExamLightDM], "[Seat:*]\nallow-user-switching=false\n") {
+		t.Errorf("pc-a01 in the exam: %q", f)
+	}
+	if f := at("pc-b01", exam); f[wire.SeatExamXorg] != "" || f[wire.SeatExamLightDM] != "" {
+		t.Errorf("pc-b01 (Lab B, no exam) got the exam's lockdown: %q", f)
 	}
 	// A course VM image without a published version cannot run: no session offered.
 	if err := admin.Send("PUT", "/api/v1/images/empty-vm", nil, model.Image{Name: "empty-vm", Kind: model.ImageCourseVM, Pool: "lab-a"}, nil); err != nil {

@@ -86,6 +86,9 @@ type Seat struct {
 	// greeter offers it as a session (session.go). Filled by the caller, which asked the
 	// resolver.
 	CourseVM *CourseVM
+	// Exam: an exam holds the host now (the resolver's Exam); the seat is locked
+	// (exam.go). Filled by the caller.
+	Exam bool
 }
 
 // SeatFor is the seat of host, a host of pool, in site.
@@ -115,6 +118,9 @@ func Render(s Seat, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
 	}
 	if s.CourseVM != nil {
 		out.Files = append(out.Files, sessionFiles(s.CourseVM, host, pool)...)
+	}
+	if s.Exam {
+		out.Files = append(out.Files, examFiles(host, pool)...)
 	}
 	d := s.Login
 	switch {

@@ -24,6 +24,8 @@ func TestGoldenSessions(t *testing.T) {
 		{"session-course-vm", Seat{Printing: &model.Printing{Server: "print.uni.example"}, CourseVM: &CourseVM{Mode: "course-bio101", Image: bio}}},
 		{"session-course-vm-no-description", Seat{CourseVM: &CourseVM{Mode: "course-chem", Image: &model.Image{Name: "chem-vm", Kind: model.ImageCourseVM}}}},
 		{"session-desktop", Seat{Printing: &model.Printing{Server: "print.uni.example"}}},
+		// An exam: the locked seat's X and LightDM files, and no course VM.
+		{"session-exam", Seat{Printing: &model.Printing{Server: "print.uni.example"}, Exam: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := Render(tc.seat, "pc-a01", "lab-a", Secrets{})
@@ -54,6 +56,10 @@ func TestGoldenSessions(t *testing.T) {
 			has := strings.Contains(b.String(), wire.SeatCourseVMSession) && strings.Contains(b.String(), wire.SeatDefaultSession)
 			if has != (tc.seat.CourseVM != nil) {
 				t.Errorf("session files rendered: %v, course VM: %v", has, tc.seat.CourseVM != nil)
+			}
+			locked := strings.Contains(b.String(), "Option \"DontVTSwitch\" \"true\"") && strings.Contains(b.String(), "\nallow-user-switching=false\n")
+			if locked != tc.seat.Exam {
+				t.Errorf("exam lockdown rendered: %v, exam: %v", locked, tc.seat.Exam)
 			}
 			// Free text stays inert: one printable ASCII line per value.
 			for _, c := range []byte(b.String()) {

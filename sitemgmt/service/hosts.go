@@ -124,7 +124,8 @@ func (hs *Hosts) GuestSecretsFor(host string, req AgentRequest) (*wire.AgentConf
 // SeatConfig is what host's seat gets at req.At (sitemgmt/seatconf): the login files
 // rendered from its pool's (or the site's) desktopLogin with its secrets from dir, its
 // printing, and, when its mode now is a course-vm mode whose VM can run there (the
-// resolver's answer, as in AgentConfig), the course VM as the greeter's default session.
+// resolver's answer, as in AgentConfig), the course VM as the greeter's default session;
+// while an exam holds it, the locked seat's files.
 // When university logins cannot work there (nothing configured, a secret missing), the
 // answer says why in Unavailable, for the PC's login screen; an error is a failure of
 // the site manager.
@@ -140,6 +141,7 @@ func (hs *Hosts) SeatConfig(host string, req AgentRequest, dir seatconf.SecretDi
 	if a.CourseVM != nil {
 		seat.CourseVM = &seatconf.CourseVM{Mode: a.Mode.Name, Image: site.Image(a.CourseVM.Image)}
 	}
+	seat.Exam = a.Exam
 	var sec seatconf.Secrets
 	if seat.Login != nil {
 		var err error

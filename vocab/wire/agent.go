@@ -447,10 +447,14 @@ const (
 	// pick the Linux desktop. Only in a course-vm mode.
 	SeatCourseVMSession = "/usr/share/xsessions/overtime-course-vm.desktop"
 	SeatDefaultSession  = "/etc/lightdm/lightdm.conf.d/60-overtime-session.conf"
+	// An exam's seat: X without console switching or zapping, LightDM without user
+	// switching (docs/desktop.md "Exams"). Only while an exam holds the PC.
+	SeatExamXorg    = "/etc/X11/xorg.conf.d/50-overtime-exam.conf"
+	SeatExamLightDM = "/etc/lightdm/lightdm.conf.d/70-overtime-exam.conf"
 )
 
 // SeatFiles are every path a SeatConfig may name. An agent writes these only, and
 // removes the ones an answer leaves out (a site that stopped using Kerberos leaves no
 // stale krb5.conf behind).
 var SeatFiles = []string{SeatSSSDConf, SeatCACert, SeatKeytab, SeatKrb5Conf, SeatCUPSClient, SeatLPOptions, SeatPamMount,
-	SeatCourseVMSession, SeatDefaultSession}
+	SeatCourseVMSession, SeatDefaultSession, SeatExamXorg, SeatExamLightDM}
