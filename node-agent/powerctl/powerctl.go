@@ -14,10 +14,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -99,18 +99,28 @@ func (s Sessions) Notify(ctx context.Context, title, text string) error {
 // desktopNotify calls org.freedesktop.Notifications.Notify on the user's session bus as
 // that user: a session bus accepts only its own user, so root drops to the user's ids
 // (setpriv) for the one call. Urgency critical (2): the notice stays until dismissed.
+//
+// The user's group is the owner group of their runtime directory (logind makes it
+// theirs), not a look-up in Go: the agent is built without cgo, and Go's own look-up
+// reads /etc/passwd only, where a university account (sssd) is not — setpriv, a libc
+// program, finds it through NSS for --init-groups.
 func desktopNotify(ctx context.Context, bus, uid, title, text string) error {
-	u, err := user.LookupId(uid)
+	dir := filepath.Dir(bus)
+	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
 	}
-	env := []string{"DBUS_SESSION_BUS_ADDRESS=unix:path=" + bus, "XDG_RUNTIME_DIR=" + filepath.Dir(bus),
-		"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.HomeDir}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || strconv.FormatUint(uint64(st.Uid), 10) != uid {
+		return fmt.Errorf("%s is not user %s's runtime directory", dir, uid)
+	}
+	env := []string{"DBUS_SESSION_BUS_ADDRESS=unix:path=" + bus, "XDG_RUNTIME_DIR=" + dir,
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	args := []string{"busctl", "--user", "--timeout=5", "call", "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
 		"org.freedesktop.Notifications", "Notify", "susssasa{sv}i",
 		"Overtime", "0", "system-reboot", title, text, "0", "1", "urgency", "y", "2", "0"}
 	if os.Geteuid() == 0 && uid != "0" {
-		args = append([]string{"setpriv", "--reuid=" + uid, "--regid=" + u.Gid, "--init-groups", "--"}, args...)
+		args = append([]string{"setpriv", "--reuid=" + uid, "--regid=" + strconv.FormatUint(uint64(st.Gid), 10), "--init-groups", "--"}, args...)
 	}
 	return run(ctx, nil, env, args[0], args[1:]...)
 }
