@@ -245,15 +245,14 @@ func checkSeatGreeter(t *testing.T, vm *vmtest.VM, shots string) *graphicalSeat 
 	return g
 }
 
-// windows is the X display's window tree (xwininfo), read by the student from the
-// console (their ~/.Xauthority is the graphical session's).
-func (g *graphicalSeat) windows() string {
+// windows is the X display's window tree (xwininfo), its named windows only, read by the
+// student from the console with the X cookie of their graphical session (the
+// XAUTHORITY of its processes: ~/.Xauthority on the NFS home may hold an older
+// session's); an error while the session is still starting.
+func (g *graphicalSeat) windows() (string, error) {
 	g.t.Helper()
-	out, err := g.vm.Console.Run("DISPLAY=:0 xwininfo -root -tree", time.Minute)
-	if err != nil {
-		g.t.Fatalf("xwininfo: %v", err)
-	}
-	return out
+	return g.vm.Console.Run(`for p in $(pgrep -u student); do a=$(tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep '^XAUTHORITY='); `+
+		`[ -n "$a" ] && export "$a" && break; done; DISPLAY=:0 xwininfo -root -tree | grep '"'`, time.Minute)
 }
 
 // checkAbandoned: the student's Xfce session, idle since they typed their password, with
@@ -267,8 +266,9 @@ func checkAbandoned(t *testing.T, g *graphicalSeat, expect func(string, time.Dur
 	expect(`warning an abandoned session of its logout`, 3*time.Minute)
 	var tree string
 	if !poll.Wait(2*time.Minute, func() bool {
-		tree = g.windows()
-		return notifications(tree) >= 2
+		var err error
+		tree, err = g.windows()
+		return err == nil && notifications(tree) >= 2
 	}) {
 		t.Fatalf("no two notifications (the switch, the logout) on the student's screen:\n%s", tree)
 	}
@@ -311,7 +311,11 @@ func checkCourseVMSession(t *testing.T, g *graphicalSeat) {
 	full := fmt.Sprintf("%dx%d+0+0", screen.Bounds().Dx(), screen.Bounds().Dy())
 	var qemu string
 	bootlab.Eventually(t, "the course VM's window covering the screen ("+full+")", 5*time.Minute, func() bool {
-		for _, line := range strings.Split(g.windows(), "\n") {
+		tree, err := g.windows()
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(tree, "\n") {
 			if strings.Contains(line, `"QEMU (overtime-course-vm`) {
 				qemu = line
 			}
