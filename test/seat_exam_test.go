@@ -70,7 +70,7 @@ func line(out, want string) bool {
 }
 
 // rebootOrPowerOff is what the console shows when the PC goes down.
-var rebootOrPowerOff = regexp.MustCompile(`reboot: |Power down|systemd-shutdown|Reached target [^\n]*(Reboot|Power-Off|Shutdown)|sysrq: `)
+var rebootOrPowerOff = regexp.MustCompile(`reboot: |Power down|systemd-shutdown|Reached target [^\n]*(Reboot|Power-Off|Shutdown)|sysrq: Resetting`)
 
 // checkExam: the PC booted into an exam shows its greeter; the student logs in on the
 // console. Locked: SysRq off, the seat cannot switch users, X is on its VT and stays

@@ -335,7 +335,7 @@ func checkCourseVMSession(t *testing.T, g *graphicalSeat) {
 	t.Logf("the course VM fills the screen: %s, %.0f%% its red", strings.TrimSpace(qemu), share*100)
 	g.keep("course-vm")
 	// The VM ends (QEMU stopped): the session ends with it, the greeter is back.
-	if _, err := g.vm.Console.Run("pkill -TERM -u student -x qemu-system-x86_64", time.Minute); err != nil {
+	if _, err := g.vm.Console.Run("pkill -TERM -u student -f '^/usr/bin/qemu-system-x86_64 '", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	g.noSession("student's course VM session ended with the VM", "student", 3*time.Minute)
