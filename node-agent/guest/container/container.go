@@ -911,6 +911,7 @@ func (b *Backend) status(name string) (guest.Status, error) {
 		if procs, err = g.AllProcs(); err != nil {
 			return guest.Status{}, err
 		}
+		procs = alive(procs)
 	}
 	st := guest.Status{State: guest.StateAbsent}
 	if exists {
@@ -981,6 +982,21 @@ func (b *Backend) ended(name string, rec *record) (guest.State, string) {
 		return guest.StateCrashed, fmt.Sprintf("container init exited with status %d", ex.Code)
 	}
 	return guest.StateShutoff, "container init exited"
+}
+
+// alive leaves out the zombies of procs, and those gone meanwhile: a guest's init that
+// exited stays in its cgroup's process list until its parent reaps it, and is gone all
+// the same (a status read in that moment said "container init gone, 1 processes left"
+// where the guest had ended, killed by a signal).
+func alive(procs []int) []int {
+	out := procs[:0:0]
+	for _, p := range procs {
+		if st, err := procStat(p); err != nil || st.state == 'Z' {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 func findInit(rec *record, procs []int) int {
