@@ -1,12 +1,9 @@
 package powerctl
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
-	"time"
 )
 
 // Ender ends the graphical sessions at the PC: an abandoned session's logout
@@ -74,13 +71,5 @@ func graphicalUser(s map[string]string) bool {
 }
 
 func output(ctx context.Context, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
-	}
-	return out.String(), nil
+	return execute(ctx, nil, nil, name, args...)
 }

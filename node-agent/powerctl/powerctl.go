@@ -126,6 +126,13 @@ func desktopNotify(ctx context.Context, bus, uid, title, text string) error {
 }
 
 func run(ctx context.Context, stdin *strings.Reader, env []string, name string, args ...string) error {
+	_, err := execute(ctx, stdin, env, name, args...)
+	return err
+}
+
+// execute runs one tool (within 30 s) and returns its standard output; a failure says
+// what the tool said on standard error.
+func execute(ctx context.Context, stdin *strings.Reader, env []string, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -135,10 +142,14 @@ func run(ctx context.Context, stdin *strings.Reader, env []string, name string, 
 	if env != nil {
 		cmd.Env = env
 	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(out.String()))
+		why := strings.TrimSpace(errb.String())
+		if why == "" {
+			why = strings.TrimSpace(out.String())
+		}
+		return "", fmt.Errorf("%s: %w: %s", name, err, why)
 	}
-	return nil
+	return out.String(), nil
 }
