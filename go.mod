@@ -9,6 +9,7 @@ require (
 	github.com/go-ldap/ldap/v3 v3.4.15
 	github.com/godbus/dbus/v5 v5.2.4
 	github.com/insomniacslk/dhcp v0.0.0-20260901064844-234b97448fae
+	github.com/jezek/xgb v1.1.1
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/spf13/cobra v1.10.2

@@ -134,7 +134,9 @@ image_key=$({
 	echo "zstd ${zstd_level}"
 	for f in ${deb_files}; do echo "deb $(basename "${f}") $(filehash "${f}")"; done
 	for r in ${chain}; do
-		(cd "${recipes}" && find "${r}" -type f | LC_ALL=C sort) | while read -r f; do
+		# -L: a recipe may link a file of another (bench-seat's autologin is
+		# bench-desktop's); its content is what goes into the image.
+		(cd "${recipes}" && find -L "${r}" -type f | LC_ALL=C sort) | while read -r f; do
 			echo "file ${f} $(stat -c %a "${recipes}/${f}") $(filehash "${recipes}/${f}")"
 		done
 	done

@@ -72,6 +72,12 @@ go run ./test/bench/agentscale -out docs/benchmarks
 # Publishing a 2 GiB image version to three boot servers (site manager + three image
 # syncs on this machine): wall time and bytes moved, 3 runs. About 3 minutes, 9 GiB of disk.
 go test -count=1 -timeout 60m -run '^$' -bench Publish -benchtime 1x ./test/bench/publishbench -args -out "$PWD/docs/benchmarks"
+# The seat (issue 28): the seed's interference experiment in the booted graphical session:
+# bench-seat (the desktop with a root console) PXE-booted in QEMU, a student in Xfce, the
+# guest's Slurm job on both vCPUs; alone / no isolation / idle class / adaptive in shuffled
+# rounds; an X11 frame loop at 60 Hz, a warm find / and glxgears; then the course VM's
+# session. Needs root and the cores to itself. About 45 minutes.
+go test -count=1 -timeout 120m -run '^$' -bench Seat -benchtime 1x ./test -args -seat-out "$PWD/docs/benchmarks"
 # Images (issue 14): size and build time per recipe (cold, base cached, up to date; cold
 # builds download from the Debian mirror), and the desktop's boot in QEMU from squashfs on
 # NFS against the same tree as a plain NFS directory, with ls -lR /usr and a large

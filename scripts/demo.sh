@@ -362,6 +362,17 @@ settled() {
 	rm -f "$1.1.png"
 }
 
+# focused FIELD: the greeter's FIELD (name, password) has the keyboard focus, read from
+# the screen (overtime-dev screen focus): keys typed before the greeter focuses a field go
+# nowhere. A Shift press wakes a blanked screen.
+focused() {
+	screen dump "$D/focus.png" >/dev/null || return 1
+	[ "$("$DEV" screen focus "$D/focus.png")" = "$1" ] && return 0
+	screen key shift >/dev/null 2>&1 || true
+	sleep 1
+	return 1
+}
+
 # refusals: how many binds the university directory refused (err=49: a wrong password).
 refusals() { grep -ac 'RESULT tag=97 err=49' "$D/uni/slapd/slapd.log" || true; }
 
@@ -384,17 +395,17 @@ seat_demo() {
 	fi
 	wait_for "the greeter to settle" 120 settled "$D/greeter.png" || return 1
 	echo "   LightDM's greeter (no list of users: a name is typed): $D/greeter.png"
-	# The name field has the focus. Keys pressed at it before (the node agent's part typed
-	# "hello" on this keyboard) are selected and deleted first.
+	# The greeter focuses its name field when PAM asks for the name; keys pressed at it
+	# before (the node agent's part typed "hello" on this keyboard) are selected and
+	# deleted first.
+	wait_for "the greeter's name field to have the keyboard focus" 300 focused name || return 1
 	screen key ctrl-a backspace
 	echo "   typing the name student, Return ..."
-	screen type student
-	sleep 2
-	screen dump "$D/seat-name.png" >/dev/null
-	screen type --enter ""
-	if ! wait_for "the greeter to take the name" 120 changed_from "$D/seat-name.png" "$D/seat-password.png" 400; then
-		echo "   the screen: $D/seat-password.png"; return 1
+	screen type --enter student
+	if ! wait_for "the greeter to take the name" 120 focused password; then
+		echo "   the screen: $D/focus.png"; return 1
 	fi
+	cp "$D/focus.png" "$D/seat-password.png"
 	echo "   ... the greeter asks for the password ($D/seat-password.png); typing student-pw, Return"
 	# The student's binds, as the university directory logged them: a refused one (err=49)
 	# means the password arrived mangled (under TCG a key can be lost even at this pace;
@@ -402,7 +413,7 @@ seat_demo() {
 	local try refused state deadline
 	for try in 1 2 3; do
 		refused=$(refusals)
-		sleep 2 # the password field has the focus
+		wait_for "the greeter's password field to have the focus" 120 focused password || return 1
 		screen type --pause 300ms --enter student-pw
 		state='' deadline=$((SECONDS + 300))
 		while [ -z "$state" ] && [ $SECONDS -lt $deadline ]; do

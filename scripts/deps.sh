@@ -47,6 +47,8 @@ cd "$(dirname "$0")/.."
 #                          desktops' printing configuration (cups-common's /etc/cups, which
 #                          sssdtest binds a PC's client.conf over)
 #   nftables               nft: the exam network's ruleset loaded in network namespaces (node-agent/examfw)
+#   tesseract-ocr          reads the words on a booted PC's screen (internal/screen.Text): the
+#                          greeter's notice is checked by what it says, not by its pixels
 PKGS=(slapd ldap-utils openssl dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
@@ -55,7 +57,7 @@ PKGS=(slapd ldap-utils openssl dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
 	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils chromium
 	sssd-ldap sssd-krb5 libnss-sss libpam-sss pamtester krb5-kdc krb5-admin-server krb5-user
-	cups-daemon cups-client nftables)
+	cups-daemon cups-client nftables tesseract-ocr)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -42,12 +42,15 @@ const desktopBootWithin = 12 * time.Minute
 
 const guestInitArgs = "/usr/lib/overtime/guest-init --conf-server " + bootlab.ServerIP + ":6817"
 
-func desktopSite(l *bootlab.Lab, desk, compute *imagetest.Image) string {
+// desktopSite is the lab's site: desk1 in pool lab boots defaultMode, cluster (the guest
+// runs whatever the owner does) or harvest (the desktop whose guest takes the idle
+// cycles: the owner's activity decides); its guest has guestVCPUs vCPUs.
+func desktopSite(l *bootlab.Lab, desk, compute *imagetest.Image, defaultMode string, guestVCPUs int) string {
 	_, dsum, dsize := desk.Root()
 	_, csum, csize := compute.Root()
 	return fmt.Sprintf(`name: lab
 timezone: Europe/Berlin
-defaultMode: cluster
+defaultMode: %[11]s
 unknownMode: local-disk
 bootServers:
   - name: bs1
@@ -76,13 +79,23 @@ modes:
     image: desktop
     # The journal on the console: what the test reads when something fails.
     kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
-    guest: {image: compute, backend: container, vcpus: 1, memoryMB: 384, network: bridged, bridge: br0, kernelArgs: %[9]q}
+    guest: &guest {image: compute, backend: container, vcpus: %[10]d, memoryMB: 384, network: bridged, bridge: br0, kernelArgs: %[9]q}
+  - name: harvest
+    kind: desktop
+    image: desktop
+    kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
+    guest: *guest
   # A lecturer's slot: the desktop boots, and the greeter offers the course VM as the
   # session, from its read-only image.
   - name: lecture
     kind: course-vm
     image: desktop
     vm: demo-vm
+    kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
+  # An exam's: the desktop alone.
+  - name: desktop
+    kind: desktop
+    image: desktop
     kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
   - {name: local-disk, kind: local-disk}
 pools:
@@ -95,7 +108,7 @@ roles:
   - {name: site-admins, role: site-admin, members: [admin]}
 hosts:
   - {name: desk1, mac: "52:54:00:0d:00:01", ip: 10.20.0.21, pool: lab}
-`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, dsum, dsize, csum, csize, guestInitArgs)
+`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, dsum, dsize, csum, csize, guestInitArgs, guestVCPUs, defaultMode)
 }
 
 func TestDesktopImageRunsSlurmJob(t *testing.T) {
@@ -105,49 +118,9 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 		t.Fatalf("the images lack Overtime's packages: desktop overtime-agent %q, guest overtime-slurm %q slurmd %q",
 			desk.Package("overtime-agent"), compute.Package("overtime-slurm"), compute.Package("slurmd"))
 	}
-	mungeKey := slurmlab.NewMungeKey(t, t.TempDir())
-	// The university a student comes from, and the room's print server, reachable at the
-	// boot server's address like servers of the campus network.
-	uni, secrets := studentDirectory(t)
-	l := bootlab.Start(t, bootlab.Options{Now: desktopNow, ServeArgs: []string{"--munge-key", mungeKey, "--desktop-secrets", secrets}})
-	l.Expose(t, bootlab.ServerIP+":636", strings.TrimPrefix(uni.LDAPSURL, "ldaps://"))
-	cups := cupstest.StartWith(t, "lab-printer", cupstest.Options{Addr: bootlab.ServerIP + ":631", Command: l.NS.Command})
-	homes := startHomeServer(t, l)
-	l.CopyImage(desk.Dir, "desktop/v1")
-	l.CopyImage(compute.Dir, "compute/v1")
-	l.Apply(desktopSite(l, desk, compute) + seatSite(t, uni) + homesSite())
-	l.StartBootServer()
-	ctl := slurmlab.StartController(t, l.NS, bootlab.ServerIP, mungeKey)
-
-	// The PC's credential, on its OVERTIME-ID disk (no TPM in the VM).
-	tokFile := filepath.Join(t.TempDir(), "desk1.token")
-	l.MustRun("host", "credential", "desk1", "--out", tokFile)
-	tok, err := os.ReadFile(tokFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.NS.AddTap("tapd1", bootlab.Bridge); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "desk1")
-	os.MkdirAll(dir, 0o755)
-	vm := vmtest.StartT(t, vmtest.Config{Name: "desk1", Dir: dir, NS: l.NS, Tap: "tapd1", MAC: "52:54:00:0d:00:01",
-		Firmware: vmtest.BIOS, Disks: []string{idDisk(t, "ext4", strings.TrimSpace(string(tok)))}, MemoryMB: 2048, CPUs: 2, Display: true})
-	expect := func(re string, within time.Duration) {
-		t.Helper()
-		if _, err := vm.Console.Expect(regexp.MustCompile(re), within); err != nil {
-			t.Fatalf("desk1: %v", err)
-		}
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("--- desk1 console (end):\n%s", vm.Console.Tail(12000))
-			t.Logf("--- slurmctld log (end):\n%s", tail(ctl.Log(), 4000))
-			if out, err := l.Run("agent", "status", "desk1"); err == nil {
-				t.Logf("--- desk1's last heartbeat:\n%s", out)
-			}
-		}
-	})
+	pc := startDesktop(t, desk, compute, "cluster", 1)
+	l, vm, ctl, homes, cups, expect := pc.l, pc.vm, pc.ctl, pc.homes, pc.cups, pc.expect
+	startCampusServers(t, l)
 
 	// The boot chain: menu, initramfs (bridge for the guest, credential, NFS squashfs
 	// root), systemd.
@@ -205,15 +178,7 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	// university account (sssd, ldaps to the university with the site's CA), gets their
 	// uid and group, prints on the room's print server with plain lp, and logs out.
 	expect(`seat-config: wrote [0-9]+ files`, time.Minute)
-	if err := vm.Console.Send("student"); err != nil {
-		t.Fatal(err)
-	}
-	expect(`Password:`, 2*time.Minute)
-	if err := vm.Console.Send("ldap-pw"); err != nil {
-		t.Fatal(err)
-	}
-	// The shell's prompt: what is typed before it would go to login, not to the session.
-	expect(`student@desk1:~\$ `, 2*time.Minute)
+	loginAtPrompt(t, vm, expect, "ldap-pw")
 	id, err := vm.Console.Run("id -un; id -u; id -gn; pwd", 2*time.Minute)
 	if err != nil || !strings.Contains(id, "student\n1234567\nstudents\n/home/student\n") {
 		t.Fatalf("the student's session: %v\n%q", err, id)
@@ -237,7 +202,7 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 
 	// At the PC's screen and keyboard: the greeter, a wrong password, the student's Xfce
 	// session (test/seat_graphical_test.go); the student on the console asks logind.
-	consoleLogin(t, vm, expect)
+	consoleLogin(t, vm, expect, "ldap-pw")
 	shots := testenv.ArtefactDir(t, "desktop-seat")
 	g := checkSeatGreeter(t, vm, shots)
 
@@ -261,20 +226,133 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	// at their logout and that the session ends soon; the console session ends, the agent
 	// logs the abandoned one out, and the switch that waited restarts the PC.
 	checkAbandoned(t, g, expect)
+	// From here on nobody is logged out for idleness (a course VM booting under TCG takes
+	// minutes without a key pressed), and a forced switch gives 2 minutes after its
+	// boundary (checkCountdown).
+	policy = filepath.Join(t.TempDir(), "policy-lecture.yaml")
+	if err := os.WriteFile(policy, []byte("switchSpread: 10s\nswitch: {lecture: wait}\nswitchGrace: 2m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.MustRun("pool", "set", "lab", "--policy-file", policy)
 	expect(`reboot: Restarting system`, 5*time.Minute)
 
 	// In the lecture's slot: the student gets the course VM as their session, full screen.
 	expect(`Overtime: desk1 mode lecture\b`, desktopBootWithin)
 	expect(`Welcome to .*Debian GNU/Linux 12`, desktopBootWithin)
-	consoleLogin(t, vm, expect)
+	consoleLogin(t, vm, expect, "ldap-pw")
 	checkCourseVMSession(t, g)
+	// Outside an exam the campus network is open.
+	if got := reach(t, g, otherServer); !strings.Contains(got, "OTHER-SERVER") {
+		t.Fatalf("a campus server outside the exam: %q", got)
+	}
+
+	// The university moves the desktops' logins to its Kerberos realm (a real KDC; PCs
+	// take it at their next boot). The student logs in at the greeter again, picking the
+	// Linux desktop from its session menu instead of the slot's course VM; an exam booked
+	// for desk1 from now on restarts the PC under them: the countdown is on their screen.
+	kdc := startStudentKDC(t, pc)
+	kerberosLogin(t, l)
+	g.typeName("student")
+	g.chooseSession(1) // "Course VM: demo-vm", then "Xfce Session"
+	g.enterPassword("student", "ldap-pw")
+	g.waitXfce("xfce-in-course-slot")
+	l.MustRun("exception", "add", "final-exam", "--kind", "exam", "--mode", "desktop", "--host", "desk1",
+		"--start", "2026-12-02 11:00", "--end", "2026-12-02 15:00", "--allow", examServer)
+	checkCountdown(t, g, expect)
+	if err := vm.Console.Send("exit"); err != nil {
+		t.Fatal(err)
+	}
+	expect(`reboot: Restarting system`, 5*time.Minute)
+
+	// The exam: the student logs in with their Kerberos password (the KDC's, not the
+	// directory's) and holds a ticket; the seat is locked and the network limited.
+	expect(`Overtime: desk1 mode desktop\b`, desktopBootWithin)
+	expect(`Welcome to .*Debian GNU/Linux 12`, desktopBootWithin)
+	consoleLogin(t, vm, expect, studentKrbPW)
+	checkKerberosSession(t, pc, kdc)
+	checkExam(t, g, expect)
+	// The university's directory goes down while the PC runs: the console's prompt and
+	// the greeter say so.
+	checkDirectoryNotice(t, g, pc)
+}
+
+// desktopPC is one booted desktop (desk1) with what is around it: the boot lab, the
+// Slurm controller its guest registers with, the university's home server and the
+// room's print server. The desktop test and the seat benchmark share it.
+type desktopPC struct {
+	l     *bootlab.Lab
+	vm    *vmtest.VM
+	ctl   *slurmlab.Controller
+	homes *homeServer
+	cups  *cupstest.Server
+	// secrets is the site manager's --desktop-secrets directory (the bind password,
+	// keytabs/HOST.keytab), read at every PC's request.
+	secrets string
+	// directory is the university's directory (ldaps) where the PC reaches it;
+	// Close takes it off the network.
+	directory *bootlab.Exposed
+	expect    func(re string, within time.Duration)
+	on        time.Time // QEMU started: the PC's power button
+}
+
+// startDesktop starts the lab and its servers, publishes the desktop image desk and the
+// compute guest, and powers desk1 on (2 vCPUs, 2 GiB, a screen) into defaultMode
+// (desktopSite).
+func startDesktop(t testing.TB, desk, compute *imagetest.Image, defaultMode string, guestVCPUs int) *desktopPC {
+	t.Helper()
+	mungeKey := slurmlab.NewMungeKey(t, t.TempDir())
+	// The university a student comes from, and the room's print server, reachable at the
+	// boot server's address like servers of the campus network.
+	uni, secrets := studentDirectory(t)
+	l := bootlab.Start(t, bootlab.Options{Now: desktopNow, ServeArgs: []string{"--munge-key", mungeKey, "--desktop-secrets", secrets}})
+	directory := l.Expose(t, bootlab.ServerIP+":636", strings.TrimPrefix(uni.LDAPSURL, "ldaps://"))
+	cups := cupstest.StartWith(t, "lab-printer", cupstest.Options{Addr: bootlab.ServerIP + ":631", Command: l.NS.Command})
+	homes := startHomeServer(t, l)
+	l.CopyImage(desk.Dir, "desktop/v1")
+	l.CopyImage(compute.Dir, "compute/v1")
+	l.Apply(desktopSite(l, desk, compute, defaultMode, guestVCPUs) + seatSite(t, uni) + homesSite())
+	l.StartBootServer()
+	ctl := slurmlab.StartController(t, l.NS, bootlab.ServerIP, mungeKey)
+
+	// The PC's credential, on its OVERTIME-ID disk (no TPM in the VM).
+	tokFile := filepath.Join(t.TempDir(), "desk1.token")
+	l.MustRun("host", "credential", "desk1", "--out", tokFile)
+	tok, err := os.ReadFile(tokFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.NS.AddTap("tapd1", bootlab.Bridge); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "desk1")
+	os.MkdirAll(dir, 0o755)
+	on := time.Now()
+	vm := vmtest.StartT(t, vmtest.Config{Name: "desk1", Dir: dir, NS: l.NS, Tap: "tapd1", MAC: "52:54:00:0d:00:01",
+		Firmware: vmtest.BIOS, Disks: []string{idDisk(t, "ext4", strings.TrimSpace(string(tok)))}, MemoryMB: 2048, CPUs: 2, Display: true})
+	pc := &desktopPC{l: l, vm: vm, ctl: ctl, homes: homes, cups: cups, secrets: secrets, directory: directory, on: on}
+	pc.expect = func(re string, within time.Duration) {
+		t.Helper()
+		if _, err := vm.Console.Expect(regexp.MustCompile(re), within); err != nil {
+			t.Fatalf("desk1: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- desk1 console (end):\n%s", vm.Console.Tail(12000))
+			t.Logf("--- slurmctld log (end):\n%s", tail(ctl.Log(), 4000))
+			if out, err := l.Run("agent", "status", "desk1"); err == nil {
+				t.Logf("--- desk1's last heartbeat:\n%s", out)
+			}
+		}
+	})
+	return pc
 }
 
 // studentDirectory starts the university's directory of the desktop test: a POSIX user
 // student (uid 1234567, password ldap-pw) in group students, with a certificate valid
 // for the lab's server address; and the site manager's desktop secrets (the bind
 // password of the service account PCs search with).
-func studentDirectory(t *testing.T) (*unidir.Dir, string) {
+func studentDirectory(t testing.TB) (*unidir.Dir, string) {
 	uni := unidir.StartFor(t, net.ParseIP(bootlab.ServerIP))
 	uni.AddPosixUser(t, unidir.PosixUser{UID: "student", UIDNumber: 1234567, GIDNumber: 1234500, CN: "Stu Dent", Password: "ldap-pw"})
 	uni.AddPosixGroup(t, "students", 1234500, "student")
@@ -287,7 +365,7 @@ func studentDirectory(t *testing.T) (*unidir.Dir, string) {
 
 // seatSite is the site file's seat: logins from the university directory over ldaps at
 // the lab's server address, and the room's print server there.
-func seatSite(t *testing.T, uni *unidir.Dir) string {
+func seatSite(t testing.TB, uni *unidir.Dir) string {
 	return fmt.Sprintf(`desktopLogin:
   provider: ldap
   uris: [ldaps://%[1]s:636]

@@ -335,7 +335,7 @@ func randomToken(t *testing.T) string {
 
 // idDisk makes a raw disk image whose whole-disk file system (ext4 or vfat) is labelled
 // OVERTIME-ID and holds agent.token (root, 0600), without mounting anything.
-func idDisk(t *testing.T, fstype, token string) string {
+func idDisk(t testing.TB, fstype, token string) string {
 	t.Helper()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")

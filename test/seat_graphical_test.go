@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/screen"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootsector"
 	"github.com/overtime-hpc/overtime/internal/testenv/poll"
@@ -28,10 +29,11 @@ const keyPause = 150 * time.Millisecond
 // graphicalSeat drives one booted desktop's screen; shell runs a command in a console
 // session of a logged-in user (logind's sessions are visible to every user).
 type graphicalSeat struct {
-	t     *testing.T
+	t     testing.TB
 	vm    *vmtest.VM
 	shots string // the artefact directory
 	n     int
+	typed time.Time // the last password's Return left the keyboard
 }
 
 // drawnColours: a drawn greeter or desktop shows thousands of colours (gradients, icons,
@@ -160,29 +162,91 @@ var (
 	greeterEither  = regexp.MustCompile(greeterRefused.String() + `|` + greeterOpened.String())
 )
 
-// typeName types a user's name and Return at the settled greeter, which then asks for the
-// password.
-func (g *graphicalSeat) typeName(user string) {
+// focus waits until the greeter's field want has the keyboard focus (read from the
+// screen: screen.GreeterFocus); when it does not come within the deadline the test
+// fails with what, and the screen is kept as NAME.png.
+func (g *graphicalSeat) focus(want screen.Field, within time.Duration, name, what string) {
 	g.t.Helper()
-	g.settle()
-	if err := g.vm.Monitor().Type(user+"\n", keyPause); err != nil {
-		g.t.Fatal(err)
+	tmp := filepath.Join(g.t.TempDir(), "focus.png")
+	if !poll.Wait(within, func() bool {
+		img, err := g.vm.Screendump(tmp)
+		return err == nil && screen.GreeterFocus(img) == want
+	}) {
+		path, _ := g.keep(name)
+		g.t.Fatalf("%s (%s)", what, path)
 	}
 }
 
-// typePassword types a password and Return once the greeter has settled, and returns
-// whether PAM refused it (false: the session opened).
+// typeName types a user's name and Return once the greeter's name field has the focus,
+// and waits until the password field has it. A greeter focuses the name field when PAM's
+// first prompt reaches it: a greeter drawn but still starting (after a session ended,
+// under TCG, that took over a minute in runs) takes no keys. (Escape would not reset it:
+// the greeter's Escape opens its panel's menus.)
+func (g *graphicalSeat) typeName(user string) {
+	g.t.Helper()
+	g.settle()
+	g.focus(screen.NameField, 5*time.Minute, "name-field-unfocused", "the greeter's name field never had the keyboard focus")
+	if err := g.vm.Monitor().Type(user+"\n", keyPause); err != nil {
+		g.t.Fatal(err)
+	}
+	g.focus(screen.PasswordField, time.Minute, "name-not-taken", "the greeter did not take the name "+user)
+}
+
+// typePassword types a password and Return once the greeter has settled with its
+// password field focused, and returns whether PAM refused it (false: the session
+// opened). The screen is kept when PAM says nothing.
 func (g *graphicalSeat) typePassword(password string) (refused bool) {
 	g.t.Helper()
 	g.settle()
+	g.focus(screen.PasswordField, time.Minute, "password-field-unfocused", "the greeter's password field has no keyboard focus")
 	if err := g.vm.Monitor().Type(password+"\n", keyPause); err != nil {
 		g.t.Fatal(err)
 	}
+	g.typed = time.Now()
 	m, err := g.vm.Console.Expect(greeterEither, 3*time.Minute)
 	if err != nil {
-		g.t.Fatalf("no answer from PAM to the password typed at the greeter: %v", err)
+		path, _ := g.keep("password-unanswered")
+		g.t.Fatalf("no answer from PAM to the password typed at the greeter (%s): %v", path, err)
 	}
 	return greeterRefused.MatchString(m[0])
+}
+
+// The greeter's session menu on the PC's 1280x800 screen (Debian 12's lightdm-gtk-greeter
+// with its default top bar): the session icon near the bar's right end, and the menu it
+// drops, one row per session sorted by name, 25 pixels apart.
+var (
+	sessionIcon = image.Pt(1123, 11)
+	sessionRow  = func(i int) image.Point { return image.Pt(1150, 36+25*i) }
+)
+
+// chooseSession picks row i (from 0) of the greeter's session menu with the mouse, as a
+// person does, once the name is typed and the password asked: the greeter resets the
+// choice to the default when a name it does not list is typed (every directory account:
+// it lists local users only), so a session picked before the name is lost (seen on a
+// booted PC). The keyboard cannot open the menu (the greeter's F9 does nothing in this
+// version).
+func (g *graphicalSeat) chooseSession(i int) {
+	g.t.Helper()
+	g.focus(screen.PasswordField, time.Minute, "password-field-unfocused", "the greeter asks for no password")
+	tmp := g.t.TempDir()
+	before, err := g.vm.Screendump(filepath.Join(tmp, "before.png"))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	size := before.Bounds().Size()
+	if err := g.vm.Monitor().Click(sessionIcon, size); err != nil {
+		g.t.Fatal(err)
+	}
+	bootlab.Eventually(g.t, "the greeter's session menu open", time.Minute, func() bool {
+		now, err := g.vm.Screendump(filepath.Join(tmp, "menu.png"))
+		return err == nil && vmtest.Changed(before, now) > 2000
+	})
+	g.settle()
+	g.shot("session-menu")
+	if err := g.vm.Monitor().Click(sessionRow(i), size); err != nil {
+		g.t.Fatal(err)
+	}
+	g.settle()
 }
 
 // login logs a user in at the greeter with their password.
@@ -226,8 +290,7 @@ func checkSeatGreeter(t *testing.T, vm *vmtest.VM, shots string) *graphicalSeat 
 	if !g.typePassword("wrong-pw") {
 		t.Fatal("a wrong password at the greeter opened a session")
 	}
-	g.settle()
-	g.shot("wrong-password")
+	g.waitText("wrong-password", refusedWords, "the greeter's words for a wrong password")
 	for _, s := range g.sessions() {
 		if s.User == "student" && s.Type == "x11" {
 			t.Fatalf("a wrong password started a session: %+v", s)
@@ -236,13 +299,20 @@ func checkSeatGreeter(t *testing.T, vm *vmtest.VM, shots string) *graphicalSeat 
 
 	// The right one, into the field the greeter left for it.
 	g.enterPassword("student", "ldap-pw")
-	g.waitSession("student's X11 session on seat0", "student", "user", 5*time.Minute)
-	bootlab.Eventually(t, "Xfce's desktop running as student", desktopWithin, func() bool {
-		out, err := vm.Console.Run("pgrep -u student -x xfdesktop >/dev/null && echo XFCE-UP", time.Minute)
-		return err == nil && strings.Contains(out, "XFCE-UP")
-	})
-	g.waitDrawn("session", desktopWithin)
+	g.waitXfce("session")
 	return g
+}
+
+// waitXfce waits until the student's X11 session is active and is Xfce (xfdesktop runs,
+// no course VM does), drawn on the screen, which is kept as NAME.png.
+func (g *graphicalSeat) waitXfce(name string) {
+	g.t.Helper()
+	g.waitSession("student's X11 session on seat0", "student", "user", 5*time.Minute)
+	bootlab.Eventually(g.t, "Xfce's desktop running as student, no course VM", desktopWithin, func() bool {
+		out, err := g.vm.Console.Run("pgrep -u student -x xfdesktop >/dev/null && ! pgrep -u student -f qemu-system >/dev/null && echo XFCE-ONLY", time.Minute)
+		return err == nil && strings.Contains(out, "XFCE-ONLY")
+	})
+	g.waitDrawn(name, desktopWithin)
 }
 
 // windows is the X display's window tree (xwininfo), its named windows only, read by the
@@ -264,19 +334,35 @@ func (g *graphicalSeat) windows() (string, error) {
 // lecture.
 func checkAbandoned(t *testing.T, g *graphicalSeat, expect func(string, time.Duration)) {
 	expect(`warning an abandoned session of its logout`, 3*time.Minute)
-	var tree string
-	if !poll.Wait(2*time.Minute, func() bool {
-		var err error
-		tree, err = g.windows()
-		return err == nil && notifications(tree) >= 2
-	}) {
-		t.Fatalf("no two notifications (the switch, the logout) on the student's screen:\n%s", tree)
-	}
+	g.waitNotifications(2, "two notifications (the switch, the logout)")
 	g.shot("notifications")
 	if err := g.vm.Console.Send("exit"); err != nil {
 		t.Fatal(err)
 	}
 	expect(`logged out abandoned sessions[^\n]*\(student\)`, 4*time.Minute)
+}
+
+// checkCountdown: a forced switch while the student's session runs: the agent tells
+// the session (its journal line), and the countdown is a notification window on the
+// screen. The student is logged in on the console.
+func checkCountdown(t *testing.T, g *graphicalSeat, expect func(string, time.Duration)) {
+	expect(`telling logged-in users[^\n]*This PC restarts at`, 3*time.Minute)
+	g.waitNotifications(1, "the countdown's notification")
+	g.keep("countdown")
+}
+
+// waitNotifications waits (2 minutes) until at least n desktop notifications are on the
+// student's screen; the test fails naming what was awaited, with the window tree.
+func (g *graphicalSeat) waitNotifications(n int, what string) {
+	g.t.Helper()
+	var tree string
+	if !poll.Wait(2*time.Minute, func() bool {
+		var err error
+		tree, err = g.windows()
+		return err == nil && notifications(tree) >= n
+	}) {
+		g.t.Fatalf("no %s on the student's screen:\n%s", what, tree)
+	}
 }
 
 // notifications counts the desktop notifications on the screen: xfce4-notifyd's windows
@@ -297,8 +383,8 @@ var courseVMRed = bootsector.RGB(bootsector.Red)
 
 // checkCourseVMSession: in the lecture's slot the greeter's default session is the course
 // VM: the student logs in and the VM's own screen fills the PC's (QEMU's window covers
-// the X screen, and the screen shows what the VM draws). The student is logged in on the
-// console.
+// the X screen, and the screen shows what the VM draws); when the VM ends, so does the
+// session, and the greeter is back. The student is logged in on the console.
 func checkCourseVMSession(t *testing.T, g *graphicalSeat) {
 	g.waitSession("LightDM's greeter in the lecture", "lightdm", "greeter", greeterWithin)
 	g.waitDrawn("lecture-greeter", greeterWithin)
@@ -326,12 +412,101 @@ func checkCourseVMSession(t *testing.T, g *graphicalSeat) {
 	var share float64
 	if !poll.Wait(5*time.Minute, func() bool {
 		img, err := g.vm.Screendump(tmp)
+		if err != nil {
+			return false
+		}
 		share = vmtest.Share(img, courseVMRed, 8)
-		return err == nil && share >= 0.9
+		return share >= 0.9
 	}) {
 		path, _ := g.keep("course-vm")
 		t.Fatalf("the course VM's screen: %.0f%% of the PC's screen is its red (%s)", share*100, path)
 	}
 	t.Logf("the course VM fills the screen: %s, %.0f%% its red", strings.TrimSpace(qemu), share*100)
 	g.keep("course-vm")
+	// A notice for the student shows over the VM: the agent's countdown and logout
+	// warnings reach a session as desktop notifications on the user's bus, as this one
+	// sent from the student's console does. The notification window is on the screen
+	// and covers some of the VM's red.
+	if _, err := g.vm.Console.Run(`DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$(id -u)/bus notify-send -t 300000 'Overtime' 'A notice over the course VM'`, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var tree string
+	if !poll.Wait(3*time.Minute, func() bool {
+		var err error
+		if tree, err = g.windows(); err != nil || notifications(tree) < 1 {
+			return false
+		}
+		img, err := g.vm.Screendump(tmp)
+		if err != nil {
+			return false
+		}
+		share = vmtest.Share(img, courseVMRed, 8)
+		return share < 0.995
+	}) {
+		path, _ := g.keep("course-vm-no-notice")
+		t.Fatalf("no notice over the course VM (%.1f%% of the screen its red, %s):\n%s", share*100, path, tree)
+	}
+	g.keep("course-vm-notice")
+	// The VM ends (QEMU stopped): the session ends with it, the greeter is back.
+	if _, err := g.vm.Console.Run("pkill -TERM -u student -f '^/usr/bin/qemu-system-x86_64 '", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g.noSession("student's course VM session ended with the VM", "student", 3*time.Minute)
+	g.waitSession("the greeter back after the VM", "lightdm", "greeter", greeterWithin)
 }
+
+// directoryDown is the console prompt's line when the PC cannot reach the university's
+// directory (node-agent/seat: agetty shows it above "login:"). The journal's copy of the
+// agent's log line ends in a quote, not a line end.
+var directoryDown = regexp.MustCompile(`The university directory \([^)]*\) cannot be reached from this PC: logins with university accounts will fail until it answers\.\r?\n[\s\S]*?login: `)
+
+// refusedWords are words of what the greeter says to a refused password ("Your password
+// is incorrect. Please try again.", under its fields).
+var refusedWords = regexp.MustCompile(`(?i)is incorrect`)
+
+// waitText waits until the screen's words (screen.Text) match want, and keeps the screen
+// as NAME.png; when they do not within a minute, the test fails with what and the words
+// it read.
+func (g *graphicalSeat) waitText(name string, want *regexp.Regexp, what string) {
+	g.t.Helper()
+	var text string
+	tmp := filepath.Join(g.t.TempDir(), "text.png")
+	if !poll.Wait(time.Minute, func() bool {
+		img, err := g.vm.Screendump(tmp)
+		if err != nil {
+			return false
+		}
+		text, err = screen.Text(img)
+		return err == nil && want.MatchString(text)
+	}) {
+		path, _ := g.keep(name + "-unseen")
+		g.t.Fatalf("%s: the screen (%s) reads %q", what, path, text)
+	}
+	g.keep(name)
+	g.t.Logf("%s: %q", what, text)
+}
+
+// checkDirectoryNotice: the university's directory goes off the network while the PC
+// runs (the student logged in on the console). Within the agent's recheck (30 s) the PC
+// says so: its seat status, the console's prompt after the student logs out, and the
+// greeter as soon as someone types a name there (pam_echo of the notice, read from the
+// screen) — instead of a login that fails without a word.
+func checkDirectoryNotice(t *testing.T, g *graphicalSeat, pc *desktopPC) {
+	pc.directory.Close()
+	bootlab.Eventually(t, "desk1's seat status saying the directory is down", 2*time.Minute, func() bool {
+		out, err := g.vm.Console.Run("cat /run/overtime/seat.status", time.Minute)
+		return err == nil && strings.Contains(out, "cannot be reached")
+	})
+	if err := g.vm.Console.Send("exit"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.vm.Console.Expect(directoryDown, 2*time.Minute); err != nil {
+		t.Fatalf("the console's prompt with the directory down: %v", err)
+	}
+	g.typeName("student")
+	g.waitText("directory-down", directoryDownWords, "the greeter's notice of the directory down")
+}
+
+// directoryDownWords are words of the directory's notice as the greeter shows it (its
+// label may wrap the line anywhere).
+var directoryDownWords = regexp.MustCompile(`(?s)university directory.*cannot be.*reached`)

@@ -28,7 +28,7 @@ type homeServer struct {
 	dir string // the exported directory on this machine
 }
 
-func startHomeServer(t *testing.T, l *bootlab.Lab) *homeServer {
+func startHomeServer(t testing.TB, l *bootlab.Lab) *homeServer {
 	t.Helper()
 	ns, err := netns.New("homes")
 	if err != nil {
@@ -95,23 +95,25 @@ func checkServerHome(t *testing.T, vm *vmtest.VM, hs *homeServer) {
 	}
 }
 
-// consoleLogin logs the student in at the serial console's prompt.
-func consoleLogin(t *testing.T, vm *vmtest.VM, expect func(string, time.Duration)) {
+// consoleLogin logs the student in with password at the serial console's next prompt.
+func consoleLogin(t testing.TB, vm *vmtest.VM, expect func(string, time.Duration), password string) {
 	t.Helper()
 	expect(`login: `, 2*time.Minute)
-	loginAtPrompt(t, vm, expect)
+	loginAtPrompt(t, vm, expect, password)
 }
 
-// loginAtPrompt logs the student in at a login prompt already on the console.
-func loginAtPrompt(t *testing.T, vm *vmtest.VM, expect func(string, time.Duration)) {
+// loginAtPrompt logs the student in with password at a login prompt already on the
+// console.
+func loginAtPrompt(t testing.TB, vm *vmtest.VM, expect func(string, time.Duration), password string) {
 	t.Helper()
 	if err := vm.Console.Send("student"); err != nil {
 		t.Fatal(err)
 	}
 	expect(`Password:`, 2*time.Minute)
-	if err := vm.Console.Send("ldap-pw"); err != nil {
+	if err := vm.Console.Send(password); err != nil {
 		t.Fatal(err)
 	}
+	// The shell's prompt: what is typed before it would go to login, not to the session.
 	expect(`student@desk1:~\$ `, 2*time.Minute)
 }
 
@@ -143,7 +145,7 @@ func checkHomeLifecycle(t *testing.T, vm *vmtest.VM, hs *homeServer, expect func
 	expect(`login: `, 2*time.Minute)
 	loggedOut := time.Now()
 	for {
-		loginAtPrompt(t, vm, expect)
+		loginAtPrompt(t, vm, expect, "ldap-pw")
 		age := homeAge(t, vm)
 		if age < 0 {
 			t.Fatal("after logging in again, /home/student is not an NFS mount")
@@ -171,7 +173,7 @@ func checkHomeLifecycle(t *testing.T, vm *vmtest.VM, hs *homeServer, expect func
 	expect(`login: `, 2*time.Minute)
 	hs.Stop()
 	start := time.Now()
-	loginAtPrompt(t, vm, expect)
+	loginAtPrompt(t, vm, expect, "ldap-pw")
 	t.Logf("login with the home server down: %s", time.Since(start).Round(100*time.Millisecond))
 	if age := homeAge(t, vm); age >= 0 {
 		t.Fatalf("with the home server down, /home/student is an NFS mount (%v old)", age)

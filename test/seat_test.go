@@ -20,6 +20,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/internal/testenv/sssdtest"
 	"github.com/overtime-hpc/overtime/internal/testenv/unidir"
+	nodeseat "github.com/overtime-hpc/overtime/node-agent/seat"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
@@ -95,7 +96,7 @@ func TestSeatStudentLogin(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(pcRoot, "etc/cups/client.conf")); !strings.Contains(string(b), "ServerName "+cups.Addr+"\n") {
 		t.Fatalf("client.conf: %q", b)
 	}
-	if b, _ := os.ReadFile(filepath.Join(pcRoot, "run/issue.d/50-overtime-login.issue")); !strings.Contains(string(b), "No university directory is configured") {
+	if b, _ := os.ReadFile(filepath.Join(pcRoot, nodeseat.Issue)); !strings.Contains(string(b), "No university directory is configured") {
 		t.Fatalf("unconfigured: login prompt says %q", b)
 	}
 
@@ -181,7 +182,7 @@ func TestSeatStudentLogin(t *testing.T) {
 		t.Fatal(err)
 	}
 	pcRoot = seatLogin()
-	if b, _ := os.ReadFile(filepath.Join(pcRoot, "run/issue.d/50-overtime-login.issue")); !strings.Contains(string(b), "The university directory ("+dead+") cannot be reached from this PC") {
+	if b, _ := os.ReadFile(filepath.Join(pcRoot, nodeseat.Issue)); !strings.Contains(string(b), "The university directory ("+dead+") cannot be reached from this PC") {
 		t.Fatalf("directory down: login prompt says %q", b)
 	}
 	down := sssdtest.Start(t, filepath.Join(pcRoot, "etc"))

@@ -17,12 +17,12 @@ import (
 // newScreenCmd is the demo's view of a VM's screen and its hands on the keyboard, through
 // QEMU's human monitor (HMP, -monitor unix:SOCK,server=on): a screendump as PNG and how
 // many colours it has (a text console has a handful, a graphical greeter or desktop
-// many), how many pixels two screendumps differ in, and keys typed one at a time (text,
-// or keys by name).
+// many), how many pixels two screendumps differ in, which field of the greeter has the
+// keyboard focus, and keys typed one at a time (text, or keys by name).
 func newScreenCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "screen",
-		Short: "A QEMU VM's screen and keyboard through its human monitor (demo): dump, changed, type",
+		Short: "A QEMU VM's screen and keyboard through its human monitor (demo): dump, changed, focus, type, key",
 	}
 	var monitor string
 	var limit int
@@ -121,7 +121,21 @@ func newScreenCmd() *cobra.Command {
 	key.Flags().StringVar(&keyMonitor, "monitor", "", "the VM's human monitor socket")
 	_ = key.MarkFlagRequired("monitor")
 
-	c.AddCommand(dump, changed, typ, key)
+	focus := &cobra.Command{
+		Use:   "focus FILE.png",
+		Short: "Print which field of LightDM's greeter has the keyboard focus in a screendump: name, password or none",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			img, err := screen.Load(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Println(screen.GreeterFocus(img))
+			return nil
+		},
+	}
+
+	c.AddCommand(dump, changed, typ, key, focus)
 	return c
 }
 

@@ -348,6 +348,7 @@ func exists(t *testing.T, s *Server, dn string) bool {
 // a provider that was down catches up with what was written meanwhile; and the unique
 // overlay still refuses a duplicate MAC on a replicated server.
 func TestReplicatedPair(t *testing.T) {
+	needs.Servers(t, "slapd")
 	if !SyncprovOverlay() {
 		t.Fatal("syncprov overlay module missing from " + ModuleDir)
 	}

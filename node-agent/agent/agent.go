@@ -125,6 +125,12 @@ type Options struct {
 	// Overtime booted follows schedule switches by restarting: a machine it did not boot
 	// (a hand-installed desktop, a test host) is never restarted by a schedule.
 	Booted string
+	// BootedExam: the boot was an exam's (overtime.exam=1). An exam locks the PC down and
+	// limits its network only in its own boot: a PC Overtime booted for something else
+	// restarts into the exam (after the countdown, with someone logged in), and until then
+	// the session must still reach its home to save work. A PC Overtime did not boot
+	// (Booted "") never restarts, so it locks at once.
+	BootedExam bool
 
 	HostCPUs  int // default runtime.NumCPU()
 	HostMemMB int // default from /proc/meminfo
@@ -166,6 +172,7 @@ type Agent struct {
 	abandoned *abandonedSessions
 	hb        *heartbeats  // heartbeats.go
 	examNet   *examNetwork // examnet.go
+	examWaits bool         // an exam is configured, the PC runs another boot: said once (examInForce)
 }
 
 type configUpdate struct {
@@ -409,8 +416,9 @@ func (a *Agent) apply(ctx context.Context, c *wire.AgentConfig, from string) {
 	a.cfg = c
 	a.sw.Configured(a.o.Now())
 	a.setConfigSource(from)
-	a.examMarker(c)
-	a.examNet.Configure(ctx, c)
+	exam := a.examInForce(c)
+	a.examMarker(exam)
+	a.examNet.Configure(ctx, exam)
 	if a.engine == nil || !reflect.DeepEqual(a.engine.Policy(), c.Policy) {
 		p := c.Policy
 		a.log.Info("policy in force", "ownerActive", p.Actions[model.StateOwnerActive], "ownerIdle", p.Actions[model.StateOwnerIdle],

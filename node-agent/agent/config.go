@@ -6,6 +6,7 @@ package agent
 // show, the exam marker).
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -143,8 +144,28 @@ func DefaultMAC() (string, error) {
 	return "", fmt.Errorf("no network interface with a MAC address")
 }
 
+// examInForce is c as the exam's lockdown and network limit see it: an exam only in the
+// exam's own boot (Options.BootedExam), or at once on a PC Overtime did not boot; before
+// the restart into the exam, c without it (what the countdown's session needs: its home
+// on the file server, which the exam's network blocks). Said once per exam.
+func (a *Agent) examInForce(c *wire.AgentConfig) *wire.AgentConfig {
+	if !c.Exam || a.o.Booted == "" || a.o.BootedExam {
+		a.examWaits = false
+		return c
+	}
+	if !a.examWaits {
+		a.log.Info("exam: the lockdown and the network limit wait for the exam's boot", "mode", c.Mode, "booted", a.o.Booted)
+		a.examWaits = true
+	}
+	before := *c
+	before.Exam, before.ExamNetwork = false, nil
+	return &before
+}
+
 // examMarker tells the desktop it is in an exam (overtime-exam.path locks it down) by a
-// small file that exists exactly while the configuration says exam.
+// small file that exists exactly while an exam is in force (examInForce). It is rewritten only
+// when its content changes: every write starts the lockdown again (a systemd reload, a
+// logind reload), and the configuration is fetched every minute.
 func (a *Agent) examMarker(c *wire.AgentConfig) {
 	if a.o.ExamFile == "" {
 		return
@@ -161,8 +182,12 @@ func (a *Agent) examMarker(c *wire.AgentConfig) {
 		Until time.Time `json:"until,omitzero"`
 	}{c.Mode, c.Label, c.NextChange}
 	b, _ := json.Marshal(doc)
+	b = append(b, '\n')
+	if old, err := os.ReadFile(a.o.ExamFile); err == nil && bytes.Equal(old, b) {
+		return
+	}
 	if err := os.MkdirAll(filepath.Dir(a.o.ExamFile), 0o755); err == nil {
-		err = atomicfile.WriteFile(a.o.ExamFile, append(b, '\n'), 0o644)
+		err = atomicfile.WriteFile(a.o.ExamFile, b, 0o644)
 		if err != nil {
 			a.log.Error("exam marker not written", "file", a.o.ExamFile, "err", err)
 		}

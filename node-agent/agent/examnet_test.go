@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/overtime-hpc/overtime/vocab/model"
@@ -125,5 +126,91 @@ func TestExamNetworkChecked(t *testing.T) {
 	c.ExamNetwork = &wire.ExamNetwork{Allow: []wire.ExamEndpoint{{Endpoint: "10.0.0.0/8; flush ruleset", For: wire.ExamForExam}}}
 	if err := checkConfig(c, testMAC); err == nil || !strings.Contains(err.Error(), "allow[0]") {
 		t.Fatalf("checkConfig = %v", err)
+	}
+}
+
+// The exam marker (read by overtime-exam.path, which locks the seat down at every change)
+// is written when the exam starts, not rewritten at fetches that change nothing,
+// rewritten when what it says changes, and removed when the exam is over.
+func TestExamMarkerWrittenOnChange(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "run", "exam")
+	a, err := New(Options{Site: &fakeSite{}, MAC: testMAC, StateDir: t.TempDir(), ExamFirewall: &recordingFirewall{},
+		ExamFile: marker, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desk := goodConfig()
+	desk.Mode, desk.Kind = "desktop", model.KindDesktop
+	exam := *desk
+	exam.Exam, exam.Label = true, "Final exam"
+	inode := func() uint64 {
+		t.Helper()
+		fi, err := os.Stat(marker)
+		if err != nil {
+			t.Fatalf("exam marker: %v", err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	ctx := context.Background()
+	a.apply(ctx, &exam, "api")
+	first := inode()
+	a.apply(ctx, &exam, "api")
+	if inode() != first {
+		t.Error("an unchanged exam rewrote the marker (a new lockdown at every fetch)")
+	}
+	relabelled := exam
+	relabelled.Label = "Final exam, room 2"
+	a.apply(ctx, &relabelled, "api")
+	if inode() == first {
+		t.Error("a changed exam did not rewrite the marker")
+	}
+	if b, _ := os.ReadFile(marker); !strings.Contains(string(b), "room 2") {
+		t.Errorf("marker %q", b)
+	}
+	a.apply(ctx, desk, "api")
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the marker outlived the exam: %v", err)
+	}
+}
+
+// An exam locks a PC Overtime booted for something else only in the exam's own boot:
+// until the restart (the countdown runs, someone may be saving work to the file server
+// the exam's network blocks) neither the marker nor the ruleset is there; the exam's
+// boot locks at once, and so does a PC Overtime did not boot (it never restarts).
+func TestExamWaitsForItsBoot(t *testing.T) {
+	desk := goodConfig()
+	desk.Mode, desk.Kind = "desktop", model.KindDesktop
+	exam := *desk
+	exam.Exam, exam.Label = true, "Final exam"
+	exam.ExamNetwork = &wire.ExamNetwork{Allow: []wire.ExamEndpoint{{Endpoint: "10.0.0.1", For: wire.ExamForBootServer}}}
+	exam.Reboot = "an exam starts on a freshly booted PC"
+	for _, tc := range []struct {
+		name       string
+		booted     string
+		bootedExam bool
+		locked     bool
+	}{
+		{"booted for the lecture", "lecture", false, false},
+		{"the exam's boot", "desktop", true, true},
+		{"not booted by Overtime", "", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "exam")
+			fw := &recordingFirewall{}
+			a, err := New(Options{Site: &fakeSite{}, MAC: testMAC, StateDir: t.TempDir(), ExamFirewall: fw, ExamFile: marker,
+				ExamLookup: staticLookup{}, Booted: tc.booted, BootedExam: tc.bootedExam,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.apply(context.Background(), &exam, "api")
+			_, statErr := os.Stat(marker)
+			if marked := statErr == nil; marked != tc.locked {
+				t.Errorf("exam marker there: %v, want %v", marked, tc.locked)
+			}
+			if applied := slices.Contains(fw.calls, "apply"); applied != tc.locked {
+				t.Errorf("firewall calls %v: network limited %v, want %v", fw.calls, applied, tc.locked)
+			}
+		})
 	}
 }

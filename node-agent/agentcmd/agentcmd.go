@@ -29,6 +29,7 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/interference/calibrate"
 	"github.com/overtime-hpc/overtime/node-agent/kvmprobe"
 	"github.com/overtime-hpc/overtime/node-agent/powerctl"
+	"github.com/overtime-hpc/overtime/node-agent/seat"
 	"github.com/overtime-hpc/overtime/node-agent/sensor"
 	"github.com/overtime-hpc/overtime/vocab/client"
 	"github.com/overtime-hpc/overtime/vocab/model"
@@ -45,7 +46,7 @@ func NewRunCmd(server *string, version string) *cobra.Command {
 		examRuleset                                             string
 		inputDir, utmpPath, pressureGroup, guestURL             string
 		calibrateMode                                           string
-		refresh, heartbeat, checkEvery                          time.Duration
+		refresh, heartbeat, checkEvery, seatRecheck             time.Duration
 		backoff                                                 time.Duration
 		logJSON, debug                                          bool
 	)
@@ -142,7 +143,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 			a, err = agent.New(agent.Options{
 				ExamFirewall: examFW,
 				Machine:      machine,
-				Site:         site, MAC: mac, Booted: booted, ExamFile: examFile,
+				Site:         site, MAC: mac, Booted: booted, BootedExam: exam, ExamFile: examFile,
 				StateDir: stateDir, ImageRoot: imageRoot, Backends: backends, CourseVMFile: courseVMFile,
 				Sensors: sensor.Desktop(sensor.DesktopOptions{InputDir: inputDir, Utmp: utmpPath,
 					PressureGroup: pressureGroup, GuestCPU: guestCPU, Log: log}),
@@ -171,6 +172,17 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 				defer srv.Close()
 				log.Info("metrics", "listen", ln.Addr().String())
 			}
+			if seatRecheck > 0 {
+				// The greeter's word on the university directory, kept current while the
+				// PC runs (seat-config checks it once, before the greeter starts).
+				go seat.Watch(ctx, "/", seatRecheck, func(status string, err error) {
+					if err != nil {
+						log.Warn("seat: recheck of the directory", "err", err)
+						return
+					}
+					log.Info("seat: the login screens now say", "status", status)
+				})
+			}
 			log.Info("node agent starting", "server", *server, "mac", mac, "stateDir", stateDir, "imageRoot", imageRoot)
 			return a.Run(ctx)
 		},
@@ -192,6 +204,7 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 	f.StringVar(&guestURL, "guest-url", "", "this agent's --listen address as the guest reaches it, e.g. http://10.0.0.5:9101 (given to the guest for the SPANK plugin's job reports)")
 	f.StringVar(&pressureGroup, "pressure-cgroup", "", "cgroup v2 group whose pressure is the desktop's (e.g. /sys/fs/cgroup/user.slice); default system-wide /proc/pressure")
 	f.DurationVar(&refresh, "refresh", 60*time.Second, "re-fetch the configuration at least this often")
+	f.DurationVar(&seatRecheck, "seat-recheck", 30*time.Second, "ask the university directory of the seat's logins (overtime-agent seat-config) this often and keep the greeter's notice in step with the answer; 0: never")
 	f.DurationVar(&heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")
 	f.DurationVar(&checkEvery, "check", 30*time.Second, "guest status check interval (crashes are also reported by events)")
 	f.DurationVar(&backoff, "restart-backoff", 5*time.Second, "first delay before a crashed guest is restarted (doubles to 5 min)")

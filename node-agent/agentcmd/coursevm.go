@@ -26,6 +26,7 @@ import (
 func NewCourseVMCmd() *cobra.Command {
 	var (
 		specFile, dir, stateDir, display, serialLog, listen string
+		share                                               string
 		memPercent                                          int
 		verify, logJSON, session                            bool
 		poll, sessionWait                                   time.Duration
@@ -56,7 +57,7 @@ an error saying why, rather than leave a black screen.`,
 				stateDir = defaultCourseVMState()
 			}
 			p := coursevm.New(coursevm.Options{StateDir: stateDir, Display: display, SerialLog: serialLog,
-				MemoryPercent: memPercent, VerifyDisk: verify, Session: session, SessionWait: sessionWait, Log: log})
+				MemoryPercent: memPercent, VerifyDisk: verify, Session: session, SessionWait: sessionWait, Share: share, Log: log})
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			defer stop()
 			var specs <-chan *coursevm.Spec
@@ -98,6 +99,7 @@ an error saying why, rather than leave a black screen.`,
 	f.StringVar(&display, "display", "gtk", "gtk or sdl (full screen), or none (headless: serial log only)")
 	f.StringVar(&serialLog, "serial-log", "", "append the VM's serial console to this file (- : standard output, the journal under systemd)")
 	f.StringVar(&listen, "listen", "", "HTTP address for /metrics (e.g. 127.0.0.1:9102; empty: off)")
+	f.StringVar(&share, "share", "", "a folder the VM sees read-write (made 0700 if missing): QEMU's virtio-9p mount tag \"home\", VMware's shared folder \"home\"; the greeter's session shares ~/coursevm; empty: none")
 	f.IntVar(&memPercent, "memory-percent", 75, "the VM gets at most this share of the PC's memory")
 	f.BoolVar(&verify, "verify", false, "check the disk's sha256 against SHA256SUMS before each start (reads it whole)")
 	f.BoolVar(&logJSON, "log-json", false, "structured JSON logs")

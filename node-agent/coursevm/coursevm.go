@@ -182,6 +182,16 @@ type Options struct {
 	ExtraArgs  []string
 	Log        *slog.Logger
 
+	// Share is the desktop directory the VM sees, read-write, as the student who runs
+	// the player (created 0700 when missing; empty: the VM sees nothing of the desktop).
+	// QEMU exports it over virtio-9p with the mount tag ShareTag (a Linux guest:
+	// mount -t 9p -o trans=virtio,version=9p2000.L home /mnt); VMware Player as the
+	// shared folder ShareTag (VMware Tools). A guest without the driver ignores it.
+	// The session shares one folder of the student's home, not the home itself: the
+	// lecturer's VM is the lecturer's software, with a network, and sees only what the
+	// student puts there for it (docs/desktop.md "Sessions").
+	Share string
+
 	// Session: the player is the X session the student chose in the greeter (`--session`),
 	// not a program inside a desktop. The VM is not started again when it exits: Run
 	// returns, and the session (with the overlay) ends with the VM. A spec that goes away
@@ -192,6 +202,10 @@ type Options struct {
 	// leaving the student a black screen (default 60 s).
 	SessionWait time.Duration
 }
+
+// ShareTag names Options.Share inside the VM (the 9p mount tag, the VMware shared
+// folder).
+const ShareTag = "home"
 
 // ErrNoCourseVM is Run's answer in a session when no VM ran within Options.SessionWait;
 // the error says why (no spec, the VM unavailable, the last start's failure).
@@ -605,8 +619,39 @@ func (p *Player) qemuCommand(ctx context.Context, desc vmspec.VM, disk string, i
 	default:
 		args = append(args, "-chardev", "file,id=serial0,append=on,path="+qemuPath(p.o.SerialLog), "-serial", "chardev:serial0")
 	}
+	if p.o.Share != "" {
+		share, err := p.share()
+		if err != nil {
+			return "", nil, err
+		}
+		// security_model=none: files are created as the student (QEMU runs as them) and
+		// the guest's chown is ignored, not stored in xattrs an NFS home may not keep.
+		args = append(args, "-fsdev", "local,id=share0,security_model=none,path="+qemuPath(share),
+			"-device", "virtio-9p-pci,fsdev=share0,mount_tag="+ShareTag)
+	}
 	args = append(args, p.o.ExtraArgs...)
 	return p.o.QEMU, args, nil
+}
+
+// share makes Options.Share (0700, the student's) and returns its absolute path. It
+// must be a directory: a symlink put there is refused rather than followed, so that
+// the VM sees no more than the folder the session names.
+func (p *Player) share() (string, error) {
+	dir, err := filepath.Abs(p.o.Share)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("the folder shared with the VM: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("the folder shared with the VM: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("the folder shared with the VM: %s is not a directory (%s)", dir, fi.Mode().Type())
+	}
+	return dir, nil
 }
 
 // qemuPath escapes a path for a QEMU option value (a comma is doubled).
@@ -652,7 +697,23 @@ func (p *Player) vmwareCommand(desc vmspec.VM, disk, dir string) (string, []stri
 	}
 	q("usb.present", "TRUE")
 	q("msg.autoAnswer", "TRUE")
-	q("isolation.tools.hgfs.disable", "TRUE")
+	if p.o.Share != "" {
+		share, err := p.share()
+		if err != nil {
+			return "", nil, err
+		}
+		q("isolation.tools.hgfs.disable", "FALSE")
+		q("sharedFolder.maxNum", "1")
+		q("sharedFolder0.present", "TRUE")
+		q("sharedFolder0.enabled", "TRUE")
+		q("sharedFolder0.readAccess", "TRUE")
+		q("sharedFolder0.writeAccess", "TRUE")
+		q("sharedFolder0.hostPath", share)
+		q("sharedFolder0.guestName", ShareTag)
+		q("sharedFolder0.expiration", "never")
+	} else {
+		q("isolation.tools.hgfs.disable", "TRUE")
+	}
 	q("isolation.tools.dnd.disable", "TRUE")
 	vmx := filepath.Join(dir, "course-vm.vmx")
 	if err := os.WriteFile(vmx, b.Bytes(), 0o600); err != nil {

@@ -333,3 +333,50 @@ func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
 }
+
+// The folder shared with the VM: VMware Player gets it as its one shared folder (and
+// shared folders stay off without it); it is made 0700 when missing; a symlink in its
+// place is refused, not followed to what it names.
+func TestShareFolder(t *testing.T) {
+	home := t.TempDir()
+	share := filepath.Join(home, "coursevm")
+	desc := vmspec.VM{Name: "BIO101", MemoryMB: 64, CPUs: 1}.WithDefaults()
+	vmx := func(o Options) (string, error) {
+		t.Helper()
+		o.VMPlayer = "/bin/true" // found on PATH's terms; never run here
+		dir := t.TempDir()
+		if _, _, err := New(o).vmwareCommand(desc, "/images/bio/ws-1/disk.vmdk", dir); err != nil {
+			return "", err
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "course-vm.vmx"))
+		return string(b), err
+	}
+	with, err := vmx(Options{Share: share})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`isolation.tools.hgfs.disable = "FALSE"`, `sharedFolder0.hostPath = "` + share + `"`,
+		`sharedFolder0.guestName = "home"`, `sharedFolder0.writeAccess = "TRUE"`, `sharedFolder.maxNum = "1"`} {
+		if !strings.Contains(with, want) {
+			t.Errorf("vmx with a share: no %s in\n%s", want, with)
+		}
+	}
+	if fi, err := os.Stat(share); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the shared folder: %v %v, want a 0700 directory", fi, err)
+	}
+	without, err := vmx(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(without, `isolation.tools.hgfs.disable = "TRUE"`) || strings.Contains(without, "sharedFolder") {
+		t.Errorf("vmx without a share:\n%s", without)
+	}
+
+	link := filepath.Join(home, "elsewhere")
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vmx(Options{Share: link}); err == nil || !strings.Contains(err.Error(), "is not a directory") {
+		t.Errorf("a symlink as the shared folder: %v, want refused", err)
+	}
+}

@@ -91,7 +91,9 @@ func TestSession(t *testing.T) {
 				specs <- tc.late
 			}
 			if tc.then != nil {
-				poll.Until(t, "the course VM to run", 30*time.Second, func() bool { return p.PID() != 0 })
+				// The fake QEMU has run once it wrote its pid: a PID alone may be a
+				// shell that the stop kills before its first line.
+				poll.Until(t, "the course VM to run", 30*time.Second, func() bool { return p.PID() != 0 && len(lines(starts)) > 0 })
 				tc.then(p, specs, cancel)
 			}
 			var err error
@@ -141,7 +143,7 @@ func TestSessionScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), "\n/usr/bin/overtime-agent course-vm --session --display sdl \"$@\"\n") {
-		t.Errorf("course-vm-session does not run the player as the session")
+	if !strings.Contains(string(b), "\n/usr/bin/overtime-agent course-vm --session --display sdl --share \"$HOME/coursevm\" \"$@\"\n") {
+		t.Errorf("course-vm-session does not run the player as the session, sharing ~/coursevm")
 	}
 }

@@ -30,12 +30,17 @@ const (
 	// Status is one line: "ok", or why university logins cannot work here. The
 	// graphical greeter and `overtime-agent seat-config --status` read it.
 	Status = "run/overtime/seat.status"
-	// Issue is shown by the console's login prompt (agetty reads /run/issue.d).
-	Issue = "run/issue.d/50-overtime-login.issue"
+	// Issue is shown by the console's login prompt. agetty reads /run/issue.d only
+	// when there is no /etc/issue, and Debian has one: /etc/issue.d it reads after it
+	// (on a PC, /etc is the boot's tmpfs overlay like /run, gone at the next boot).
+	Issue = "etc/issue.d/50-overtime-login.issue"
 	// Notice exists only while university logins cannot work: the reason, which the
 	// graphical greeter shows when someone starts to log in (pam_echo in its PAM stack,
 	// images/recipes/desktop).
 	Notice = "run/overtime/seat.notice"
+	// Directory lists the directory's servers (host:port, one a line) of the last
+	// Apply that configured logins: what Recheck asks again while the PC runs.
+	Directory = "run/overtime/seat.directory"
 )
 
 // Apply writes sl under root ("/" on a PC; a directory in tests). Files outside
@@ -54,7 +59,7 @@ func Apply(root string, sl *wire.SeatConfig) error {
 	if sl.Unavailable == "" && len(sl.Files) == 0 {
 		return errors.New("seat config: the site manager's answer has neither files nor a reason")
 	}
-	prev := readManifest(root)
+	prev := readLines(root, Manifest)
 	var wrote []string
 	for _, f := range sl.Files {
 		p := filepath.Join(root, f.Path)
@@ -90,13 +95,15 @@ func Apply(root string, sl *wire.SeatConfig) error {
 	if err := writeRun(root, Status, status); err != nil {
 		return err
 	}
-	if issue == "" {
-		for _, f := range []string{Issue, Notice} {
-			if err := os.Remove(filepath.Join(root, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
+	if issue == "" && len(sl.Directory) > 0 {
+		if err := writeRun(root, Directory, strings.Join(sl.Directory, "\n")+"\n"); err != nil {
+			return err
 		}
-		return nil
+	} else if err := removeRun(root, Directory); err != nil {
+		return err
+	}
+	if issue == "" {
+		return removeRun(root, Issue, Notice)
 	}
 	if err := writeRun(root, Notice, OneLine(sl.Unavailable)+"\n"); err != nil {
 		return err
@@ -140,8 +147,18 @@ func writeRun(root, rel, content string) error {
 	return atomicfile.WriteFile(p, []byte(content), 0o644)
 }
 
-func readManifest(root string) []string {
-	f, err := os.Open(filepath.Join(root, Manifest))
+func removeRun(root string, rels ...string) error {
+	for _, rel := range rels {
+		if err := os.Remove(filepath.Join(root, rel)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// readLines is a file's non-empty lines (none when it does not exist).
+func readLines(root, rel string) []string {
+	f, err := os.Open(filepath.Join(root, rel))
 	if err != nil {
 		return nil
 	}
@@ -196,5 +213,59 @@ func Reachable(ctx context.Context, servers []string, timeout time.Duration) boo
 // DirectoryUnreachable says that the configuration is written but none of the
 // directory's servers answered from this PC.
 func DirectoryUnreachable(root string, servers []string) error {
-	return Say(root, "The university directory ("+strings.Join(servers, ", ")+") cannot be reached from this PC: logins with university accounts will fail until it answers.")
+	return Say(root, directoryDown(servers))
+}
+
+func directoryDown(servers []string) string {
+	return OneLine("The university directory (" + strings.Join(servers, ", ") + ") cannot be reached from this PC: logins with university accounts will fail until it answers.")
+}
+
+// Recheck asks the directory's servers of the last Apply (Directory) again and keeps
+// what the login screens say in step with the answer: none answers while the status is
+// "ok", and the greeter's notice and the console's prompt say so (DirectoryUnreachable);
+// one answers again while they say so, and the status is "ok" again and both are gone.
+// Any other status (nothing configured, a secret missing, the site manager refused or
+// unreachable at boot) is seat-config's, and stays until the next boot. changed is the
+// new status when Recheck changed it, "" otherwise.
+//
+// Why: seat-config checks the directory once, before the greeter starts; a directory
+// that goes down later (or comes back after a failed boot-time check) would otherwise
+// leave students at a greeter that says nothing, or that warns about an outage long over.
+func Recheck(ctx context.Context, root string, timeout time.Duration) (changed string, err error) {
+	servers := readLines(root, Directory)
+	if len(servers) == 0 {
+		return "", nil
+	}
+	status, down := ReadStatus(root), directoryDown(servers)
+	if status != "ok" && status != down {
+		return "", nil
+	}
+	up := Reachable(ctx, servers, timeout)
+	switch {
+	case !up && status == "ok":
+		return down, DirectoryUnreachable(root, servers)
+	case up && status == down:
+		if err := writeRun(root, Status, "ok\n"); err != nil {
+			return "", err
+		}
+		return "ok", removeRun(root, Issue, Notice)
+	}
+	return "", nil
+}
+
+// Watch runs Recheck every interval until ctx ends, telling logf what changed. The node
+// agent runs it (overtime-agent run --seat-recheck).
+func Watch(ctx context.Context, root string, every time.Duration, logf func(status string, err error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if changed, err := Recheck(ctx, root, 5*time.Second); changed != "" || err != nil {
+			logf(changed, err)
+		}
+	}
 }

@@ -140,6 +140,80 @@ func TestReachable(t *testing.T) {
 	}
 }
 
+// Recheck follows the directory while the PC runs: down after a good boot, the notice
+// and the console's line say so; back, they are gone and the status is ok again. A
+// reason that is not the directory's (nothing configured) is left alone, and so is a PC
+// whose answer named no servers.
+func TestRecheck(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	root := t.TempDir()
+	ok := &wire.SeatConfig{Directory: []string{addr}, Files: []wire.SeatFile{{Path: wire.SeatSSSDConf, Content: []byte("[sssd]\n"), Mode: 0o600}}}
+	if err := Apply(root, ok); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := read(t, root, Directory); got != addr+"\n" {
+		t.Fatalf("%s: %q, want the directory's server", Directory, got)
+	}
+	ctx := context.Background()
+	step := func(want string) {
+		t.Helper()
+		changed, err := Recheck(ctx, root, time.Second)
+		if err != nil || changed != want {
+			t.Fatalf("Recheck: %q %v, want %q", changed, err, want)
+		}
+	}
+	step("") // up and ok: nothing to do
+	ln.Close()
+	step(directoryDown([]string{addr}))
+	notice, _ := read(t, root, Notice)
+	issue, _ := read(t, root, Issue)
+	if !strings.Contains(notice, "cannot be reached") || !strings.Contains(issue, "cannot be reached") {
+		t.Fatalf("directory down: notice %q, console %q", notice, issue)
+	}
+	step("") // still down: said once
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening on %s again: %v", addr, err)
+	}
+	defer ln.Close()
+	step("ok")
+	if ReadStatus(root) != "ok" {
+		t.Fatalf("status %q after the directory came back", ReadStatus(root))
+	}
+	for _, f := range []string{Notice, Issue} {
+		if _, err := os.Stat(filepath.Join(root, f)); !os.IsNotExist(err) {
+			t.Errorf("%s left after the directory came back: %v", f, err)
+		}
+	}
+
+	// Another reason stands, and nothing is asked: the answer said logins cannot work.
+	if err := Apply(root, &wire.SeatConfig{Unavailable: "No directory for this pool"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, Directory)); !os.IsNotExist(err) {
+		t.Errorf("%s kept by an answer without logins: %v", Directory, err)
+	}
+	step("")
+	if ReadStatus(root) != "No directory for this pool" {
+		t.Errorf("status %q, want the site manager's reason", ReadStatus(root))
+	}
+	// The site manager was unreachable at boot: its words stay though the directory answers.
+	if err := Apply(root, ok); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unreachable(root, "https://site.example"); err != nil {
+		t.Fatal(err)
+	}
+	step("")
+	if !strings.Contains(ReadStatus(root), "site manager") {
+		t.Errorf("status %q, want the boot's reason kept", ReadStatus(root))
+	}
+}
+
 // The greeter's course-VM session (a course-vm mode) is written like the login files,
 // beside an unavailable login, and removed by an answer without it.
 func TestApplySessions(t *testing.T) {

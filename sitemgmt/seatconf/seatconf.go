@@ -114,7 +114,13 @@ func Render(s Seat, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
 		if err := s.Homes.Validate("homes"); err != nil {
 			return nil, err
 		}
-		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatPamMount, Mode: 0o644, Content: pamMountConf(s.Homes, host, pool)})
+		// An exam's network reaches the exam's servers, not the file server: a home
+		// mounted from it would hang the login (and a home mounted before the exam's
+		// firewall, every program that touches it). Students sit an exam in a
+		// temporary home (docs/desktop.md "Exams").
+		if !s.Exam {
+			out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatPamMount, Mode: 0o644, Content: pamMountConf(s.Homes, host, pool)})
+		}
 	}
 	if s.CourseVM != nil {
 		out.Files = append(out.Files, sessionFiles(s.CourseVM, host, pool)...)

@@ -24,8 +24,10 @@ func TestGoldenSessions(t *testing.T) {
 		{"session-course-vm", Seat{Printing: &model.Printing{Server: "print.uni.example"}, CourseVM: &CourseVM{Mode: "course-bio101", Image: bio}}},
 		{"session-course-vm-no-description", Seat{CourseVM: &CourseVM{Mode: "course-chem", Image: &model.Image{Name: "chem-vm", Kind: model.ImageCourseVM}}}},
 		{"session-desktop", Seat{Printing: &model.Printing{Server: "print.uni.example"}}},
-		// An exam: the locked seat's X and LightDM files, and no course VM.
-		{"session-exam", Seat{Printing: &model.Printing{Server: "print.uni.example"}, Exam: true}},
+		// An exam: the locked seat's X and LightDM files, no course VM, and no homes from
+		// the file server, which the exam's network does not reach.
+		{"session-exam", Seat{Printing: &model.Printing{Server: "print.uni.example"}, Exam: true,
+			Homes: &model.Homes{Type: model.HomesNFS, Server: "home.uni.example", Path: "/export/homes/%(USER)"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := Render(tc.seat, "pc-a01", "lab-a", Secrets{})
@@ -56,6 +58,9 @@ func TestGoldenSessions(t *testing.T) {
 			has := strings.Contains(b.String(), wire.SeatCourseVMSession) && strings.Contains(b.String(), wire.SeatDefaultSession)
 			if has != (tc.seat.CourseVM != nil) {
 				t.Errorf("session files rendered: %v, course VM: %v", has, tc.seat.CourseVM != nil)
+			}
+			if mounted := strings.Contains(b.String(), wire.SeatPamMount); mounted != (tc.seat.Homes != nil && !tc.seat.Exam) {
+				t.Errorf("homes from the file server: %v, homes %v, exam %v", mounted, tc.seat.Homes != nil, tc.seat.Exam)
 			}
 			locked := strings.Contains(b.String(), "Option \"DontVTSwitch\" \"true\"") && strings.Contains(b.String(), "\nallow-user-switching=false\n")
 			if locked != tc.seat.Exam {

@@ -10,8 +10,10 @@ import (
 // Expose makes a TCP service of the host (to, e.g. a test's university directory on
 // 127.0.0.1) reachable inside the lab at listen (e.g. ServerIP:636), so the lab's VMs
 // reach it like a server of their network. Until the test ends, when every connection is
-// closed (a VM that vanished without closing its own leaves nothing to wait for).
-func (l *Lab) Expose(t testing.TB, listen, to string) {
+// closed (a VM that vanished without closing its own leaves nothing to wait for), or
+// until Close: then the lab's VMs find nothing listening there, as when the server is
+// down.
+func (l *Lab) Expose(t testing.TB, listen, to string) *Exposed {
 	t.Helper()
 	ln, err := l.NS.Listen("tcp", listen)
 	if err != nil {
@@ -34,16 +36,20 @@ func (l *Lab) Expose(t testing.TB, listen, to string) {
 		}
 		return true
 	}
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		done = true
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			ln.Close()
+			mu.Lock()
+			done = true
+			for c := range conns {
+				c.Close()
+			}
+			mu.Unlock()
+			wg.Wait()
+		})
+	}
+	t.Cleanup(stop)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -67,4 +73,12 @@ func (l *Lab) Expose(t testing.TB, listen, to string) {
 			go func() { defer wg.Done(); _, _ = io.Copy(in, out); in.Close() }()
 		}
 	}()
+	return &Exposed{stop: stop}
 }
+
+// Exposed is one service Expose made reachable in the lab.
+type Exposed struct{ stop func() }
+
+// Close stops the service being reachable: the listener is closed and every connection
+// through it cut.
+func (e *Exposed) Close() { e.stop() }

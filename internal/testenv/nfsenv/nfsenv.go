@@ -133,11 +133,6 @@ func New(cfg Config) (*Server, error) {
 	if net.ParseIP(cfg.Addr).To4() == nil {
 		return nil, fmt.Errorf("nfsenv: Addr %q is not an IPv4 address", cfg.Addr)
 	}
-	for _, p := range []string{GaneshaPath, RpcbindPath, RpcinfoPath, ShowmountExe, "/usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so"} {
-		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("nfsenv: %v (install the Debian packages nfs-ganesha nfs-ganesha-vfs rpcbind nfs-common)", err)
-		}
-	}
 	if cfg.Pseudo == "" {
 		cfg.Pseudo = cfg.Export
 	}
@@ -152,6 +147,13 @@ func New(cfg Config) (*Server, error) {
 	// t.TempDir() directories are 0700.
 	if st.Mode().Perm()&0o005 != 0o005 {
 		return nil, fmt.Errorf("nfsenv: export %s has mode %v: root-squashed clients (nobody) cannot read it; chmod o+rx", cfg.Export, st.Mode().Perm())
+	}
+	// The caller's mistakes first, then the machine's: a bad Config is named the same on a
+	// machine without the packages.
+	for _, p := range []string{GaneshaPath, RpcbindPath, RpcinfoPath, ShowmountExe, "/usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so"} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("nfsenv: %v (install the Debian packages nfs-ganesha nfs-ganesha-vfs rpcbind nfs-common)", err)
+		}
 	}
 	s := &Server{cfg: cfg}
 	if err := os.MkdirAll(s.path("recovery"), 0o700); err != nil {

@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"encoding/json"
+	"image"
 	"image/color"
 	"path/filepath"
 	"regexp"
@@ -106,6 +107,15 @@ func TestScreendump(t *testing.T) {
 	}
 	if err := vm.Monitor().Type("\u00e9", 0); err == nil {
 		t.Error("Type of a character without a key succeeded")
+	}
+	// A click: QEMU takes the pointer's move and the button's press and release (the
+	// events' form is QMP's); a place off the screen is refused before QEMU sees it.
+	size := img.Bounds().Size()
+	if err := vm.Monitor().Click(image.Pt(size.X-1, 0), size); err != nil {
+		t.Errorf("Click: %v", err)
+	}
+	if err := vm.Monitor().Click(image.Pt(size.X, 0), size); err == nil {
+		t.Error("Click off the screen succeeded")
 	}
 	noDisplay := StartT(t, Config{Name: "nodisplay", Kernel: im.Path(testimage.Kernel), Initrd: im.Path(testimage.Initrd),
 		Append: "console=ttyS0 loglevel=1 rdinit=/bin/sh"})

@@ -76,3 +76,39 @@ func (vm *VM) Screendump(path string) (image.Image, error) {
 
 // Changed counts the pixels that differ between two screens: see screen.Changed.
 func Changed(a, b image.Image) int { return screen.Changed(a, b) }
+
+// absMax is the far end of an absolute pointer axis in QEMU's input events.
+const absMax = 0x7fff
+
+// Click moves the VM's pointer (its USB tablet: Config.Display) to at on a screen of
+// size and presses and releases the left button there, as a person's click. The press
+// and the release are two events apart, as a hand makes them.
+func (m *Monitor) Click(at image.Point, size image.Point) error {
+	if size.X <= 0 || size.Y <= 0 || !at.In(image.Rectangle{Max: size}) {
+		return fmt.Errorf("vmtest: Click at %v: not on a %dx%d screen", at, size.X, size.Y)
+	}
+	type axis struct {
+		Axis  string `json:"axis"`
+		Value int    `json:"value"`
+	}
+	type button struct {
+		Down   bool   `json:"down"`
+		Button string `json:"button"`
+	}
+	type event struct {
+		Type string `json:"type"`
+		Data any    `json:"data"`
+	}
+	send := func(events ...event) error {
+		_, err := m.Command("input-send-event", map[string]any{"events": events})
+		return err
+	}
+	if err := send(event{"abs", axis{"x", at.X * absMax / size.X}}, event{"abs", axis{"y", at.Y * absMax / size.Y}}); err != nil {
+		return err
+	}
+	if err := send(event{"btn", button{true, "left"}}); err != nil {
+		return err
+	}
+	time.Sleep(100 * time.Millisecond) // a click's length: the guest sees a press, then a release
+	return send(event{"btn", button{false, "left"}})
+}

@@ -112,7 +112,9 @@ type Config struct {
 	Disks []string
 
 	// Display gives the VM a standard VGA card (bochs-drm in a Linux guest), whose screen
-	// a test reads with Monitor().Screendump: nothing is shown on the host.
+	// a test reads with Monitor().Screendump: nothing is shown on the host; and a USB
+	// tablet, the pointer Monitor().Click moves to a place on that screen (a PS/2 mouse
+	// moves by relative steps, which the guest's pointer acceleration scales).
 	Display bool
 
 	MemoryMB int      // default 512
@@ -266,7 +268,7 @@ func qemuArgs(cfg Config, accel string) ([]string, error) {
 		"-serial", "chardev:con0",
 	}
 	if cfg.Display {
-		args = append(args, "-device", "VGA")
+		args = append(args, "-device", "VGA", "-device", "qemu-xhci", "-device", "usb-tablet")
 	}
 	if accel == "kvm" {
 		args = append(args, "-cpu", "host")

@@ -1,0 +1,1 @@
+../../bench-desktop/customize.d/90-autologin.sh
