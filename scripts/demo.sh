@@ -247,11 +247,14 @@ EOT
 }
 
 # start_serve [--now T]: overtime serve in the namespace (also to move the site's clock).
+# --insecure-http: the demo's PC reaches it over plain HTTP on the demo's own bridge, so
+# the desktop's login secrets (and the munge key) go that way too; a site serves TLS
+# (docs/node-agent.md "The channel").
 start_serve() {
 	# ip netns exec execs serve: $! is serve's own PID (a shell function in the background
 	# would be a subshell, and killing it would leave serve running).
 	ip netns exec "$NS" "$BIN" serve --listen "$SERVER_IP:8080" --boot-server bs1 --reload 5s --menu-timeout 2s \
-		--images-dir "$D/images" --files-dir "$D/files" --desktop-secrets "$D/desktop-secrets" --syslinux-dir /usr/lib/syslinux/modules/bios "$@" >> "$D/serve.log" 2>&1 &
+		--images-dir "$D/images" --files-dir "$D/files" --desktop-secrets "$D/desktop-secrets" --syslinux-dir /usr/lib/syslinux/modules/bios --insecure-http "$@" >> "$D/serve.log" 2>&1 &
 	echo $! > "$D/serve.pid"
 }
 

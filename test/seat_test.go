@@ -22,6 +22,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/unidir"
 	nodeseat "github.com/overtime-hpc/overtime/node-agent/seat"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
+	"github.com/overtime-hpc/overtime/vocab/client"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
@@ -53,7 +54,7 @@ func TestSeatStudentLogin(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(secrets, "bind-password"), []byte(bindPW+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.New(t, testenv.Options{API: api.Options{DesktopSecrets: secrets}})
+	env := testenv.New(t, testenv.Options{TLS: true, API: api.Options{DesktopSecrets: secrets}})
 	env.ApplyExample(t)
 	admin := env.Admin()
 	// Lab A prints on its room's server (a pool admin's setting).
@@ -70,11 +71,32 @@ func TestSeatStudentLogin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The credential file as `overtime host credential --out` writes it: the token and
+	// the pin of the site manager's CA (the environment serves TLS).
+	if cred.CAPin == "" || cred.CAPin != env.CAPin {
+		t.Fatalf("the credential pins %q, want the site's CA %s", cred.CAPin, env.CAPin)
+	}
 	tokenFile := filepath.Join(t.TempDir(), "agent.token")
-	if err := os.WriteFile(tokenFile, []byte(cred.Token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(client.Credential{Token: cred.Token, CAPin: cred.CAPin}.File()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	agent := bootlab.AgentBinary(t)
+	// The pinned credential never goes over plain HTTP, whatever URL the PC was given.
+	plain := "http://" + strings.TrimPrefix(env.HTTP.URL, "https://")
+	if out, err := exec.Command(agent, "seat-config", "--server", plain, "--token-file", tokenFile, "--root", t.TempDir(), "--wait", "5s").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "refusing plain HTTP") {
+		t.Fatalf("seat-config with a pinned credential and an http URL: %v\n%s", err, out)
+	}
+	// A PC whose credential pins another CA does not talk to this server (another
+	// site's server, or an impostor's, to such a PC).
+	otherPin := filepath.Join(t.TempDir(), "agent.token")
+	if err := os.WriteFile(otherPin, []byte(client.Credential{Token: cred.Token, CAPin: "sha256:" + strings.Repeat("0", 64)}.File()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(agent, "seat-config", "--server", env.HTTP.URL, "--token-file", otherPin, "--root", t.TempDir(), "--wait", "3s").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "does not come with the site's CA") {
+		t.Fatalf("seat-config pinned to another CA: %v\n%s", err, out)
+	}
 	// seatLogin runs the PC's boot step into a fresh root and returns it.
 	seatLogin := func() string {
 		t.Helper()

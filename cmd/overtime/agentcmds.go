@@ -21,6 +21,7 @@ import (
 
 	"github.com/overtime-hpc/overtime/internal/atomicfile"
 	"github.com/overtime-hpc/overtime/internal/cmdline"
+	"github.com/overtime-hpc/overtime/vocab/client"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
@@ -75,7 +76,7 @@ Site admins, and admins of the host's pool, may do this.`,
 				return err
 			}
 			if out != "" {
-				if err := writeSecretFile(out, cred.Token+"\n"); err != nil {
+				if err := writeSecretFile(out, client.Credential{Token: cred.Token, CAPin: cred.CAPin}.File()); err != nil {
 					return fmt.Errorf("the new credential of host %s could not be saved (issue it again): %w", host, err)
 				}
 				if g.output == "json" || g.output == "yaml" {

@@ -30,10 +30,12 @@ func run(t *testing.T, cmd *cobra.Command, args ...string) (string, error) {
 }
 
 func TestAgentCommands(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	// The site manager serves TLS with its CA at the end of the chain; the CLI trusts
+	// that CA (--ca-file), the credential file pins it.
+	env := testenv.New(t, testenv.Options{TLS: true})
 	env.ApplyExample(t)
 	t.Setenv("OVERTIME_PASSWORD", testenv.AdminPassword)
-	srv := []string{"--server", env.HTTP.URL, "--user", "admin"}
+	srv := []string{"--server", env.HTTP.URL, "--ca-file", env.CAFile, "--user", "admin"}
 	root := func(args ...string) (string, error) {
 		return run(t, newRoot(), append(append([]string{}, srv...), args...)...)
 	}
@@ -50,13 +52,16 @@ func TestAgentCommands(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file: %v %v", fi.Mode(), err)
 	}
-	tok, err := client.TokenFromFile(file)
-	if err != nil || !strings.HasPrefix(tok, "ot1.pc-b01.") {
-		t.Fatalf("token %q %v", tok, err)
+	cred, err := client.CredentialFromFile(file)
+	if err != nil || !strings.HasPrefix(cred.Token, "ot1.pc-b01.") || cred.CAPin != env.CAPin {
+		t.Fatalf("credential %+v %v, want a token and the pin %s", cred, err, env.CAPin)
 	}
-	agent := client.NewWithToken(env.HTTP.URL, tok)
+	agent, err := client.NewForAgent(env.HTTP.URL, cred)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if cfg, err := agent.AgentConfig(ctx); err != nil || cfg.Host != "pc-b01" {
-		t.Fatalf("agent with the token: %+v %v", cfg, err)
+		t.Fatalf("agent with the pinned credential: %+v %v", cfg, err)
 	}
 	// Issuing again replaces file and credential; no temporary file is left behind.
 	if _, err := root("host", "credential", "pc-b01", "--out", file); err != nil {
@@ -65,8 +70,10 @@ func TestAgentCommands(t *testing.T) {
 	if _, err := agent.AgentConfig(ctx); err == nil {
 		t.Fatal("the replaced token still works")
 	}
-	tok2, _ := client.TokenFromFile(file)
-	agent = client.NewWithToken(env.HTTP.URL, tok2)
+	cred2, _ := client.CredentialFromFile(file)
+	if agent, err = client.NewForAgent(env.HTTP.URL, cred2); err != nil {
+		t.Fatal(err)
+	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Fatalf("directory holds %v", entries)
 	}
@@ -74,7 +81,7 @@ func TestAgentCommands(t *testing.T) {
 	if err := os.Chmod(file, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.TokenFromFile(file); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+	if _, err := client.CredentialFromFile(file); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("world-readable token file: %v", err)
 	}
 	// --out into a missing directory fails before the credential is replaced.
@@ -91,8 +98,8 @@ func TestAgentCommands(t *testing.T) {
 		t.Fatalf("credential to stdout: %v %q", err, out)
 	}
 	out, err = root("-o", "json", "host", "credential", "pc-b02")
-	var cred wire.HostCredential
-	if err != nil || json.Unmarshal([]byte(out), &cred) != nil || cred.Host != "pc-b02" || !strings.HasPrefix(cred.Token, "ot1.pc-b02.") {
+	var issued wire.HostCredential
+	if err != nil || json.Unmarshal([]byte(out), &issued) != nil || issued.Host != "pc-b02" || !strings.HasPrefix(issued.Token, "ot1.pc-b02.") || issued.CAPin != env.CAPin {
 		t.Fatalf("credential -o json: %v %s", err, out)
 	}
 	out, err = root("host", "credential", "pc-b02", "--revoke")
@@ -163,7 +170,7 @@ func TestAgentCommands(t *testing.T) {
 	if err := agent.Heartbeat(ctx, wire.Heartbeat{Mode: "desktop", OwnerState: model.StateNoUser, Action: model.ActionRun, GuestState: "running", Pressure: 1.5}); err != nil {
 		t.Fatal(err)
 	}
-	g := &globals{server: env.HTTP.URL, user: "admin", output: "table"}
+	g := &globals{server: env.HTTP.URL, caFile: env.CAFile, user: "admin", output: "table"}
 	out, err = run(t, newAgentStatusCmd(g))
 	if err != nil || !strings.Contains(out, "HOST") || !strings.Contains(out, "pc-b01") || !strings.Contains(out, "no-user") || !strings.Contains(out, "1.5%") {
 		t.Fatalf("agent status: %v\n%s", err, out)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http"
 	"strings"
 	"time"
 
@@ -32,7 +31,11 @@ func (g *globals) names(collection string) []string {
 	if err != nil {
 		return nil
 	}
-	c := &client.Client{BaseURL: s.server, User: s.user, Password: s.password, HTTP: &http.Client{Timeout: completionTimeout}}
+	hc, err := s.httpClient(completionTimeout)
+	if err != nil {
+		return nil
+	}
+	c := &client.Client{BaseURL: s.server, User: s.user, Password: s.password, HTTP: hc}
 	var all []map[string]any
 	if _, err := c.Get("/api/v1/"+collection, nil, &all); err != nil {
 		return nil

@@ -4,12 +4,13 @@ package main
 //
 //	# ~/.config/overtime/config.yaml
 //	server: https://overtime.example.org
+//	ca-file: ~/.config/overtime/site-ca.pem       # a site CA; default: the system's roots
 //	user: alice
 //	password-file: ~/.config/overtime/password   # or, in a file of mode 0600 only:
 //	password: ...
 //
 // Each setting is taken from, in order: the command-line flag, the environment
-// ($OVERTIME_SERVER, $OVERTIME_USER, $OVERTIME_PASSWORD_FILE, $OVERTIME_PASSWORD), the
+// ($OVERTIME_SERVER, $OVERTIME_CA_FILE, $OVERTIME_USER, $OVERTIME_PASSWORD_FILE, $OVERTIME_PASSWORD), the
 // config file, the default. The file is --config, else $OVERTIME_CONFIG, else
 // $XDG_CONFIG_HOME/overtime/config.yaml (~/.config/overtime/config.yaml); only a file
 // named by --config or $OVERTIME_CONFIG must exist. A password written in the file itself
@@ -33,6 +34,7 @@ const defaultServer = "http://127.0.0.1:8080"
 // clientConfig is the config file's content.
 type clientConfig struct {
 	Server       string `yaml:"server"`
+	CAFile       string `yaml:"ca-file"`
 	User         string `yaml:"user"`
 	PasswordFile string `yaml:"password-file"`
 	Password     string `yaml:"password"`
@@ -40,7 +42,7 @@ type clientConfig struct {
 
 // clientSettings are the resolved connection settings.
 type clientSettings struct {
-	server, user, password string
+	server, caFile, user, password string
 }
 
 // given reports whether the flag name was given on the command line. A globals built
@@ -49,7 +51,7 @@ func (g *globals) given(name string) bool {
 	if g.flags != nil {
 		return g.flags.Changed(name)
 	}
-	v := map[string]string{"server": g.server, "user": g.user, "password-file": g.passwordFile, "config": g.configFile}[name]
+	v := map[string]string{"server": g.server, "ca-file": g.caFile, "user": g.user, "password-file": g.passwordFile, "config": g.configFile}[name]
 	return v != ""
 }
 
@@ -102,6 +104,7 @@ func loadConfig(path string, required bool) (*clientConfig, error) {
 		}
 	}
 	cfg.PasswordFile = expandHome(cfg.PasswordFile)
+	cfg.CAFile = expandHome(cfg.CAFile)
 	return cfg, nil
 }
 
@@ -138,6 +141,7 @@ func (g *globals) resolve(prompt bool) (clientSettings, error) {
 	}
 	s := clientSettings{
 		server: pick("server", g.server, "OVERTIME_SERVER", cfg.Server, defaultServer),
+		caFile: pick("ca-file", g.caFile, "OVERTIME_CA_FILE", cfg.CAFile, ""),
 		user:   pick("user", g.user, "OVERTIME_USER", cfg.User, ""),
 	}
 	// The password: a file from the flag or the environment, the password in the

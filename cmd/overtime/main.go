@@ -9,7 +9,10 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -30,6 +33,7 @@ func main() {
 
 type globals struct {
 	server       string
+	caFile       string
 	user         string
 	passwordFile string
 	output       string
@@ -77,6 +81,7 @@ func newRootGlobals() (*cobra.Command, *globals) {
 	pf := root.PersistentFlags()
 	g.flags = pf
 	pf.StringVar(&g.server, "server", defaultServer, "site manager URL ($OVERTIME_SERVER, config file)")
+	pf.StringVar(&g.caFile, "ca-file", "", "PEM file of the CA that signed the site manager's certificate, trusted instead of the system's roots ($OVERTIME_CA_FILE, config file)")
 	pf.StringVar(&g.user, "user", "", "directory user ($OVERTIME_USER, config file)")
 	pf.StringVar(&g.passwordFile, "password-file", "", "file holding the password ($OVERTIME_PASSWORD_FILE, else $OVERTIME_PASSWORD, config file, else a prompt on a terminal)")
 	pf.StringVar(&g.configFile, "config", "", "client config file ($OVERTIME_CONFIG, else $XDG_CONFIG_HOME/overtime/config.yaml)")
@@ -129,7 +134,30 @@ func (g *globals) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client.Client{BaseURL: s.server, User: s.user, Password: s.password}, nil
+	hc, err := s.httpClient(60 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &client.Client{BaseURL: s.server, User: s.user, Password: s.password, HTTP: hc}, nil
+}
+
+// httpClient is the HTTP client of the settings: the system's roots, or the CA of
+// --ca-file alone.
+func (s clientSettings) httpClient(timeout time.Duration) (*http.Client, error) {
+	if s.caFile == "" {
+		return &http.Client{Timeout: timeout}, nil
+	}
+	b, err := os.ReadFile(s.caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-file: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", s.caFile)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: t, Timeout: timeout}, nil
 }
 
 // readSecret is a secret from file if given, else from the environment variable env.

@@ -22,6 +22,7 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/sitemgmt/trustproxy"
+	"github.com/overtime-hpc/overtime/vocab/capin"
 )
 
 type ldapFlags struct {
@@ -63,6 +64,7 @@ func newServeCmd() *cobra.Command {
 		stagedPerUser       string
 		stagingTTL          time.Duration
 		trustedProxy        string
+		insecureHTTP        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -112,7 +114,26 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 			}()
 			opt := api.Options{BootServer: bootServer, MenuTimeout: menu, Log: log,
 				ImagesDir: imagesDir, FilesDir: filesDir, SyslinuxDir: syslinuxDir, MungeKeyFile: mungeKey, UploadsPerUser: uploadsPerUser,
-				StagingTTL: stagingTTL, DesktopSecrets: desktopSecrets}
+				StagingTTL: stagingTTL, DesktopSecrets: desktopSecrets, InsecureHTTP: insecureHTTP}
+			if (tlsCert == "") != (tlsKey == "") {
+				return cmdline.Usagef("--tls-cert and --tls-key go together")
+			}
+			if tlsCert != "" {
+				// The CA at the end of the chain is what PCs pin (vocab/capin): every host
+				// credential issued here carries it.
+				chain, err := os.ReadFile(tlsCert)
+				if err != nil {
+					return fmt.Errorf("--tls-cert: %w", err)
+				}
+				if opt.CAPin, err = capin.FromChainPEM(chain); err != nil {
+					return fmt.Errorf("--tls-cert %s: %w", tlsCert, err)
+				}
+				if opt.CAPin != "" {
+					log.Info("TLS: host credentials issued here pin the site's CA", "caPin", opt.CAPin)
+				} else {
+					log.Warn("--tls-cert does not end with a CA certificate: host credentials issued here pin no CA, and agents check this server against the system's roots", "file", tlsCert)
+				}
+			}
 			if desktopSecrets != "" {
 				// A wrong path fails the start, not the first PC's login screen.
 				if fi, err := os.Stat(desktopSecrets); err != nil || !fi.IsDir() {
@@ -197,8 +218,9 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 	f.BoolVar(&watch, "watch", true, "follow the directory's changes as they happen (RFC 4533 persistent search; needs the syncprov overlay)")
 	f.DurationVar(&menu, "menu-timeout", 5*time.Second, "boot menu timeout before the scheduled mode boots")
 	f.StringVar(&now, "now", "", "pretend the current time is this RFC 3339 instant (demos, tests)")
-	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (API passwords travel in Basic auth)")
+	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate chain: the server's certificate, any intermediates, and the site's CA last (node agents pin that CA: docs/node-agent.md \"The channel\")")
 	f.StringVar(&tlsKey, "tls-key", "", "key for --tls-cert")
+	f.BoolVar(&insecureHTTP, "insecure-http", false, "labs only: hand node agents the cluster's munge key and desktop login secrets over plain HTTP (without it they go over TLS only: --tls-cert, or a trusted proxy's https)")
 	f.StringVar(&mungeKey, "munge-key", "", "the cluster's munge key, handed to node agents for their compute guests (never baked into images)")
 	f.StringVar(&desktopSecrets, "desktop-secrets", "", "directory of the desktops' login secrets: bind-password, keytabs/HOST.keytab (docs/desktop.md); each PC gets its own with its login configuration")
 	f.StringVar(&imagesDir, "images-dir", "", "serve published images' kernels and initrds from this tree (the NFS export root)")

@@ -12,7 +12,10 @@ package testenv
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -22,10 +25,12 @@ import (
 	"github.com/overtime-hpc/overtime/internal/slapdenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/slapdtest"
+	"github.com/overtime-hpc/overtime/internal/testenv/unidir"
 	"github.com/overtime-hpc/overtime/sitemgmt/api"
 	"github.com/overtime-hpc/overtime/sitemgmt/ldapstore"
 	"github.com/overtime-hpc/overtime/sitemgmt/service"
 	"github.com/overtime-hpc/overtime/sitemgmt/sitefile"
+	"github.com/overtime-hpc/overtime/vocab/capin"
 	"github.com/overtime-hpc/overtime/vocab/client"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
@@ -45,6 +50,8 @@ type Env struct {
 	// ImagesDir is the image store the API serves and accepts uploads into
 	// (Options.API.ImagesDir; "" when the test gave none).
 	ImagesDir string
+	// CAFile and CAPin are the test's site CA and its pin when Options.TLS ("" else).
+	CAFile, CAPin string
 }
 
 // Options tune New.
@@ -53,6 +60,11 @@ type Options struct {
 	Wrap     func(c *client.Client) // e.g. install an OpenAPI-validating transport
 	Timezone string
 	API      api.Options // boot file directories etc.; Now and Log are set by New
+	// TLS serves the API over HTTPS with a certificate for 127.0.0.1 from a CA made for
+	// the test, the CA at the end of the chain (as `overtime serve --tls-cert` is given
+	// it): host credentials issued then pin it (api.Options.CAPin). Env.CAFile is the
+	// CA's certificate; Env.Client trusts it.
+	TLS bool
 }
 
 // RepoRoot finds the repository root (the directory holding go.mod).
@@ -114,18 +126,63 @@ func New(t testing.TB, opt Options) *Env {
 	now := opt.Now
 	aopt := opt.API
 	aopt.Now, aopt.Log = func() time.Time { return now }, log
+	var cert tls.Certificate
+	var caFile string
+	var roots *x509.CertPool
+	if opt.TLS {
+		cert, caFile, aopt.CAPin = siteCert(t)
+		roots = x509.NewCertPool()
+		b, _ := os.ReadFile(caFile)
+		roots.AppendCertsFromPEM(b)
+	}
 	srv := api.New(svc, aopt)
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewUnstartedServer(srv)
+	if opt.TLS {
+		hs.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+		hs.StartTLS()
+	} else {
+		hs.Start()
+	}
 	t.Cleanup(hs.Close)
-	e := &Env{Slapd: sl, Store: store, Svc: svc, API: srv, HTTP: hs, Now: now, ImagesDir: aopt.ImagesDir}
+	e := &Env{Slapd: sl, Store: store, Svc: svc, API: srv, HTTP: hs, Now: now, ImagesDir: aopt.ImagesDir, CAFile: caFile, CAPin: aopt.CAPin}
 	e.Client = func(user, password string) *client.Client {
 		c := &client.Client{BaseURL: hs.URL, User: user, Password: password}
+		if roots != nil {
+			c.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: time.Minute}
+		}
 		if opt.Wrap != nil {
 			opt.Wrap(c)
 		}
 		return c
 	}
 	return e
+}
+
+// siteCert makes the test's site CA and the server's certificate for 127.0.0.1: the
+// chain (server, then CA) with its key, the CA's certificate file and its pin.
+func siteCert(t testing.TB) (tls.Certificate, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	ca := unidir.NewCA(t, dir, "site-ca")
+	certFile, keyFile := ca.Issue(t, dir, "site-manager")
+	leaf, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := append(leaf, []byte(ca.PEM(t))...)
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(chain, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin, err := capin.FromChainPEM(chain)
+	if err != nil || pin == "" {
+		t.Fatalf("the test's chain pins no CA: %q %v", pin, err)
+	}
+	return cert, ca.CertPEM, pin
 }
 
 // Admin is a client logged in as the site admin.

@@ -75,11 +75,18 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 			if !cmd.Flags().Changed("token-file") {
 				tokenFile = TokenFile(os.Getenv("CREDENTIALS_DIRECTORY"))
 			}
-			token, err := client.TokenFromFile(tokenFile)
+			cred, err := client.CredentialFromFile(tokenFile)
 			if err != nil {
 				return err
 			}
-			log.Info("host credential", "file", tokenFile)
+			site, err := client.NewForAgent(*server, cred)
+			if err != nil {
+				return err
+			}
+			log.Info("host credential", "file", tokenFile, "caPin", cred.CAPin)
+			if strings.HasPrefix(*server, "http:") {
+				log.Warn("the host credential goes to the site manager in clear: plain HTTP (docs/node-agent.md \"The channel\")", "server", *server)
+			}
 			if mac == "" {
 				if mac, err = agent.DefaultMAC(); err != nil {
 					return err
@@ -127,7 +134,6 @@ while the site manager is unreachable. Metrics on --listen /metrics.`,
 			// rendered: the configuration then says whether the PC must restart to follow
 			// its schedule. Absent on a PC Overtime did not boot: never restarted by one.
 			booted, exam := BootedFrom(cmdlineFile)
-			site := client.NewWithToken(*server, token)
 			site.BootedMode, site.BootedExam = booted, exam
 			if booted != "" {
 				log.Info("booted by Overtime", "mode", booted, "exam", exam)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overtime-hpc/overtime/node-agent/seat"
+	"github.com/overtime-hpc/overtime/vocab/capin"
 	"github.com/overtime-hpc/overtime/vocab/client"
 )
 
@@ -46,12 +47,16 @@ still succeeds: the PC boots, and says why. --status prints that line.`,
 			if !cmd.Flags().Changed("token-file") {
 				tokenFile = TokenFile(os.Getenv("CREDENTIALS_DIRECTORY"))
 			}
-			token, err := client.TokenFromFile(tokenFile)
+			cred, err := client.CredentialFromFile(tokenFile)
 			if err != nil {
 				_ = seat.Say(root, "This PC has no usable host credential ("+err.Error()+"): it cannot ask the site manager how university accounts log in. Administrators: enrol it (docs/node-agent.md \"Host credential\").")
 				return err
 			}
-			site := client.NewWithToken(*server, token)
+			site, err := client.NewForAgent(*server, cred)
+			if err != nil {
+				_ = seat.Say(root, "This PC cannot reach the site manager safely ("+err.Error()+"): university logins are not configured.")
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 			defer cancel()
 			for {
@@ -74,6 +79,13 @@ still succeeds: the PC boots, and says why. --status prints that line.`,
 					return nil
 				}
 				var apiErr *client.APIError
+				var notOurs *capin.MismatchError
+				if errors.As(err, &notOurs) {
+					// The server at the URL is not the site's: asking it again will not
+					// change its certificate.
+					_ = seat.Say(root, "The server at "+*server+" is not this site's site manager ("+err.Error()+"): university logins are not configured. Administrators: check the boot server's URL and the site manager's certificate.")
+					return fmt.Errorf("seat-config: %w", err)
+				}
 				if errors.As(err, &apiErr) && apiErr.Status < 500 {
 					// Refused (a revoked credential, an unknown host): asking again will
 					// not help, and saying so is the useful thing.

@@ -193,7 +193,7 @@ func (s *Server) createCredential(w http.ResponseWriter, r *http.Request) {
 	s.hostAuth.forget(name)
 	s.opt.Log.Info("host credential issued", "host", name, "by", principal(r).UID)
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, wire.HostCredential{Host: name, Token: tok, Created: s.opt.Now().UTC().Truncate(time.Second)})
+	writeJSON(w, http.StatusCreated, wire.HostCredential{Host: name, Token: tok, CAPin: s.opt.CAPin, Created: s.opt.Now().UTC().Truncate(time.Second)})
 }
 
 func (s *Server) revokeCredential(w http.ResponseWriter, r *http.Request) {
@@ -259,6 +259,18 @@ func (s *Server) agentRequest(booted resolve.Running, byAgent bool) service.Agen
 // must not be baked into an image: the munge key (Options.MungeKeyFile, read at each
 // request so that a rotated key is handed out at once). Only to the host itself, and only
 // while its schedule gives it a compute guest.
+// secretChannel says whether a secret may go to r's client, and answers 403 when not:
+// over TLS (this server's own, or a trusted proxy's) always, over plain HTTP only in a
+// lab that chose it (Options.InsecureHTTP). Checked after the principal, so that the
+// answer says nothing to whoever may not have the secret anyway.
+func (s *Server) secretChannel(w http.ResponseWriter, r *http.Request, what string) bool {
+	if s.opt.InsecureHTTP || s.opt.TrustedProxies.TLS(r) {
+		return true
+	}
+	writeError(w, http.StatusForbidden, what+" go to agents over TLS only, and this request came over plain HTTP: serve the API with --tls-cert (docs/node-agent.md \"The channel\"), or, in a lab, start overtime serve with --insecure-http")
+	return false
+}
+
 func (s *Server) guestSecrets(w http.ResponseWriter, r *http.Request) {
 	host, err := principal(r).CheckGuestSecrets()
 	if err != nil {
@@ -267,6 +279,9 @@ func (s *Server) guestSecrets(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.opt.MungeKeyFile == "" {
 		writeError(w, http.StatusNotFound, "this site manager hands out no guest secrets: start overtime serve with --munge-key FILE")
+		return
+	}
+	if !s.secretChannel(w, r, "guest secrets (the cluster's munge key)") {
 		return
 	}
 	if _, err := s.svc.Hosts.GuestSecretsFor(host, s.agentRequest(resolve.Running{}, false)); err != nil {
@@ -301,6 +316,11 @@ func (s *Server) seatConfig(w http.ResponseWriter, r *http.Request) {
 	out, err := s.svc.Hosts.SeatConfig(host, s.agentRequest(resolve.Running{}, false), seatconf.SecretDir(s.opt.DesktopSecrets))
 	if err != nil {
 		s.serviceError(w, err)
+		return
+	}
+	// A configuration without a secret (an anonymous directory, no keytab) may go over
+	// plain HTTP; one with the bind password or the PC's keytab may not.
+	if out.Secret && !s.secretChannel(w, r, "desktop login secrets (the directory's bind password, the PC's keytab)") {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")

@@ -995,15 +995,19 @@ func TestAgentBodyBudget(t *testing.T) {
 }
 
 // TestGuestSecrets: the munge key goes only to a host's own credential, only while its
-// mode runs a compute guest, and only from a site manager given one.
+// mode runs a compute guest, only from a site manager given one, and only over TLS
+// (unless the lab said --insecure-http); a credential issued over TLS pins the CA.
 func TestGuestSecrets(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "munge.key")
 	if err := os.WriteFile(keyFile, []byte("0123456789abcdef munge"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.New(t, testenv.Options{API: api.Options{MungeKeyFile: keyFile}})
+	env := testenv.New(t, testenv.Options{TLS: true, API: api.Options{MungeKeyFile: keyFile}})
 	env.ApplyExample(t)
 	admin := env.Admin()
+	if cred, err := admin.CreateHostCredential(ctx, "pc-b02"); err != nil || cred.CAPin != env.CAPin || env.CAPin == "" {
+		t.Fatalf("a credential issued over TLS: %+v %v, want the pin %s", cred, err, env.CAPin)
+	}
 	var mode model.Mode
 	if _, err := admin.Get("/api/v1/modes/desktop", nil, &mode); err != nil {
 		t.Fatal(err)
@@ -1033,10 +1037,31 @@ func TestGuestSecrets(t *testing.T) {
 		t.Fatalf("host without a guest: %v", err)
 	}
 	// A site manager without a key says so.
-	env2 := testenv.New(t, testenv.Options{})
+	env2 := testenv.New(t, testenv.Options{TLS: true})
 	env2.ApplyExample(t)
 	if _, err := hostClient(env2, issue(t, env2.Admin(), "pc-b01")).GuestSecrets(ctx); status(err) != http.StatusNotFound || !strings.Contains(err.Error(), "--munge-key") {
 		t.Fatalf("no key configured: %v", err)
+	}
+	// Over plain HTTP: refused, unless the lab chose it; a credential issued there pins
+	// nothing.
+	for _, insecure := range []bool{false, true} {
+		env := testenv.New(t, testenv.Options{API: api.Options{MungeKeyFile: keyFile, InsecureHTTP: insecure}})
+		env.ApplyExample(t)
+		mode.Guest = &model.Guest{Image: "compute-guest", Backend: model.BackendContainer}
+		if err := env.Admin().Send("PUT", "/api/v1/modes/desktop", nil, mode, nil); err != nil {
+			t.Fatal(err)
+		}
+		cred, err := env.Admin().CreateHostCredential(ctx, "pc-b01")
+		if err != nil || cred.CAPin != "" {
+			t.Fatalf("a credential issued over plain HTTP: %+v %v", cred, err)
+		}
+		sec, err := hostClient(env, cred.Token).GuestSecrets(ctx)
+		switch {
+		case insecure && (err != nil || string(sec.MungeKey) != "0123456789abcdef munge"):
+			t.Errorf("--insecure-http: %v %+v", err, sec)
+		case !insecure && (status(err) != http.StatusForbidden || !strings.Contains(err.Error(), "over TLS only") || !strings.Contains(err.Error(), "--insecure-http")):
+			t.Errorf("plain HTTP: %v, want 403 naming TLS and --insecure-http", err)
+		}
 	}
 }
 

@@ -82,6 +82,13 @@ type Options struct {
 	// are believed (`overtime serve --trusted-proxy`): the client address the login
 	// throttle counts, and whether the UI's session cookie is Secure. Nobody by default.
 	TrustedProxies trustproxy.Proxies
+	// CAPin is the pin of the CA that ends this server's TLS chain (vocab/capin; `overtime
+	// serve --tls-cert`): written into every host credential issued here, so that the PC
+	// sends its token only over TLS to a server that CA vouches for. Empty: none.
+	CAPin string
+	// InsecureHTTP hands guest secrets and desktop login secrets to agents over plain
+	// HTTP (`overtime serve --insecure-http`, labs only); otherwise they go over TLS only.
+	InsecureHTTP bool
 }
 
 // Server serves the API and boot endpoints.

@@ -51,17 +51,32 @@ func newSpecChecker(t testing.TB) *specChecker {
 	return &specChecker{t: t, doc: doc, router: router, seen: map[string]bool{}}
 }
 
+// wrap checks cl's requests and answers against the spec, sent through the transport
+// cl had (a TLS environment's trusts the test's CA).
 func (c *specChecker) wrap(cl *client.Client) {
-	cl.HTTP = &http.Client{Transport: c}
+	base := http.DefaultTransport
+	if cl.HTTP != nil && cl.HTTP.Transport != nil {
+		base = cl.HTTP.Transport
+	}
+	cl.HTTP = &http.Client{Transport: checkedTransport{c, base}}
 }
 
-func (c *specChecker) RoundTrip(req *http.Request) (*http.Response, error) {
+type checkedTransport struct {
+	c    *specChecker
+	base http.RoundTripper
+}
+
+func (t checkedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.c.roundTrip(t.base, req)
+}
+
+func (c *specChecker) roundTrip(base http.RoundTripper, req *http.Request) (*http.Response, error) {
 	var reqBody []byte
 	if req.Body != nil {
 		reqBody, _ = io.ReadAll(req.Body)
 		req.Body = io.NopCloser(bytes.NewReader(reqBody))
 	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
+	resp, err := base.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}

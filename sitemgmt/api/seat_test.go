@@ -36,6 +36,7 @@ func runSeatSuite(t *testing.T, opt testenv.Options) {
 		}
 	}
 	opt.API.DesktopSecrets = secrets
+	opt.TLS = true
 	env := testenv.New(t, opt)
 	env.ApplyExample(t)
 	admin := env.Admin()

@@ -160,6 +160,7 @@ func Render(s Seat, host, pool string, sec Secrets) (*wire.SeatConfig, error) {
 	if d.Provider != model.LoginLDAP {
 		out.Files = append(out.Files, wire.SeatFile{Path: wire.SeatKrb5Conf, Mode: 0o644, Content: krb5Conf(d, host, pool)})
 	}
+	out.Secret = len(sec.Keytab) > 0 || (d.BindDN != "" && sec.BindPassword != "")
 	return out, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/overtime-hpc/overtime/vocab/capin"
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
@@ -37,26 +38,85 @@ func (c *Client) SeatConfig(ctx context.Context) (*wire.SeatConfig, error) {
 
 // Heartbeat, need a client made with NewWithToken; the others are for people.
 
-// TokenFromFile reads a host credential file (one line, as `overtime host credential
-// --out` writes it). It refuses a file that other users may read: the token is the host's
-// only proof of identity.
-func TokenFromFile(path string) (string, error) {
+// Credential is a host credential file as `overtime host credential --out` writes it:
+// the token on the first line and, when the site manager serves TLS with its CA at the
+// end of its chain, a line "ca-pin sha256:HEX" (vocab/capin): the CA this PC trusts.
+type Credential struct {
+	Token string
+	CAPin string // "" when the file pins no CA
+}
+
+// CAPinKey starts the credential file's CA pin line.
+const CAPinKey = "ca-pin"
+
+// File is the credential file's text.
+func (c Credential) File() string {
+	s := c.Token + "\n"
+	if c.CAPin != "" {
+		s += CAPinKey + " " + c.CAPin + "\n"
+	}
+	return s
+}
+
+// CredentialFromFile reads a host credential file. It refuses a file that other users
+// may read: the token is the host's only proof of identity.
+func CredentialFromFile(path string) (Credential, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return "", fmt.Errorf("host credential: %w", err)
+		return Credential{}, fmt.Errorf("host credential: %w", err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("host credential %s is readable by others (mode %#o): chmod 600 it", path, fi.Mode().Perm())
+		return Credential{}, fmt.Errorf("host credential %s is readable by others (mode %#o): chmod 600 it", path, fi.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("host credential: %w", err)
+		return Credential{}, fmt.Errorf("host credential: %w", err)
 	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
-		return "", fmt.Errorf("host credential %s: expected one line holding the token", path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	c := Credential{Token: strings.TrimSpace(lines[0])}
+	if c.Token == "" || strings.ContainsAny(c.Token, " \t\r") {
+		return Credential{}, fmt.Errorf("host credential %s: expected the token on its first line", path)
 	}
-	return tok, nil
+	for i, l := range lines[1:] {
+		key, val, _ := strings.Cut(strings.TrimSpace(l), " ")
+		if key != CAPinKey || c.CAPin != "" {
+			return Credential{}, fmt.Errorf("host credential %s line %d: expected %q followed by the pin, once", path, i+2, CAPinKey)
+		}
+		if err := capin.Check(strings.TrimSpace(val)); err != nil {
+			return Credential{}, fmt.Errorf("host credential %s line %d: %w", path, i+2, err)
+		}
+		c.CAPin = strings.TrimSpace(val)
+	}
+	return c, nil
+}
+
+// NewForAgent is the node agent's client of the site manager at serverURL, with its
+// host credential: the one place that decides how an agent may reach its server. A
+// credential that pins the site's CA is sent over TLS only, to a server whose
+// certificate that CA signed (capin.TLSConfig); never over plain HTTP, whatever the
+// URL (which the PC learnt from an unauthenticated boot chain) says. Without a pin,
+// https uses the system's roots, and plain HTTP goes (a lab's: the token then crosses
+// the network in clear, and the site manager hands no secret over it unless it was
+// started with --insecure-http).
+func NewForAgent(serverURL string, cred Credential) (*Client, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("site manager URL %q: expected https://HOST[:PORT]", serverURL)
+	}
+	c := NewWithToken(serverURL, cred.Token)
+	switch {
+	case u.Scheme == "https" && cred.CAPin != "":
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = capin.TLSConfig(cred.CAPin, u.Hostname())
+		c.HTTP = &http.Client{Transport: t, Timeout: 60 * time.Second}
+	case u.Scheme == "https":
+	case u.Scheme == "http" && cred.CAPin != "":
+		return nil, fmt.Errorf("refusing plain HTTP to %s: this PC's credential pins the site's CA (%s), so it goes over https only", serverURL, cred.CAPin)
+	case u.Scheme == "http":
+	default:
+		return nil, fmt.Errorf("site manager URL %q: expected https://HOST[:PORT]", serverURL)
+	}
+	return c, nil
 }
 
 func (c *Client) getCtx(ctx context.Context, path string, query url.Values, out any) error {

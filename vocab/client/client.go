@@ -30,7 +30,7 @@ type Client struct {
 }
 
 // NewWithToken is a client for a node agent: it authenticates with the host's bearer
-// token (`overtime host credential HOST --out FILE` issues it; TokenFromFile reads it).
+// token (`overtime host credential HOST --out FILE` issues it; CredentialFromFile reads it, NewForAgent makes the client).
 func NewWithToken(baseURL, token string) *Client {
 	return &Client{BaseURL: baseURL, Token: token}
 }

@@ -375,8 +375,11 @@ type AgentStatus struct {
 // HostCredential is the answer of POST /api/v1/hosts/{name}/credential: the host's new
 // bearer token, shown this once (the directory keeps only its SHA-256).
 type HostCredential struct {
-	Host    string    `json:"host"`
-	Token   string    `json:"token"`
+	Host  string `json:"host"`
+	Token string `json:"token"`
+	// CAPin is the pin of the site manager's TLS CA (vocab/capin) the PC is to trust,
+	// when the server serves TLS with its CA: the credential file's second line.
+	CAPin   string    `json:"caPin,omitempty"`
 	Created time.Time `json:"created"`
 }
 
@@ -418,6 +421,9 @@ type SeatConfig struct {
 	// default ports), for the agent to check that one answers from this PC: if none
 	// does, it says so at the login screen instead of letting every login fail.
 	Directory []string `json:"directory,omitempty"`
+	// Secret: Files hold a secret (the directory's bind password, the PC's keytab), so
+	// the site manager sends them over TLS only. Never sent: the server's own note.
+	Secret bool `json:"-"`
 }
 
 // SeatFile is one file of a SeatConfig. Path is one of SeatFiles; an agent writes

@@ -35,6 +35,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/libvirtenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
+	"github.com/overtime-hpc/overtime/vocab/client"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
@@ -77,7 +78,9 @@ func Start(t testing.TB, opt Options) *Lab {
 	img := testimage.Get(t)
 	l := &Lab{T: t, opt: opt, Dir: t.TempDir(), Bin: bootlab.AgentBinary(t)}
 	l.sum, l.size = SHA256File(t, img.Path(testimage.Root))
-	l.Env = testenv.New(t, testenv.Options{})
+	// The site manager serves TLS with the site's CA, and the agent's credential pins it:
+	// the channel of a site (docs/node-agent.md "The channel").
+	l.Env = testenv.New(t, testenv.Options{TLS: true})
 	l.PutSite(opt.Policy)
 	if opt.Backend == model.BackendQEMU {
 		l.Libvirt = libvirtenv.Start(t, nil)
@@ -96,7 +99,10 @@ func Start(t testing.TB, opt Options) *Lab {
 		t.Fatal(err)
 	}
 	tokenFile := filepath.Join(l.Dir, "agent.token")
-	if err := os.WriteFile(tokenFile, []byte(cred.Token+"\n"), 0o600); err != nil {
+	if cred.CAPin == "" {
+		t.Fatal("the credential pins no CA")
+	}
+	if err := os.WriteFile(tokenFile, []byte(client.Credential{Token: cred.Token, CAPin: cred.CAPin}.File()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	utmp := filepath.Join(l.Dir, "utmp")
