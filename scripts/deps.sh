@@ -49,6 +49,8 @@ cd "$(dirname "$0")/.."
 #   nftables               nft: the exam network's ruleset loaded in network namespaces (node-agent/examfw)
 #   tesseract-ocr          reads the words on a booted PC's screen (internal/screen.Text): the
 #                          greeter's notice is checked by what it says, not by its pixels
+#   samba smbclient        a throwaway SMB home server (internal/testenv/smbtest) for CIFS homes,
+#                          and the client its own test checks it with
 PKGS=(slapd ldap-utils openssl dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
@@ -57,7 +59,7 @@ PKGS=(slapd ldap-utils openssl dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
 	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils chromium
 	sssd-ldap sssd-krb5 libnss-sss libpam-sss pamtester krb5-kdc krb5-admin-server krb5-user
-	cups-daemon cups-client nftables tesseract-ocr)
+	cups-daemon cups-client nftables tesseract-ocr samba smbclient)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -73,7 +75,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	$SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
 	# policy-rc.d keeps package scripts from starting system services (munge, slapd,
-	# ganesha, sssd, krb5kdc, kadmind) that tests would then collide with.
+	# ganesha, sssd, krb5kdc, kadmind, smbd) that tests would then collide with.
 	if [ ! -e /usr/sbin/policy-rc.d ]; then
 		printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
 		$SUDO chmod +x /usr/sbin/policy-rc.d
@@ -82,7 +84,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 	$SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# No system sssd, KDC, kadmind or cupsd may run: tests start private ones, and a system sssd would
+# No system sssd, KDC, kadmind, cupsd or smbd may run: tests start private ones, and a system sssd would
 # answer the host's own lookups through the `sss` entries libnss-sss added. policy-rc.d kept
 # the packages from starting them; this also covers a host where they were enabled and
 # started anyway (systemd units and sockets at boot, a policy-rc.d that allowed it).
@@ -91,14 +93,14 @@ SUDO=""
 if [ -d /run/systemd/system ]; then
 	for u in sssd.service sssd-nss.socket sssd-pam.socket sssd-pam-priv.socket sssd-autofs.socket \
 		sssd-ssh.socket sssd-sudo.socket sssd-pac.socket krb5-kdc.service krb5-admin-server.service \
-		cups.service cups.socket cups.path; do
+		cups.service cups.socket cups.path smbd.service nmbd.service samba-ad-dc.service; do
 		if systemctl -q is-enabled "$u" 2>/dev/null || systemctl -q is-active "$u" 2>/dev/null; then
 			echo "deps: disabling and stopping system $u"
 			$SUDO systemctl disable -q --now "$u"
 		fi
 	done
 else
-	for s in sssd:sssd krb5kdc:krb5-kdc kadmind:krb5-admin-server cupsd:cups; do
+	for s in sssd:sssd krb5kdc:krb5-kdc kadmind:krb5-admin-server cupsd:cups smbd:smbd nmbd:nmbd; do
 		if pidof "${s%%:*}" >/dev/null && [ -x "/etc/init.d/${s#*:}" ]; then
 			echo "deps: stopping system ${s%%:*}"
 			$SUDO "/etc/init.d/${s#*:}" stop

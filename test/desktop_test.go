@@ -221,6 +221,9 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	}
 	l.MustRun("pool", "set", "lab", "--policy-file", policy)
 	l.RestartServe("2026-12-02T11:48:00+01:00")
+	// The university moves its homes to its SMB file server, as an Active Directory site
+	// keeps them (the PC takes it at its next boot, the lecture's).
+	cifsHomes(t, l)
 	l.MustRun("schedule", "add", "--host", "desk1", "wed 11:50-13:00 lecture")
 	// The student left their session long ago: its notifications say that the PC switches
 	// at their logout and that the session ends soon; the console session ends, the agent
@@ -236,10 +239,12 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	l.MustRun("pool", "set", "lab", "--policy-file", policy)
 	expect(`reboot: Restarting system`, 5*time.Minute)
 
-	// In the lecture's slot: the student gets the course VM as their session, full screen.
+	// In the lecture's slot: the student's home comes over SMB now, and they get the
+	// course VM as their session, full screen.
 	expect(`Overtime: desk1 mode lecture\b`, desktopBootWithin)
 	expect(`Welcome to .*Debian GNU/Linux 12`, desktopBootWithin)
 	consoleLogin(t, vm, expect, "ldap-pw")
+	checkCIFSHome(t, vm, homes)
 	checkCourseVMSession(t, g)
 	// Outside an exam the campus network is open.
 	if got := reach(t, g, otherServer); !strings.Contains(got, "OTHER-SERVER") {

@@ -83,10 +83,13 @@ func checkExam(t *testing.T, g *graphicalSeat, expect func(string, time.Duration
 	g.waitSession("LightDM's greeter in the exam", "lightdm", "greeter", greeterWithin)
 	g.waitDrawn("exam-greeter", greeterWithin)
 	var state string
+	// In force means all of it: SysRq off, Ctrl-Alt-Del masked and logind ignoring the
+	// power key (it reads its drop-in on SIGHUP, in its own time).
 	bootlab.Eventually(t, "the exam's lockdown in force", 3*time.Minute, func() bool {
-		out, err := g.vm.Console.Run("test -e /run/overtime/exam && cat /proc/sys/kernel/sysrq /sys/class/tty/tty0/active && dm-tool list-seats", time.Minute)
+		out, err := g.vm.Console.Run("test -e /run/overtime/exam && cat /proc/sys/kernel/sysrq /sys/class/tty/tty0/active && dm-tool list-seats && "+
+			"systemctl is-enabled ctrl-alt-del.target; busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager HandlePowerKey", time.Minute)
 		state = out
-		return err == nil && line(out, "0")
+		return err == nil && line(out, "0") && line(out, "masked-runtime") && line(out, `s "ignore"`)
 	})
 	if !line(state, "tty7") || !strings.Contains(state, "CanSwitch=false") {
 		t.Fatalf("the exam's seat: %q, want SysRq 0, X on tty7, a seat that cannot switch users", state)

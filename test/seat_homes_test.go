@@ -11,20 +11,32 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/nfsenv"
+	"github.com/overtime-hpc/overtime/internal/testenv/poll"
+	"github.com/overtime-hpc/overtime/internal/testenv/smbtest"
 	"github.com/overtime-hpc/overtime/internal/testenv/vmtest"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // The university's home server of the desktop test: nfs-ganesha in a namespace of its own
 // (its rpcbind and port 2049 would collide with the boot server's in the lab's), on the
 // lab's bridge at homeServerIP, exporting a read-write directory as /export/homes with
-// the student's home (uid 1234567, mode 0700) in it.
-const homeServerIP = "10.20.0.5"
+// the student's home (uid 1234567, mode 0700) in it. The same directory is the share
+// "users" of an SMB 3 server there (smbd, encryption required), as an Active Directory
+// site's file server would serve it: the student's home over CIFS (cifsHomes), with
+// their login password.
+const (
+	homeServerIP = "10.20.0.5"
+	homeShare    = "users"
+)
 
 type homeServer struct {
 	*nfsenv.Server
+	smb *smbtest.Server
 	dir string // the exported directory on this machine
 }
 
@@ -40,6 +52,8 @@ func startHomeServer(t testing.TB, l *bootlab.Lab) *homeServer {
 	}
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
+	// smbd enters the share as the student.
+	os.Chmod(filepath.Dir(dir), 0o711)
 	home := filepath.Join(dir, "student")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)
@@ -49,7 +63,68 @@ func startHomeServer(t testing.TB, l *bootlab.Lab) *homeServer {
 	}
 	work := t.TempDir()
 	s := nfsenv.StartT(t, nfsenv.Config{NS: ns, Addr: homeServerIP, Export: dir, Pseudo: "/export/homes", ReadWrite: true, Dir: work})
-	return &homeServer{Server: s, dir: dir}
+	smb := smbtest.StartT(t, smbtest.Options{Addr: homeServerIP, Share: homeShare, Dir: dir, Command: ns.Command,
+		Users: []smbtest.User{{Name: "student", UID: 1234567, GID: 1234500, Group: "students", Password: "ldap-pw"}}})
+	return &homeServer{Server: s, smb: smb, dir: dir}
+}
+
+// cifsHomes: the site admin moves the homes to the SMB server (site export, edit,
+// apply), with SMB 3.1.1 and encryption (seal): the student's files and the NTLMSSP
+// exchange of their password never cross the network in clear. PCs take it at their
+// next boot.
+func cifsHomes(t *testing.T, l *bootlab.Lab) {
+	t.Helper()
+	var site model.Site
+	if err := yaml.Unmarshal([]byte(l.MustRun("site", "export")), &site); err != nil {
+		t.Fatalf("site export: %v", err)
+	}
+	site.Homes = &model.Homes{Type: model.HomesCIFS, Server: homeServerIP, Path: homeShare + "/" + model.HomesUser, Options: "vers=3.1.1,seal"}
+	b, err := yaml.Marshal(&site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Apply(string(b))
+}
+
+// checkCIFSHome: in the student's console session after cifsHomes, their home is their
+// directory of the SMB share, mounted with their login password over an encrypted SMB
+// 3.1.1 session; what they saved over NFS before is there, and what they save now arrives
+// on the server as theirs.
+func checkCIFSHome(t *testing.T, vm *vmtest.VM, hs *homeServer) {
+	t.Helper()
+	if src, want := homeSource(t, vm), "//"+homeServerIP+"/"+homeShare+"/student"; src != want {
+		t.Fatalf("the student's home is mounted from %q, want %s\n%s", src, want, hs.smb.Logs())
+	}
+	out, err := vm.Console.Run(`awk '$2 == "/home/student" {print "OPTS", $3, $4}' /proc/mounts; cat ~/saved.txt; echo 'saved over smb' > ~/smb.txt`, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^OPTS cifs (\S+)\r?$`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(","+m[1]+",", ",vers=3.1.1,") || !strings.Contains(","+m[1]+",", ",seal,") ||
+		!strings.Contains(","+m[1]+",", ",username=student,") || !strings.Contains(","+m[1]+",", ",uid=1234567,") ||
+		!strings.Contains(","+m[1]+",", ",file_mode=0600,") || !strings.Contains(","+m[1]+",", ",dir_mode=0700,") {
+		t.Fatalf("the home's mount: want cifs with vers=3.1.1, seal, username=student, uid=1234567, file_mode=0600, dir_mode=0700:\n%s", out)
+	}
+	if !strings.Contains(out, "saved by student") {
+		t.Fatalf("the file saved over NFS, read over SMB: %q", out)
+	}
+	f := filepath.Join(hs.dir, "student", "smb.txt")
+	if !poll.Wait(10*time.Second, func() bool { b, _ := os.ReadFile(f); return string(b) == "saved over smb\n" }) {
+		b, err := os.ReadFile(f)
+		t.Fatalf("smb.txt on the server: %q %v", b, err)
+	}
+	fi, err := os.Stat(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid, gid := owner(fi); uid != 1234567 || gid != 1234500 {
+		t.Errorf("smb.txt on the server is owned by %d:%d, want the student's 1234567:1234500", uid, gid)
+	}
+	// The server's view: the student's session from desk1, encrypted.
+	sess, err := hs.smb.Sessions()
+	if err != nil || !regexp.MustCompile(`(?m)\bstudent\b.*10\.20\.0\.21.*SMB3_11.*AES-`).MatchString(sess) {
+		t.Errorf("smbstatus: no encrypted SMB 3.1.1 session of student from desk1: %v\n%s", err, sess)
+	}
 }
 
 // homesSite is the site file's homes: the student's home from the home server over NFS.

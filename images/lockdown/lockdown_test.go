@@ -16,6 +16,10 @@ import (
 // recordingSystemctl appends its arguments, one call a line, to $SYSTEMCTL_LOG.
 const recordingSystemctl = "#!/bin/sh\necho \"$*\" >>\"$SYSTEMCTL_LOG\"\n"
 
+// logindBusctl answers HandlePowerKey as logind does once it has read the exam's drop-in
+// (when the drop-in exists), else as by default.
+const logindBusctl = "#!/bin/sh\nif [ -e \"$OVERTIME_EXAM_ROOT/run/systemd/logind.conf.d/99-overtime-exam.conf\" ]; then echo 's \"ignore\"'; else echo 's \"poweroff\"'; fi\n"
+
 // TestExamLockdown: with /run/overtime/exam present the helper shuts SysRq, Ctrl-Alt-Del
 // and logind's keys; once it is gone, it undoes exactly that. Each run follows the file,
 // whatever state the previous run left (a repeated lock or unlock is harmless), and the
@@ -23,6 +27,9 @@ const recordingSystemctl = "#!/bin/sh\necho \"$*\" >>\"$SYSTEMCTL_LOG\"\n"
 func TestExamLockdown(t *testing.T) {
 	root, bin := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(recordingSystemctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "busctl"), []byte(logindBusctl), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"run/overtime", "proc/sys/kernel"} {

@@ -360,6 +360,12 @@ const homesUIDs = "1000-2147483647"
 // cruid= lets cifs.upcall use the user's own Kerberos ticket instead.
 func pamMountConf(h *model.Homes, host, pool string) []byte {
 	opts := []string{"nosuid", "nodev"}
+	if h.Type == model.HomesCIFS {
+		// SMB without POSIX extensions has no Unix modes: the kernel shows every file with
+		// file_mode and dir_mode (default 0755), so another account on the PC could read
+		// the home. The user's alone, as the server keeps it; the site's options win.
+		opts = append(opts, "file_mode=0600", "dir_mode=0700")
+	}
 	if h.Type == model.HomesNFS {
 		// One attempt: mount.nfs retries a foreground mount for two minutes by default,
 		// and the user would wait that long at the greeter for a server that is down

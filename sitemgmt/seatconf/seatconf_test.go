@@ -212,8 +212,8 @@ func TestPamMountConf(t *testing.T) {
 		opts string
 	}{
 		{model.Homes{Type: model.HomesNFS, Server: "10.0.0.7", Path: "/export/~x/$y+@z/%(USER)"}, "nosuid,nodev,retry=0"},
-		{model.Homes{Type: model.HomesCIFS, Server: "files", Path: "users$/%(USER)", Options: "sec=ntlmssp"}, "nosuid,nodev,sec=ntlmssp"},
-		{model.Homes{Type: model.HomesCIFS, Server: "files", Path: "u/%(USER)", Options: "vers=3.1.1,sec=krb5"}, "nosuid,nodev,vers=3.1.1,sec=krb5,cruid=%(USERUID)"},
+		{model.Homes{Type: model.HomesCIFS, Server: "files", Path: "users$/%(USER)", Options: "sec=ntlmssp"}, "nosuid,nodev,file_mode=0600,dir_mode=0700,sec=ntlmssp"},
+		{model.Homes{Type: model.HomesCIFS, Server: "files", Path: "u/%(USER)", Options: "vers=3.1.1,sec=krb5"}, "nosuid,nodev,file_mode=0600,dir_mode=0700,vers=3.1.1,sec=krb5,cruid=%(USERUID)"},
 	} {
 		out, err := Render(Seat{Homes: &tc.h}, "pc--a01", "lab--a", Secrets{})
 		if err != nil {
