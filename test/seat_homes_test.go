@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/overtime-hpc/overtime/internal/netns"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/nfsenv"
@@ -74,16 +72,9 @@ func startHomeServer(t testing.TB, l *bootlab.Lab) *homeServer {
 // next boot.
 func cifsHomes(t *testing.T, l *bootlab.Lab) {
 	t.Helper()
-	var site model.Site
-	if err := yaml.Unmarshal([]byte(l.MustRun("site", "export")), &site); err != nil {
-		t.Fatalf("site export: %v", err)
-	}
-	site.Homes = &model.Homes{Type: model.HomesCIFS, Server: homeServerIP, Path: homeShare + "/" + model.HomesUser, Options: "vers=3.1.1,seal"}
-	b, err := yaml.Marshal(&site)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Apply(string(b))
+	editSite(t, l, func(site *model.Site) {
+		site.Homes = &model.Homes{Type: model.HomesCIFS, Server: homeServerIP, Path: homeShare + "/" + model.HomesUser, Options: "vers=3.1.1,seal"}
+	})
 }
 
 // checkCIFSHome: in the student's console session after cifsHomes, their home is their

@@ -45,16 +45,25 @@ func startStudentKDC(t *testing.T, pc *desktopPC) *kdctest.KDC {
 // admin does it with the site file: export, edit, apply. PCs take it at their next boot.
 func kerberosLogin(t *testing.T, l *bootlab.Lab) {
 	t.Helper()
+	editSite(t, l, func(site *model.Site) {
+		if site.DesktopLogin == nil {
+			t.Fatal("site export: no desktopLogin")
+		}
+		site.DesktopLogin.Provider = model.LoginKerberos
+		site.DesktopLogin.Realm = studentRealm
+		site.DesktopLogin.KDCs = []string{bootlab.ServerIP + ":88"}
+	})
+}
+
+// editSite changes the lab's site as a site admin does with the site file: export, edit,
+// apply.
+func editSite(t *testing.T, l *bootlab.Lab, edit func(*model.Site)) {
+	t.Helper()
 	var site model.Site
 	if err := yaml.Unmarshal([]byte(l.MustRun("site", "export")), &site); err != nil {
 		t.Fatalf("site export: %v", err)
 	}
-	if site.DesktopLogin == nil {
-		t.Fatal("site export: no desktopLogin")
-	}
-	site.DesktopLogin.Provider = model.LoginKerberos
-	site.DesktopLogin.Realm = studentRealm
-	site.DesktopLogin.KDCs = []string{bootlab.ServerIP + ":88"}
+	edit(&site)
 	b, err := yaml.Marshal(&site)
 	if err != nil {
 		t.Fatal(err)

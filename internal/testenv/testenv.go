@@ -130,10 +130,7 @@ func New(t testing.TB, opt Options) *Env {
 	var caFile string
 	var roots *x509.CertPool
 	if opt.TLS {
-		cert, caFile, aopt.CAPin = siteCert(t)
-		roots = x509.NewCertPool()
-		b, _ := os.ReadFile(caFile)
-		roots.AppendCertsFromPEM(b)
+		cert, caFile, roots, aopt.CAPin = siteCert(t)
 	}
 	srv := api.New(svc, aopt)
 	hs := httptest.NewUnstartedServer(srv)
@@ -159,8 +156,9 @@ func New(t testing.TB, opt Options) *Env {
 }
 
 // siteCert makes the test's site CA and the server's certificate for 127.0.0.1: the
-// chain (server, then CA) with its key, the CA's certificate file and its pin.
-func siteCert(t testing.TB) (tls.Certificate, string, string) {
+// chain (server, then CA) with its key, the CA's certificate file, a pool holding the CA,
+// and its pin.
+func siteCert(t testing.TB) (tls.Certificate, string, *x509.CertPool, string) {
 	t.Helper()
 	dir := t.TempDir()
 	ca := unidir.NewCA(t, dir, "site-ca")
@@ -182,7 +180,9 @@ func siteCert(t testing.TB) (tls.Certificate, string, string) {
 	if err != nil || pin == "" {
 		t.Fatalf("the test's chain pins no CA: %q %v", pin, err)
 	}
-	return cert, ca.CertPEM, pin
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	return cert, ca.CertPEM, roots, pin
 }
 
 // Admin is a client logged in as the site admin.
