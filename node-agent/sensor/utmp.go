@@ -287,13 +287,13 @@ func (r *utmpRun) alive(pid int) bool {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		waited := false
-		err := rc.Read(func(uintptr) bool {
-			if !waited {
-				waited = true
-				return false // wait until readable: the process exited
-			}
-			return true
+		// Ask the pidfd itself each time: the poller's readiness is reset when Read
+		// starts, so an exit between os.NewFile's registration and this goroutine's
+		// first run would otherwise be an edge nobody waits for any more.
+		err := rc.Read(func(fd uintptr) bool {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, _ := unix.Poll(pfd, 0)
+			return n > 0
 		})
 		if err != nil {
 			return // closed: no longer watched
