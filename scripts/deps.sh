@@ -51,6 +51,10 @@ cd "$(dirname "$0")/.."
 #                          greeter's notice is checked by what it says, not by its pixels
 #   samba smbclient        a throwaway SMB home server (internal/testenv/smbtest) for CIFS homes,
 #                          and the client its own test checks it with
+#   openmpi-bin libopenmpi-dev   Open MPI 4.1 and PMIx 4 for the MPI test (test/slurm_mpi_test.go):
+#                          mpicc builds the job on this machine, and the Slurm lab copies the
+#                          runtime (libopenmpi3, libpmix2, libpmix-dev's libpmix.so that Slurm's
+#                          mpi_pmix plugin dlopens) into its guest image (slurmlab Options.MPI)
 PKGS=(slapd ldap-utils openssl dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
@@ -59,7 +63,7 @@ PKGS=(slapd ldap-utils openssl dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
 	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils chromium
 	sssd-ldap sssd-krb5 libnss-sss libpam-sss pamtester krb5-kdc krb5-admin-server krb5-user
-	cups-daemon cups-client nftables tesseract-ocr samba smbclient)
+	cups-daemon cups-client nftables tesseract-ocr samba smbclient openmpi-bin libopenmpi-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -31,6 +31,9 @@ type guestLifecycle struct {
 	imageRoot string
 	stateDir  string
 	hostCPUs  int
+	// startErr is why the last start failed ("" after a start that worked): the
+	// heartbeat's guest reason while there is no guest.
+	startErr  string
 	hostMemMB int
 	agentURL  string // Options.GuestAgentURL
 	// firstBackoff and maxBackoff bound the restart delay (Options.RestartBackoff,
@@ -82,7 +85,13 @@ func (g *guestLifecycle) Frozen() bool { return g.applied.frozen }
 func (g *guestLifecycle) RetryAt() time.Time { return g.retryAt }
 
 // LastStatus is the guest's status as last read (status check, start, freeze, thaw).
-func (g *guestLifecycle) LastStatus() guest.Status { return g.lastStatus }
+func (g *guestLifecycle) LastStatus() guest.Status {
+	st := g.lastStatus
+	if st.State == guest.StateAbsent && st.Reason == "" && g.startErr != "" {
+		st.Reason = "start failed: " + g.startErr
+	}
+	return st
+}
 
 // Restarts counts the guests started again after they stopped by themselves.
 func (g *guestLifecycle) Restarts() int { return g.restarts }
@@ -191,8 +200,12 @@ func (g *guestLifecycle) Act(ctx context.Context, c *wire.AgentConfig, action mo
 			if err := b.Start(ctx, spec); err != nil {
 				g.fail("start", name, err)
 				g.scheduleRetry()
+				// Why there is no guest, for the heartbeat and so Slurm's node reason.
+				changed = changed || g.startErr != err.Error()
+				g.startErr = err.Error()
 				return changed
 			}
+			g.startErr = ""
 			g.applied = applied{running: true, limit: limit, spec: specKey(spec)}
 			g.startedAt = g.now()
 			if st, err := b.Status(ctx, name); err == nil {
@@ -486,6 +499,16 @@ func (g *guestLifecycle) Spec(c *wire.AgentConfig) (guest.Spec, error) {
 		Network:  cg.Network, Bridge: cg.Bridge, MAC: mac,
 		CPUIdle: true, Host: c.Host, AgentURL: g.agentURL,
 	}
+	if u := cg.JobUsers; u != nil {
+		// Validated by the site manager; checked again, as everything the agent is sent.
+		if s.JobUIDs, err = model.JobIDRanges("uids", u.UIDs); err != nil {
+			return guest.Spec{}, fmt.Errorf("guest jobUsers: %w", err)
+		}
+		if s.JobGIDs, err = model.JobIDRanges("gids", u.GIDs); err != nil {
+			return guest.Spec{}, fmt.Errorf("guest jobUsers: %w", err)
+		}
+	}
+	s.Storage = cg.Storage
 	for _, p := range cg.Ports {
 		h, gp, _ := strings.Cut(p, ":")
 		hp, _ := strconv.Atoi(h)

@@ -73,6 +73,15 @@ type Spec struct {
 	// environment.
 	Host, AgentURL string
 
+	// JobUIDs and JobGIDs are the site's users' ids the guest maps unchanged, so that a
+	// job runs as its user (model.GuestJobUsers). The container backend adds them to the
+	// guest's user namespace; a VM's kernel has every id.
+	JobUIDs, JobGIDs []model.IDRange
+	// Storage are the cluster's NFS file systems mounted for the guest's jobs, in the
+	// guest only. The container backend mounts them in the guest's private mount
+	// namespace (the desktop's kernel is the NFS client, in the desktop's network).
+	Storage []model.GuestStorage
+
 	// Secrets are files the guest needs and no image may carry (the munge key of a
 	// compute guest), by file name. Container guests see them read-only in
 	// /run/secrets, owned by their root; VM backends do not pass them yet.

@@ -1,4 +1,5 @@
 #include "config.h"
+#include "identity.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -82,6 +83,29 @@ static int parse_timeout(const char *val, struct ot_config *cfg,
 	return 0;
 }
 
+/*
+ * Checked here, at load, although only the prolog expands it: a pattern that
+ * cannot be expanded must stop slurmd like any other bad argument, not skip
+ * every job's passwd entry with an error in the log.
+ */
+static int parse_home(const char *val, struct ot_config *cfg,
+		      char *err, size_t errlen)
+{
+	char why[128];
+
+	if (ot_home_pattern_check(val, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "home=%s: %s", val, why);
+		return -1;
+	}
+	free(cfg->home);
+	cfg->home = strdup(val);
+	if (!cfg->home) {
+		snprintf(err, errlen, "home=: out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 int ot_config_parse(int ac, char **av, struct ot_config *cfg,
 		    char *err, size_t errlen)
 {
@@ -89,6 +113,7 @@ int ot_config_parse(int ac, char **av, struct ot_config *cfg,
 	cfg->agent_file = NULL;
 	cfg->tasks = OT_TASKS_IDLE;
 	cfg->timeout_ms = OT_TIMEOUT_DEFAULT_MS;
+	cfg->home = NULL;
 
 	for (int i = 0; i < ac; i++) {
 		const char *arg = av[i];
@@ -112,9 +137,11 @@ int ot_config_parse(int ac, char **av, struct ot_config *cfg,
 		} else if (has_prefix(arg, "timeout=")) {
 			rc = parse_timeout(arg + strlen("timeout="), cfg, err,
 					   errlen);
+		} else if (has_prefix(arg, "home=")) {
+			rc = parse_home(arg + strlen("home="), cfg, err, errlen);
 		} else {
 			snprintf(err, errlen,
-				 "unknown plugin argument \"%s\" (known: agent=URL, tasks=idle|normal, timeout=MS)",
+				 "unknown plugin argument \"%s\" (known: agent=URL, tasks=idle|normal, timeout=MS, home=PATTERN)",
 				 arg);
 			rc = -1;
 		}
@@ -132,6 +159,8 @@ void ot_config_free(struct ot_config *cfg)
 	cfg->agent = NULL;
 	free(cfg->agent_file);
 	cfg->agent_file = NULL;
+	free(cfg->home);
+	cfg->home = NULL;
 }
 
 int ot_config_resolve_agent(struct ot_config *cfg, char *err, size_t errlen)

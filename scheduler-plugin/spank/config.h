@@ -1,5 +1,5 @@
 /*
- * Plugin arguments from plugstack.conf (agent=, tasks=, timeout=).
+ * Plugin arguments from plugstack.conf (agent=, tasks=, timeout=, home=).
  *
  * Slurm hands the same argv to every callback, and in the job script context
  * (prolog/epilog) slurm_spank_init() is never called, so callers parse the
@@ -24,6 +24,11 @@ struct ot_config {
 	char *agent_file;  /* agent=file:PATH: read the URL from PATH when needed */
 	enum ot_tasks tasks;
 	long timeout_ms;
+	/*
+	 * home=PATTERN: the home directory of the passwd entries the prolog
+	 * writes (identity.h), checked here; NULL for OT_HOME_DEFAULT.
+	 */
+	char *home;
 };
 
 /*

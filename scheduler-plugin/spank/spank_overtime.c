@@ -18,6 +18,8 @@
  *                       guest's init writes it from OVERTIME_AGENT_URL).
  *   tasks=idle|normal   idle (default): job tasks run at nice 19 + SCHED_IDLE.
  *   timeout=MS          HTTP timeout of the agent calls (default 2000).
+ *   home=PATTERN        home directory of the passwd entries the prolog
+ *                       writes (default /home/%u, %u = user name, %% = %).
  * Unknown or malformed arguments make slurm_spank_init fail (return -1), so a
  * "required" plugin stops srun/sbatch/slurmd/slurmstepd loudly instead of
  * letting jobs run without it.
@@ -25,6 +27,10 @@
  * What runs where (spank_context()):
  *   all contexts            slurm_spank_init: check arguments, register
  *                           --desktop=allow|avoid|only-dedicated.
+ *                           In S_CTX_REMOTE (slurmstepd, root, before any
+ *                           task): fail the step if the job's uid, gid or a
+ *                           supplementary gid is not mapped in the guest's
+ *                           user namespace (identity.c).
  *   S_CTX_LOCAL/ALLOCATOR   (srun, sbatch, salloc) the --desktop callback
  *                           validates the value; Slurm forwards it to the
  *                           controller as _SLURM_SPANK_OPTION_overtime_desktop,
@@ -36,12 +42,16 @@
  *                           the report so far into the job's AdminComment.
  *   S_CTX_JOB_SCRIPT        (slurmd prolog/epilog, as root; note that Slurm
  *                           does not call slurm_spank_init here)
- *                           slurm_spank_job_prolog: POST {agent}/v1/jobs/ID/start
+ *                           slurm_spank_job_prolog: give the job user a
+ *                           name in the guest's /etc/passwd (identity.c),
+ *                           then POST {agent}/v1/jobs/ID/start
  *                           slurm_spank_job_epilog: POST {agent}/v1/jobs/ID/end,
  *                           log the job's interference report.
  *
  * Agent failures never fail a job: the job runs, only its Overtime report is
- * missing, and the log says so.
+ * missing, and the log says so.  Neither does a passwd entry that cannot be
+ * written: the job runs by uid.  An unmapped id does fail the step, which
+ * would fail anyway, at setgroups/setresuid with a bare EINVAL.
  *
  * There is no global state: each callback parses its arguments (Slurm passes
  * them to every callback) and frees them before returning.
@@ -56,6 +66,7 @@
 
 #include "agent_client.h"
 #include "config.h"
+#include "identity.h"
 #include "options.h"
 #include "report.h"
 #include "task.h"
@@ -80,6 +91,49 @@ static int load_config(int ac, char **av, struct ot_config *cfg)
 	return 0;
 }
 
+/*
+ * slurmstepd, before it forks the tasks: every id the step will take must be
+ * mapped in the guest's user namespace, or setgroups/setresuid fail with
+ * EINVAL and the user sees a launch failure with no reason.  Returns -1 for
+ * an unmapped id; 0 otherwise, also when the ids or maps cannot be read (the
+ * check explains a failure, it must not cause one).
+ */
+static int check_job_ids(spank_t sp)
+{
+	uid_t uid;
+	gid_t gid;
+	gid_t *gids = NULL;
+	int ngids = 0;
+	char err[1024];
+	spank_err_t rc;
+
+	if ((rc = spank_get_item(sp, S_JOB_UID, &uid)) != ESPANK_SUCCESS ||
+	    (rc = spank_get_item(sp, S_JOB_GID, &gid)) != ESPANK_SUCCESS) {
+		slurm_error("overtime: cannot get the job's uid and gid: %s; not checking them against the guest's user namespace",
+			    spank_strerror(rc));
+		return 0;
+	}
+	rc = spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &gids, &ngids);
+	if (rc != ESPANK_SUCCESS) {
+		slurm_error("overtime: cannot get the job's supplementary gids: %s; checking only its uid and gid",
+			    spank_strerror(rc));
+		gids = NULL;
+		ngids = 0;
+	}
+	switch (ot_check_ids(uid, gid, gids, ngids, err, sizeof(err))) {
+	case OT_IDS_MAPPED:
+		return 0;
+	case OT_IDS_UNMAPPED:
+		slurm_error("overtime: %s", err);
+		return -1;
+	case OT_IDS_UNCHECKED:
+	default:
+		slurm_error("overtime: cannot check the job's ids against the guest's user namespace: %s",
+			    err);
+		return 0;
+	}
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	struct ot_config cfg;
@@ -98,6 +152,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	if (load_config(ac, av, &cfg) < 0)
 		return -1;
 	ot_config_free(&cfg);
+
+	if (ctx == S_CTX_REMOTE && check_job_ids(sp) < 0)
+		return -1;
 
 	/*
 	 * Register in every context, as spank.h requires: srun, sbatch and
@@ -252,8 +309,61 @@ out:
 	return 0;
 }
 
+/*
+ * The prolog's half of identity.c: the job user gets a name in the guest
+ * (Debian 12 has no nss_slurm, and the guest's image knows no site users).
+ * Never fails the prolog, which would drain the node: without a name the job
+ * still runs, by uid.  A bad argument is left to job_call, which logs it and
+ * fails the prolog.
+ */
+static void name_job_user(spank_t sp, int ac, char **av)
+{
+	struct ot_config cfg;
+	struct ot_job_user user;
+	char msg[1024];
+	uint32_t jobid = 0;
+
+	if (ot_config_parse(ac, av, &cfg, msg, sizeof(msg)) < 0)
+		return;
+	(void)spank_get_item(sp, S_JOB_ID, &jobid);
+	if (ot_job_user_from_env(&user, msg, sizeof(msg)) < 0) {
+		slurm_error("overtime: job %" PRIu32 ": %s; the job runs by uid, without a passwd entry",
+			    jobid, msg);
+		goto out;
+	}
+	/*
+	 * A batch job's launch fails before slurmstepd's init can check the ids
+	 * (slurmstepd chowns the job's spool directory first, EINVAL): say here,
+	 * in slurmd's log, which id the guest lacks.  The prolog still succeeds:
+	 * a failed prolog would drain the node for everyone else's jobs.
+	 */
+	if (ot_check_ids(user.uid, user.gid, NULL, 0, msg, sizeof(msg)) == OT_IDS_UNMAPPED) {
+		slurm_error("overtime: job %" PRIu32 ": %s; its launch fails", jobid, msg);
+		goto out;
+	}
+	switch (ot_ensure_job_user("/etc", &user,
+				   cfg.home ? cfg.home : OT_HOME_DEFAULT,
+				   msg, sizeof(msg))) {
+	case OT_ENSURE_ADDED:
+		slurm_info("overtime: job %" PRIu32 ": %s", jobid, msg);
+		break;
+	case OT_ENSURE_PRESENT:
+		slurm_verbose("overtime: job %" PRIu32 ": %s", jobid, msg);
+		break;
+	case OT_ENSURE_ERROR:
+	default:
+		slurm_error("overtime: job %" PRIu32 ": %s; the job still runs, by uid",
+			    jobid, msg);
+		break;
+	}
+out:
+	ot_config_free(&cfg);
+}
+
 int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 {
+	if (spank_context() == S_CTX_JOB_SCRIPT)
+		name_job_user(sp, ac, av);
 	return job_call(sp, ac, av, CALL_START);
 }
 

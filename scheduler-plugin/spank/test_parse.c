@@ -1,7 +1,8 @@
 /*
  * Tests of everything but the plugin entry points and HTTP: plugin argument
  * parsing, the agent's JSON answers, the report record, the --desktop option
- * and task priority.  Links config.o report.o options.o task.o and the stubs.
+ * and task priority.  Links config.o report.o options.o task.o and the stubs
+ * (identity.c has its own, test_identity).
  */
 #define _GNU_SOURCE /* SCHED_IDLE */
 
@@ -42,7 +43,16 @@ static void test_config(void)
 		CHECK(cfg.agent == NULL);
 		CHECK(cfg.tasks == OT_TASKS_IDLE);
 		CHECK(cfg.timeout_ms == 2000);
+		CHECK(cfg.home == NULL); /* the prolog uses OT_HOME_DEFAULT */
 		ot_config_free(&cfg);
+	}
+	{
+		char *av[] = { "home=/scratch/%u", "home=/data/%u/home" };
+
+		CHECK(ot_config_parse(2, av, &cfg, err, sizeof(err)) == 0);
+		CHECK_STR(cfg.home, "/data/%u/home");
+		ot_config_free(&cfg);
+		CHECK(cfg.home == NULL);
 	}
 	{
 		char *av[] = { "agent=http://10.31.0.1:9101", "tasks=normal",
@@ -83,6 +93,11 @@ static void test_config(void)
 		{ "timeout=2s", "between 1 and" },
 		{ "timeout=", "between 1 and" },
 		{ "timeout=99999999999999999999", "between 1 and" },
+		{ "home=", "home=: must be an absolute path" },
+		{ "home=home/%u", "must be an absolute path" },
+		{ "home=/home/%n", "home=/home/%n: only %u (the user name) and %% may follow '%'" },
+		{ "home=/home:/%u", "must not contain ':'" },
+		{ "home=/home/%u\nx::0:0::/:/bin/sh", "control characters" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char *av[] = { "agent=http://ok", (char *)bad[i].arg };

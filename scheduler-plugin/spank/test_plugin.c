@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,11 +83,83 @@ int main(int argc, char **argv)
 		CHECK(test_registered_count == 1); /* nothing registered */
 	}
 
+	/* A bad home= stops the plugin like any other bad argument. */
+	{
+		char *bad[] = { "home=home/%u" };
+
+		test_log_reset();
+		CHECK(init(NULL, 1, bad) == -1);
+		CHECK_CONTAINS(test_log, "[error] overtime: plugstack.conf: home=home/%u: must be an absolute path");
+	}
+
+	/*
+	 * slurmstepd (S_CTX_REMOTE): the job's ids against this process's own
+	 * user namespace.  Its own ids are mapped; (uid_t)-1 never is, in any
+	 * namespace, so the failures are the same wherever the tests run.
+	 */
+	{
+		gid_t gids[] = { getgid(), (gid_t)-1 };
+		int registered = test_registered_count;
+
+		test_context = S_CTX_REMOTE;
+		test_uid = getuid();
+		test_gid = getgid();
+		test_gids = gids;
+		test_ngids = 1;
+		test_log_reset();
+		CHECK(init(NULL, 0, NULL) == 0);
+		CHECK_STR(test_log, "");
+		CHECK(test_registered_count == registered + 1);
+
+		test_uid = (uid_t)-1;
+		test_log_reset();
+		CHECK(init(NULL, 0, NULL) == -1);
+		CHECK_CONTAINS(test_log, "[error] overtime: the job's uid 4294967295 is outside this guest's user ids (");
+		CHECK_CONTAINS(test_log, "): the site's guest definition (jobUsers) must cover it\n");
+
+		test_uid = getuid();
+		test_gid = (gid_t)-1;
+		test_log_reset();
+		CHECK(init(NULL, 0, NULL) == -1);
+		CHECK_CONTAINS(test_log, "[error] overtime: the job's gid 4294967295 is outside this guest's group ids (");
+
+		test_gid = getgid();
+		test_ngids = 2;
+		test_log_reset();
+		CHECK(init(NULL, 0, NULL) == -1);
+		CHECK_CONTAINS(test_log, "[error] overtime: the job's supplementary gid 4294967295 is outside");
+		CHECK(test_registered_count == registered + 1);
+		test_gids = NULL;
+		test_ngids = 0;
+	}
+
 	/* Job script context without agent=: calls skipped, logged. */
 	test_context = S_CTX_JOB_SCRIPT;
+	unsetenv("SLURM_JOB_USER");
 	test_log_reset();
 	CHECK(prolog(NULL, 0, NULL) == 0);
+	CHECK_CONTAINS(test_log, "[error] overtime: job 42: SLURM_JOB_USER is not set in the prolog's environment; the job runs by uid, without a passwd entry\n");
 	CHECK_CONTAINS(test_log, "[info] overtime: job 42: no agent= in plugstack.conf");
+
+	/*
+	 * The job user's passwd entry, against the real /etc/passwd, so only
+	 * cases that never write: root is there already (found without the
+	 * lock, so this works unprivileged too), a name taken by another uid,
+	 * a name refused.  Writing is test_identity's, in a directory of its own.
+	 */
+	setenv("SLURM_JOB_UID", "4294967294", 1);
+	setenv("SLURM_JOB_GID", "4294967294", 1);
+	setenv("SLURM_JOB_USER", "root", 1);
+	test_log_reset();
+	CHECK(prolog(NULL, 0, NULL) == 0);
+	CHECK_CONTAINS(test_log, "[error] overtime: job 42: not adding root (uid 4294967294) to /etc/passwd: that name is uid 0 there; the job still runs, by uid\n");
+	setenv("SLURM_JOB_USER", "ro:ot", 1);
+	test_log_reset();
+	CHECK(prolog(NULL, 0, NULL) == 0);
+	CHECK_CONTAINS(test_log, "[error] overtime: job 42: SLURM_JOB_USER \"ro:ot\" is not a name this plugin writes into passwd");
+	setenv("SLURM_JOB_USER", "root", 1);
+	setenv("SLURM_JOB_UID", "0", 1);
+	setenv("SLURM_JOB_GID", "0", 1);
 
 	/* Prolog against an agent. */
 	{
@@ -100,7 +173,8 @@ int main(int argc, char **argv)
 
 		test_log_reset();
 		CHECK(prolog(NULL, 1, av) == 0);
-		CHECK_STR(test_log, "[info] overtime: job 42 started on host pc1 (mode desktop)\n");
+		CHECK_STR(test_log, "[verbose] overtime: job 42: root (uid 0) is in /etc/passwd already\n"
+				    "[info] overtime: job 42 started on host pc1 (mode desktop)\n");
 		reap(srv);
 	}
 

@@ -21,6 +21,11 @@ char test_last_log[1024];
 char test_log[8192];
 spank_context_t test_context = S_CTX_LOCAL;
 uint32_t test_jobid = 42;
+/* The job's ids as slurmstepd hands them out (S_JOB_UID & co.). */
+uid_t test_uid;
+gid_t test_gid;
+gid_t *test_gids;
+int test_ngids;
 struct spank_option test_registered_option;
 int test_registered_count;
 
@@ -89,17 +94,30 @@ spank_context_t spank_context(void)
 
 spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
 {
+	spank_err_t rc = ESPANK_SUCCESS;
 	va_list ap;
-	uint32_t *p;
 
 	(void)sp;
-	if (item != S_JOB_ID)
-		return ESPANK_NOT_AVAIL;
 	va_start(ap, item);
-	p = va_arg(ap, uint32_t *);
+	switch (item) {
+	case S_JOB_ID:
+		*va_arg(ap, uint32_t *) = test_jobid;
+		break;
+	case S_JOB_UID:
+		*va_arg(ap, uid_t *) = test_uid;
+		break;
+	case S_JOB_GID:
+		*va_arg(ap, gid_t *) = test_gid;
+		break;
+	case S_JOB_SUPPLEMENTARY_GIDS:
+		*va_arg(ap, gid_t **) = test_gids;
+		*va_arg(ap, int *) = test_ngids;
+		break;
+	default:
+		rc = ESPANK_NOT_AVAIL;
+	}
 	va_end(ap);
-	*p = test_jobid;
-	return ESPANK_SUCCESS;
+	return rc;
 }
 
 /* libslurm, as slurmstepd provides it: the AdminComment written last. */

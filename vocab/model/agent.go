@@ -406,6 +406,12 @@ type Guest struct {
 	// KernelArgs are appended to the guest kernel command line (VM backends booting the
 	// image's kernel directly).
 	KernelArgs string `json:"kernelArgs,omitempty" yaml:"kernelArgs,omitempty"`
+	// JobUsers are the ids of the site's users that a compute guest runs jobs as
+	// (container backend; a VM's kernel has every id). None: jobs run as the guest's own
+	// accounts only (guestjobs.go).
+	JobUsers *GuestJobUsers `json:"jobUsers,omitempty" yaml:"jobUsers,omitempty"`
+	// Storage are the cluster's NFS file systems the guest mounts for its jobs.
+	Storage []GuestStorage `json:"storage,omitempty" yaml:"storage,omitempty"`
 }
 
 var portRE = regexp.MustCompile(`^([0-9]{1,5}):([0-9]{1,5})$`)
@@ -460,6 +466,17 @@ func (g Guest) Validate() error {
 		if err := ValidKernelArgs(g.KernelArgs); err != nil {
 			return invalid("guest: %v", err)
 		}
+	}
+	if g.JobUsers != nil {
+		if err := g.JobUsers.Validate(); err != nil {
+			return invalid("guest: %v", err)
+		}
+	}
+	if err := ValidateGuestStorage(g.Storage); err != nil {
+		return invalid("guest: %v", err)
+	}
+	if len(g.Storage) > 0 && g.Backend != BackendContainer {
+		return invalid("guest: storage needs the container backend (a VM guest does not mount the cluster's file systems yet)")
 	}
 	return nil
 }
@@ -539,7 +556,7 @@ func SamePolicy(a, b *Policy) bool {
 	return reflect.DeepEqual(norm(a), norm(b))
 }
 
-// Clone returns a deep copy (Ports is not shared).
+// Clone returns a deep copy (Ports, JobUsers and Storage are not shared).
 func (g *Guest) Clone() *Guest {
 	if g == nil {
 		return nil
@@ -548,6 +565,14 @@ func (g *Guest) Clone() *Guest {
 	c.Ports = append([]string(nil), g.Ports...)
 	if len(c.Ports) == 0 {
 		c.Ports = nil
+	}
+	if g.JobUsers != nil {
+		u := GuestJobUsers{UIDs: append([]string(nil), g.JobUsers.UIDs...), GIDs: append([]string(nil), g.JobUsers.GIDs...)}
+		c.JobUsers = &u
+	}
+	c.Storage = append([]GuestStorage(nil), g.Storage...)
+	if len(c.Storage) == 0 {
+		c.Storage = nil
 	}
 	return &c
 }

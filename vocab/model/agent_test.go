@@ -236,7 +236,13 @@ func TestAgentFieldComparisonsSeeEveryField(t *testing.T) {
 		case reflect.Pointer:
 			v.Set(reflect.New(v.Type().Elem()))
 		case reflect.Slice:
-			v.Set(reflect.Append(reflect.MakeSlice(v.Type(), 0, 1), reflect.ValueOf("1:1").Convert(v.Type().Elem())))
+			e := reflect.New(v.Type().Elem()).Elem()
+			if e.Kind() == reflect.String {
+				e.SetString("1:1")
+			} else {
+				e.Field(0).SetString("x") // a struct: its first field
+			}
+			v.Set(reflect.Append(reflect.MakeSlice(v.Type(), 0, 1), e))
 		case reflect.String:
 			v.SetString("x")
 		case reflect.Int, reflect.Int64:

@@ -480,6 +480,7 @@ func (s *Site) canonicalEmpty() {
 	for i := range s.Modes {
 		if g := s.Modes[i].Guest; g != nil {
 			g.Ports = nilIfEmpty(g.Ports)
+			g.Storage = nilIfEmpty(g.Storage)
 		}
 	}
 	for i := range s.Images {

@@ -55,8 +55,9 @@ esac
 exit 0
 `
 
-// buildGuestImage stages the root in dir/root and squashes it to dir/root.squashfs.
-func buildGuestImage(dir, spankSO, mungeKey string, env map[string]string) (string, error) {
+// buildGuestImage stages the root in dir/root and squashes it to dir/root.squashfs;
+// mpi adds the Open MPI runtime (image_mpi.go).
+func buildGuestImage(dir, spankSO, mungeKey string, mpi bool, env map[string]string) (string, error) {
 	root := filepath.Join(dir, "root")
 	files := map[string]bool{}
 	for _, b := range []string{"/usr/sbin/slurmd", "/usr/sbin/slurmstepd", "/usr/sbin/munged", "/bin/busybox"} {
@@ -70,9 +71,21 @@ func buildGuestImage(dir, spankSO, mungeKey string, env map[string]string) (stri
 		files[p] = true
 	}
 	files[spankSO] = true
+	if mpi {
+		m, err := mpiFiles()
+		if err != nil {
+			return "", err
+		}
+		for _, f := range m {
+			files[f] = true
+		}
+	}
 	// Shared libraries, by ldd (libraries a plugin needs but Debian did not install are
 	// left out: slurmd loads only the configured plugins).
 	for f := range maps.Clone(files) {
+		if !isELF(f) {
+			continue
+		}
 		libs, err := lddClosure(f)
 		if err != nil {
 			return "", err

@@ -90,6 +90,17 @@ type Options struct {
 	Now time.Time
 	// SyncArgs are added to the sync daemon's command line (e.g. --warn-lead).
 	SyncArgs []string
+	// Users are the university's users the controller and submit host know (users.go).
+	Users []User
+	// Setup runs once the lab's network is up, before anything else starts in it (an NFS
+	// server the guests mount at start, say).
+	Setup func(*Lab)
+	// GuestYAML is added to the modes' guest definitions, e.g. jobUsers and storage
+	// ("jobUsers: {...}, storage: [...]").
+	GuestYAML string
+	// MPI puts Open MPI's runtime and PMIx into the guest image (image_mpi.go): jobs
+	// compiled with mpicc run with `srun --mpi=pmix`.
+	MPI bool
 }
 
 // Lab is a running cluster.
@@ -106,6 +117,8 @@ type Lab struct {
 	API      string // http://10.31.0.1:8080
 	Conf     string // slurm.conf
 	Policy   string
+	// GuestYAML: Options.GuestYAML; PutSite writes it.
+	GuestYAML string
 	// PowerLog collects the output of the power saving programs (Options.PowerSave).
 	PowerLog string
 	munge    string // munge socket
@@ -174,13 +187,14 @@ func Start(t testing.TB, opt Options) *Lab {
 	t.Helper()
 	needs.Servers(t, "root (network namespaces)", "slurmctld", "munge", "dnsmasq", "slapd")
 	spankSO, syncBin, jobSubmit := BuildC(t)
-	l := &Lab{T: t, Dir: t.TempDir(), Bin: bootlab.Binary(t), AgentBin: bootlab.AgentBinary(t), Policy: opt.Policy, extra: opt.SlurmConf}
+	l := &Lab{T: t, Dir: t.TempDir(), Bin: bootlab.Binary(t), AgentBin: bootlab.AgentBinary(t), Policy: opt.Policy, GuestYAML: opt.GuestYAML, extra: opt.SlurmConf}
 	ns, err := netns.New("otslurm")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
 	l.NS = ns
+	l.installUsers(opt.Users)
 	if err := ns.AddBridge(Bridge, ServerIP+"/24"); err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +206,9 @@ func Start(t testing.TB, opt Options) *Lab {
 			t.Fatal(err)
 		}
 		l.Hosts = append(l.Hosts, &h)
+	}
+	if opt.Setup != nil {
+		opt.Setup(l)
 	}
 
 	// Munge: one key for the controller and the guests (baked into the test image; a
@@ -221,7 +238,7 @@ func Start(t testing.TB, opt Options) *Lab {
 	// The guest image, published like any image version.
 	imgDir := filepath.Join(l.Dir, "images", "compute", "v1")
 	os.MkdirAll(imgDir, 0o755)
-	img, err := buildGuestImage(filepath.Join(l.Dir, "imgbuild"), spankSO, string(key), map[string]string{
+	img, err := buildGuestImage(filepath.Join(l.Dir, "imgbuild"), spankSO, string(key), opt.MPI, map[string]string{
 		"MUNGE_SOCKET": l.munge, "CONF_SERVER": fmt.Sprintf("%s:%d", ServerIP, CtldPort),
 		"GUEST_CPUS": fmt.Sprint(guestCPUs), "GUEST_MEMORY_MB": fmt.Sprint(guestMemMB),
 	})
@@ -414,6 +431,10 @@ func (l *Lab) PutSite() {
 			hosts.WriteString("    weekly:\n      - daily 00:00-24:00 local\n")
 		}
 	}
+	guestExtra := ""
+	if l.GuestYAML != "" {
+		guestExtra = ", " + l.GuestYAML
+	}
 	doc := fmt.Sprintf(`name: slurmlab
 timezone: Europe/Berlin
 defaultMode: desktop
@@ -432,11 +453,11 @@ modes:
   - name: desktop
     kind: desktop
     image: desk
-    guest: {image: compute, backend: container, vcpus: %[6]d, memoryMB: %[7]d, network: bridged, bridge: %[4]s, kernelArgs: /init}
+    guest: {image: compute, backend: container, vcpus: %[6]d, memoryMB: %[7]d, network: bridged, bridge: %[4]s, kernelArgs: /init%[9]s}
   - name: cluster
     kind: cluster
     image: desk
-    guest: {image: compute, backend: container, vcpus: %[6]d, memoryMB: %[7]d, network: bridged, bridge: %[4]s, kernelArgs: /init}
+    guest: {image: compute, backend: container, vcpus: %[6]d, memoryMB: %[7]d, network: bridged, bridge: %[4]s, kernelArgs: /init%[9]s}
   - name: local
     kind: local-disk
   - name: maint
@@ -449,7 +470,7 @@ pools:
 roles:
   - {name: site-admins, role: site-admin, members: [admin]}
 hosts:
-%[8]s`, ServerIP, sum, size, Bridge, policy, guestCPUs, guestMemMB, hosts.String())
+%[8]s`, ServerIP, sum, size, Bridge, policy, guestCPUs, guestMemMB, hosts.String(), guestExtra)
 	var s model.Site
 	if err := yaml.Unmarshal([]byte(doc), &s); err != nil {
 		l.T.Fatalf("site: %v\n%s", err, doc)

@@ -423,6 +423,9 @@ func (b *Backend) validate(s guest.Spec) (*launch, error) {
 	default:
 		return nil, fmt.Errorf("container %s: unknown network %q", s.Name, s.Network)
 	}
+	if err := checkJobs(s, b.o.UIDBase); err != nil {
+		return nil, fmt.Errorf("container %s: %w", s.Name, err)
+	}
 	argv := []string{"/sbin/init"}
 	if strings.TrimSpace(s.Cmdline) != "" {
 		if argv, err = splitArgs(s.Cmdline); err != nil {
@@ -455,6 +458,9 @@ func (b *Backend) validate(s guest.Spec) (*launch, error) {
 		Argv0:     argv[0],
 		Path:      path,
 		RunDir:    b.o.RunDir,
+		JobUIDs:   s.JobUIDs,
+		JobGIDs:   s.JobGIDs,
+		Storage:   s.Storage,
 	}}, nil
 }
 

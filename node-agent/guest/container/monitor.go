@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
+	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
 // monitorEnv marks the re-exec of the agent binary that prepares a guest's root file
@@ -63,6 +64,11 @@ type monitorConfig struct {
 	// Secrets is the directory (owned by the guest's root) bound read-only at
 	// /run/secrets; empty: none.
 	Secrets string `json:"secrets,omitempty"`
+	// JobUIDs and JobGIDs are mapped unchanged beside the guest's own block; Storage is
+	// mounted by the monitor and bound into the guest (jobs.go).
+	JobUIDs []model.IDRange      `json:"jobUIDs,omitempty"`
+	JobGIDs []model.IDRange      `json:"jobGIDs,omitempty"`
+	Storage []model.GuestStorage `json:"storage,omitempty"`
 }
 
 // The monitor's time namespace is made by its main thread: /proc/self/timens_offsets
@@ -138,6 +144,9 @@ func monitorCreate(sync *os.File) (c monitorConfig, pid int, start uint64, err e
 	}
 	root, err := buildRoot(c)
 	if err != nil {
+		return c, 0, 0, err
+	}
+	if err := mountStorage(c.Storage); err != nil {
 		return c, 0, 0, err
 	}
 	if err := checkInit(root, c.Argv0, c.Path); err != nil {

@@ -46,8 +46,8 @@ func ociSpec(c monitorConfig, argv, env []string, rootPath string) *specs.Spec {
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		},
 		Linux: &specs.Linux{
-			UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: c.UIDBase, Size: idRange}},
-			GIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: c.UIDBase, Size: idRange}},
+			UIDMappings: idMappings(c.UIDBase, c.JobUIDs),
+			GIDMappings: idMappings(c.UIDBase, c.JobGIDs),
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.UserNamespace}, {Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace},
 				{Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace},
@@ -71,6 +71,7 @@ func ociSpec(c monitorConfig, argv, env []string, rootPath string) *specs.Spec {
 			Seccomp:       seccompProfile(),
 		},
 	}
+	s.Mounts = append(s.Mounts, storageMounts(c.Storage)...)
 	if c.Secrets != "" {
 		s.Mounts = append(s.Mounts, specs.Mount{Destination: secretsDest, Type: "bind", Source: c.Secrets,
 			Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}})
@@ -134,18 +135,25 @@ func seccompArchs() []specs.Arch {
 //   - bpf, perf_event_open, userfaultfd, io_uring_*: large kernel attack surface with a
 //     record of privilege escalations; io_uring also bypasses this very filter's checks of
 //     the calls it performs;
-//   - open_by_handle_at/name_to_handle_at (the "shocker" escape), kcmp,
-//     process_vm_readv/writev, lookup_dcookie, ioperm/iopl, vm86, syslog, obsolete calls.
+//   - open_by_handle_at/name_to_handle_at (the "shocker" escape), kcmp, lookup_dcookie,
+//     ioperm/iopl, vm86, syslog, obsolete calls.
+//
+// process_vm_readv/writev are allowed, as in Docker's default profile since Linux 4.8: the
+// kernel checks them like ptrace's attach (PTRACE_MODE_ATTACH_REALCREDS: same uids and
+// gids, no capability the caller lacks, a dumpable target), which the guest already
+// allows, so they reach no memory ptrace could not. MPI needs them: Open MPI's vader/sm
+// BTL copies messages between the ranks of one node with them (CMA, cross-memory attach;
+// test/slurm_mpi_test.go runs a job on that path).
 var deniedSyscalls = []string{
 	"acct", "add_key", "bpf", "clock_adjtime", "clock_settime", "clock_settime64", "create_module",
 	"delete_module", "fanotify_init", "finit_module", "fsconfig", "fsmount", "fsopen", "fspick",
 	"get_kernel_syms", "init_module", "io_uring_enter", "io_uring_register", "io_uring_setup",
 	"ioperm", "iopl", "kcmp", "kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie",
 	"mount", "mount_setattr", "move_mount", "name_to_handle_at", "nfsservctl",
-	"open_by_handle_at", "open_tree", "perf_event_open", "pivot_root", "process_vm_readv",
-	"process_vm_writev", "query_module", "quotactl", "quotactl_fd", "reboot", "request_key",
-	"setns", "settimeofday", "stime", "swapoff", "swapon", "syslog", "sysfs", "_sysctl",
-	"umount", "umount2", "unshare", "uselib", "userfaultfd", "ustat", "vm86", "vm86old",
+	"open_by_handle_at", "open_tree", "perf_event_open", "pivot_root", "query_module",
+	"quotactl", "quotactl_fd", "reboot", "request_key", "setns", "settimeofday", "stime",
+	"swapoff", "swapon", "syslog", "sysfs", "_sysctl", "umount", "umount2", "unshare",
+	"uselib", "userfaultfd", "ustat", "vm86", "vm86old",
 }
 
 // nsCloneFlags are clone's namespace flags: clone with any of them is refused.

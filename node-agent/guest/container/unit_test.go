@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
@@ -41,6 +43,32 @@ func TestCapMaskIsDockerDefaultWithoutMknodWithNetAdmin(t *testing.T) {
 	// Docker's default bounding set is 0xa80425fb; CAP_MKNOD is bit 27, CAP_NET_ADMIN 12.
 	if got, want := capMask(), uint64(0xa80425fb)&^(1<<27)|(1<<12); got != want {
 		t.Fatalf("capMask %#x, want %#x", got, want)
+	}
+}
+
+// TestSeccompProfileAllowsCMA: the guest's profile denies no call of MPI's shared-memory
+// path — process_vm_readv/writev (Open MPI's vader/sm BTL, CMA) and ptrace, by which the
+// kernel checks them — while the namespace, mount, key and module calls stay denied.
+func TestSeccompProfileAllowsCMA(t *testing.T) {
+	p := seccompProfile()
+	if p.DefaultAction != specs.ActAllow {
+		t.Fatalf("default action %s, want allow (a deny-list)", p.DefaultAction)
+	}
+	ruled := map[string]bool{}
+	for _, r := range p.Syscalls {
+		for _, n := range r.Names {
+			ruled[n] = true
+		}
+	}
+	for _, n := range []string{"process_vm_readv", "process_vm_writev", "ptrace"} {
+		if ruled[n] {
+			t.Errorf("%s has a rule in the guest's seccomp profile; MPI's CMA needs it allowed", n)
+		}
+	}
+	for _, n := range []string{"unshare", "setns", "mount", "pivot_root", "keyctl", "init_module", "bpf", "io_uring_setup", "open_by_handle_at", "kcmp"} {
+		if !ruled[n] {
+			t.Errorf("%s is no longer denied in the guest's seccomp profile", n)
+		}
 	}
 }
 
