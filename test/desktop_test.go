@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,7 +80,11 @@ modes:
     image: desktop
     # The journal on the console: what the test reads when something fails.
     kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
-    guest: &guest {image: compute, backend: container, vcpus: %[10]d, memoryMB: 384, network: bridged, bridge: br0, kernelArgs: %[9]q}
+    # The university's users run their jobs as themselves, with their homes from the
+    # university's file server, mounted in the guest alone (docs/slurm.md "5a").
+    guest: &guest {image: compute, backend: container, vcpus: %[10]d, memoryMB: 384, network: bridged, bridge: br0, kernelArgs: %[9]q,
+      jobUsers: {uids: ["1000000-1999999"], gids: ["1000000-1999999"]},
+      storage: [{server: %[12]s, export: /export/homes, path: /home}]}
   - name: harvest
     kind: desktop
     image: desktop
@@ -108,7 +113,7 @@ roles:
   - {name: site-admins, role: site-admin, members: [admin]}
 hosts:
   - {name: desk1, mac: "52:54:00:0d:00:01", ip: 10.20.0.21, pool: lab}
-`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, dsum, dsize, csum, csize, guestInitArgs, guestVCPUs, defaultMode)
+`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, dsum, dsize, csum, csize, guestInitArgs, guestVCPUs, defaultMode, homeServerIP)
 }
 
 func TestDesktopImageRunsSlurmJob(t *testing.T) {
@@ -173,6 +178,31 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 		return err == nil
 	})
 
+	// The student submits a job of their own: it runs as them in the guest, in their
+	// home on the university's file server, which the guest mounted for its jobs (the
+	// desktop's kernel is the NFS client, so this is the real NFS path).
+	out, err = ctl.SlurmAs(student, "sbatch", "--parsable", "-w", "desk1", "--chdir=/home/student", "-o", "/home/student/job-%j.out",
+		"--wrap", "id; echo written by the job > /home/student/from-the-job.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := strings.TrimSpace(out)
+	bootlab.Eventually(t, "the student's job "+sid+" finished", 5*time.Minute, func() bool {
+		job = ctl.Slurm("scontrol", "-o", "show", "job", sid)
+		return regexp.MustCompile(`JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)`).MatchString(job)
+	})
+	if !strings.Contains(job, "JobState=COMPLETED") {
+		t.Fatalf("the student's job %s: %s", sid, job)
+	}
+	for name, want := range map[string]string{"job-" + sid + ".out": "uid=1234567(student) gid=1234500", "from-the-job.txt": "written by the job"} {
+		f := filepath.Join(homes.dir, "student", name)
+		b, err := os.ReadFile(f)
+		var st syscall.Stat_t
+		if err != nil || syscall.Stat(f, &st) != nil || !strings.Contains(string(b), want) || st.Uid != 1234567 || st.Gid != 1234500 {
+			t.Fatalf("the file server's %s: %v, %q, owner %d:%d; want %q owned by the student (1234567:1234500)", f, err, b, st.Uid, st.Gid, want)
+		}
+	}
+
 	// A student at the desk: the PC wrote its seat configuration at boot (before sssd and
 	// the login prompt), and the student logs in at the console's prompt with their
 	// university account (sssd, ldaps to the university with the site's CA), gets their
@@ -185,6 +215,12 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	}
 	// Their home is theirs on the university's file server.
 	checkServerHome(t, vm, homes)
+	// The guest's mount of the homes is the guest's alone: the desktop's mount table has
+	// the student's own home only.
+	if out, err := vm.Console.Run(`awk '$5 ~ /^\/mnt\/storage/ || $(NF-1) == "`+homeServerIP+`:/export/homes" {print "GUEST-MOUNT", $5}' /proc/self/mountinfo`, time.Minute); err != nil ||
+		regexp.MustCompile(`(?m)^GUEST-MOUNT \S+\r?$`).MatchString(out) {
+		t.Fatalf("the desktop sees the guest's storage: %v\n%s", err, out)
+	}
 	if out, err := vm.Console.Run("cat /run/overtime/seat.status; echo 'Exercise sheet 3' | lp", time.Minute); err != nil || !strings.Contains(out, "ok\n") {
 		t.Fatalf("the seat's status and lp: %v\n%s", err, out)
 	}
@@ -317,7 +353,7 @@ func startDesktop(t testing.TB, desk, compute *imagetest.Image, defaultMode stri
 	l.CopyImage(compute.Dir, "compute/v1")
 	l.Apply(desktopSite(l, desk, compute, defaultMode, guestVCPUs) + seatSite(t, uni) + homesSite())
 	l.StartBootServer()
-	ctl := slurmlab.StartController(t, l.NS, bootlab.ServerIP, mungeKey)
+	ctl := slurmlab.StartController(t, l.NS, bootlab.ServerIP, mungeKey, student)
 
 	// The PC's credential, on its OVERTIME-ID disk (no TPM in the VM).
 	tokFile := filepath.Join(t.TempDir(), "desk1.token")
@@ -352,6 +388,10 @@ func startDesktop(t testing.TB, desk, compute *imagetest.Image, defaultMode stri
 	})
 	return pc
 }
+
+// student is the university's user of the desktop test, as the Slurm controller knows
+// them (through the directory in a real site; from its files here).
+var student = slurmlab.User{Name: "student", UID: 1234567, GID: 1234500}
 
 // studentDirectory starts the university's directory of the desktop test: a POSIX user
 // student (uid 1234567, password ldap-pw) in group students, with a certificate valid

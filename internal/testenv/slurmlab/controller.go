@@ -50,12 +50,18 @@ func NewMungeKey(t testing.TB, dir string) string {
 
 // StartController starts munged and slurmctld at ip (an address of ns) with the munge
 // key in keyFile (made by the caller: the site manager hands it to the agents) and waits
-// until slurmctld answers.
-func StartController(t testing.TB, ns *netns.NS, ip, keyFile string) *Controller {
+// until slurmctld answers. users are the directory's users the controller and its client
+// commands know (InstallUsers); SlurmAs submits as one of them.
+func StartController(t testing.TB, ns *netns.NS, ip, keyFile string, users ...User) *Controller {
 	t.Helper()
 	needs.Servers(t, "root (mount namespaces)", "slurmctld", "munge")
 	_, _, jobSubmit := BuildC(t)
 	c := &Controller{T: t, NS: ns, Dir: t.TempDir(), IP: ip}
+	if len(users) > 0 {
+		// Before slurmctld starts: ip netns exec binds the files at its start.
+		InstallUsers(t, ns, users)
+		openPath(t, c.Dir)
+	}
 	c.mungeDir = filepath.Join(c.Dir, "munge")
 	// munged wants its socket directory searchable by all, the key readable by it alone.
 	if err := os.MkdirAll(c.mungeDir, 0o755); err != nil {
