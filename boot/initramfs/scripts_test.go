@@ -89,6 +89,22 @@ fi`
 	}
 }
 
+// TestBootEnvAPI: with overtime.api (a site whose API is HTTPS while the firmware's boot
+// files stay on HTTP), boot.env names the API as OVERTIME_URL, what the agent and the seat
+// talk to, and the boot files' server as OVERTIME_BOOT_URL; without it both are overtime.url.
+func TestBootEnvAPI(t *testing.T) {
+	for _, c := range []struct{ cmdline, want string }{
+		{"overtime.root=nfs:s:/x overtime.url=http://10.0.0.1:8080 overtime.api=https://ot.example.org:8443/api", "https://ot.example.org:8443/api|http://10.0.0.1:8080"},
+		{"overtime.root=nfs:s:/x overtime.url=http://10.0.0.1:8080", "http://10.0.0.1:8080|http://10.0.0.1:8080"},
+	} {
+		dir := t.TempDir()
+		got := strings.TrimSpace(shell(t, c.cmdline, `. ./scripts/overtime.d/10-params >/dev/null && OT_RUN=`+dir+` && . ./scripts/overtime.d/70-bootenv >/dev/null && . `+dir+`/boot.env && echo "$OVERTIME_URL|$OVERTIME_BOOT_URL"`))
+		if got != c.want {
+			t.Errorf("cmdline %q: boot.env gives %s, want %s", c.cmdline, got, c.want)
+		}
+	}
+}
+
 // TestNFSOptions: overtime.nfs_opts replaces defaults of the same name and adds the rest.
 func TestNFSOptions(t *testing.T) {
 	const def = "ro,vers=3,proto=tcp,nolock,retry=0"

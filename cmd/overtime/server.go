@@ -50,6 +50,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		l                   ldapFlags
 		listen, bootServer  string
+		bootListen          string
 		reload, menu        time.Duration
 		watch               bool
 		now                 string
@@ -183,13 +184,17 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 				go svc.FollowSite(ctx, 50*time.Millisecond)
 			}
 			go svc.ReloadEvery(ctx, reload)
-			srv := &http.Server{Handler: api.New(svc, opt), ReadHeaderTimeout: 10 * time.Second}
+			if bootListen != "" && tlsCert == "" {
+				return cmdline.Usagef("--boot-listen is the plain-HTTP listener beside an HTTPS API: give --tls-cert too (without TLS, --listen serves the boot files already)")
+			}
+			handler := api.New(svc, opt)
+			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err
 			}
-			log.Info("serving", "addr", ln.Addr().String(), "site", svc.Snapshot().Site.Name, "hosts", len(svc.Snapshot().Site.Hosts))
-			errc := make(chan error, 1)
+			log.Info("serving", "addr", ln.Addr().String(), "tls", tlsCert != "", "site", svc.Snapshot().Site.Name, "hosts", len(svc.Snapshot().Site.Hosts))
+			errc := make(chan error, 2)
 			go func() {
 				if tlsCert != "" {
 					errc <- srv.ServeTLS(ln, tlsCert, tlsKey)
@@ -197,13 +202,35 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 					errc <- srv.Serve(ln)
 				}
 			}()
+			servers := []*http.Server{srv}
+			if bootListen != "" {
+				// Firmware cannot do TLS: boot scripts, kernels, initrds and images on
+				// plain HTTP, nothing else (api.BootFiles).
+				apiURL := ""
+				if b := svc.Snapshot().Site.BootServer(bootServer); b != nil {
+					apiURL = b.APIURL
+				}
+				bsrv := &http.Server{Handler: api.BootFiles(handler, apiURL), ReadHeaderTimeout: 10 * time.Second}
+				bln, err := net.Listen("tcp", bootListen)
+				if err != nil {
+					return err
+				}
+				log.Info("serving boot files on plain HTTP", "addr", bln.Addr().String())
+				servers = append(servers, bsrv)
+				go func() { errc <- bsrv.Serve(bln) }()
+			}
 			select {
 			case err := <-errc:
 				return err
 			case <-ctx.Done():
 				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				err := srv.Shutdown(sctx)
+				var err error
+				for _, s := range servers {
+					if serr := s.Shutdown(sctx); err == nil {
+						err = serr
+					}
+				}
 				stopState()
 				<-stateDone // the last heartbeats and reports are written
 				return err
@@ -213,6 +240,7 @@ Debian: /usr/lib/syslinux/modules/bios). See docs/boot.md.`,
 	l.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.StringVar(&bootListen, "boot-listen", "", "with --tls-cert: also serve the boot files (boot scripts, kernels, initrds, images, files) and nothing else on plain HTTP at this address, for PC firmware; the boot server's httpURL names it, its apiURL the HTTPS API")
 	f.StringVar(&bootServer, "boot-server", "", "boot server this instance answers for (unknown MACs)")
 	f.DurationVar(&reload, "reload", 15*time.Minute, "re-read the whole site from the directory this often, a safety net behind --watch (0: never)")
 	f.BoolVar(&watch, "watch", true, "follow the directory's changes as they happen (RFC 4533 persistent search; needs the syncprov overlay)")

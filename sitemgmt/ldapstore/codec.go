@@ -62,6 +62,7 @@ const (
 	aTargetPool    = "otTargetPool"
 	aTargetHost    = "otTargetHost"
 	aExamAllow     = "otExamAllow"
+	aAPIURL        = "otAPIURL"
 	aRoleKind      = "otRoleKind"
 	aPolicy        = "otPolicy"
 	aDesktopLogin  = "otDesktopLogin"
@@ -92,7 +93,7 @@ var ia5 = map[string]bool{
 	aSubnet: true, aRangeFrom: true, aRangeTo: true, aRouter: true, aDNSServer: true, aDNSDomain: true, aModeKind: true, aPinned: true,
 	aKernel: true, aInitrd: true, aKernelArgs: true, aImageKind: true, aVersion: true, aSHA256: true,
 	aPath: true, aExceptionKind: true, aRoleKind: true, aMAC: true, aIP: true, aTokenHash: true,
-	aOwner: true, aExamAllow: true,
+	aOwner: true, aExamAllow: true, aAPIURL: true,
 }
 
 // maxJSON bounds the JSON documents kept in one attribute value (otPolicy, otGuest), the
@@ -285,6 +286,7 @@ func bootServerEntry(b *model.BootServer) entry {
 		{"router", aRouter, opt(b.Router)},
 		{"dnsServers", aDNSServer, b.DNSServers},
 		{"domain", aDNSDomain, opt(b.Domain)},
+		{"apiURL", aAPIURL, opt(b.APIURL)},
 	}}
 }
 

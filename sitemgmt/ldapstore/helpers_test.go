@@ -79,6 +79,7 @@ func exampleSite() *model.Site {
 			Name: "rbs1", IP: "10.0.0.1", HTTPURL: "http://10.0.0.1:8080", NFSServer: "10.0.0.2", NFSRoot: "/srv/overtime/images",
 			DHCP: model.DHCPFull, Interface: "eth1", Subnet: "10.0.0.0/24", RangeFrom: "10.0.0.200", RangeTo: "10.0.0.250", Router: "10.0.0.254",
 			DNSServers: []string{"192.0.2.53", "10.0.0.53"}, Domain: "lab.example.org", // not in sorted order: the order is kept
+			APIURL: "https://overtime.example.org:8443",
 		}},
 		Images: []model.Image{
 			{Name: "desktop", Kind: model.ImageDesktop, Description: "Debian desktop (Übungsraum)", Versions: []model.ImageVersion{

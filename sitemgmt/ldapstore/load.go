@@ -29,7 +29,7 @@ var loadFilter = "(|" + strings.Join([]string{
 var loadAttrs = []string{
 	aObjectClass, aCN, aDescription, aRoom, aMAC, aIP, aMember,
 	aSiteName, aTimezone, aDefaultMode, aUnknownMode, aPoolName, aBootServer, aWeekly, aBookedRule, aOwner,
-	aHTTPURL, aNFSServer, aNFSRoot, aDHCP, aInterface, aSubnet, aRangeFrom, aRangeTo, aRouter, aDNSServer, aDNSDomain,
+	aHTTPURL, aNFSServer, aNFSRoot, aDHCP, aInterface, aSubnet, aRangeFrom, aRangeTo, aRouter, aDNSServer, aDNSDomain, aAPIURL,
 	aModeKind, aImageName, aPinned, aVMImage, aKernel, aInitrd, aKernelArgs,
 	aImageKind, aVersion, aSHA256, aSize, aPath, aCreated,
 	aExceptionKind, aStart, aEnd, aModeName, aTargetPool, aTargetHost, aExamAllow, aRoleKind,
@@ -212,7 +212,7 @@ func (s *Store) decodeEntry(site *model.Site, versions *[]version, e *ldap.Entry
 			Name: a.one(aCN), IP: a.one(aIP), HTTPURL: a.one(aHTTPURL), NFSServer: a.one(aNFSServer),
 			NFSRoot: a.one(aNFSRoot), DHCP: model.DHCPMode(a.one(aDHCP)), Interface: a.one(aInterface),
 			Subnet: a.one(aSubnet), RangeFrom: a.one(aRangeFrom), RangeTo: a.one(aRangeTo), Router: a.one(aRouter),
-			DNSServers: a.all(aDNSServer), Domain: a.one(aDNSDomain),
+			DNSServers: a.all(aDNSServer), Domain: a.one(aDNSDomain), APIURL: a.one(aAPIURL),
 		})
 	case a.is(ocMode):
 		m := model.Mode{

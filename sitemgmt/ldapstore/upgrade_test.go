@@ -43,6 +43,7 @@ var schemaUpgrades = []struct {
 		{" $\n\t\totDesktopLogin $ otPrinting $ otHomes ) )", " $\n\t\totDesktopLogin $ otPrinting ) )"},
 	}, "desktop-homes.ldif", "otHomes"},
 	{"# --- what an exam may reach", [][2]string{{" $ otOwner $ otExamAllow ) )", " $ otOwner ) )"}}, "exam-allow.ldif", "otExamAllow"},
+	{"# --- the API over HTTPS", [][2]string{{" $\n\t\totDNSServer $ otDNSDomain $ otAPIURL ) )", " $\n\t\totDNSServer $ otDNSDomain ) )"}}, "api-url.ldif", "otAPIURL"},
 }
 
 // schemaBefore is a directory holding overtime.schema as it was before schemaUpgrades[i]
@@ -105,7 +106,8 @@ func TestOlderSchemaWithoutDNS(t *testing.T) {
 	}
 	site := exampleSite()
 	site.BootServers[0].DNSServers, site.BootServers[0].Domain = nil, ""
-	site.Exceptions[0].Allow = nil // a later schema's field
+	site.Exceptions[0].Allow = nil  // a later schema's field
+	site.BootServers[0].APIURL = "" // and another
 	mustApply(t, st, mustLoad(t, st), site)
 	cur := mustLoad(t, st)
 	assertSameSite(t, cur, site)

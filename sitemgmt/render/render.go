@@ -172,6 +172,9 @@ func checkServer(s *model.BootServer) error {
 	if _, err := baseURL(s.HTTPURL); err != nil {
 		return err
 	}
+	if s.APIURL != "" && names.APIURL(s.APIURL) != nil {
+		return errorf("boot server %s: invalid API URL %q", s.Name, s.APIURL)
+	}
 	if s.NFSServer != "" && names.NFSServer(s.NFSServer) != nil {
 		return errorf("boot server %s: invalid NFS server %q", s.Name, s.NFSServer)
 	}
@@ -323,7 +326,7 @@ func ImageURL(s *model.BootServer, v *model.ImageVersion) (string, error) {
 //	ip=dhcp boot=overtime panic=30 overtime.root=nfs:SERVER:/EXPORT/PATH/root.squashfs
 //	overtime.sha256=SHA [overtime.size=BYTES] overtime.mode=MODENAME overtime.kind=KIND
 //	[overtime.vm=COURSEVM] [overtime.bridge=BRIDGE] overtime.host=HOSTNAME overtime.url=HTTPURL
-//	[mode KernelArgs]
+//	[overtime.api=APIURL] [mode KernelArgs]
 //
 // overtime.root and overtime.sha256 are left out when the mode boots no image (a
 // maintenance kernel of its own); overtime.host is left out for a MAC that is not in the
@@ -379,6 +382,11 @@ func KernelCommandLine(s *model.BootServer, h *model.Host, m *model.Mode, v *mod
 		args = append(args, "overtime.host="+h.Name)
 	}
 	args = append(args, "overtime.url="+base)
+	if s.APIURL != "" {
+		// The API over HTTPS (the agent's and the seat's): the boot files stay on
+		// overtime.url, which the firmware can fetch.
+		args = append(args, "overtime.api="+strings.TrimSuffix(s.APIURL, "/"))
+	}
 	if m.KernelArgs != "" {
 		args = append(args, m.KernelArgs)
 	}

@@ -406,6 +406,21 @@ func TestKernelCommandLine(t *testing.T) {
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
+	// A site whose API is HTTPS: the agent's URL beside the boot files'.
+	tlsServer := *site.BootServer("boot1")
+	tlsServer.APIURL = "https://overtime.example.org:8443/"
+	got, err = KernelCommandLine(&tlsServer, nil, site.Mode("maint"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "ip=dhcp boot=overtime panic=30 overtime.mode=maint overtime.kind=maintenance overtime.url=http://10.0.0.1:8080 overtime.api=https://overtime.example.org:8443 console=ttyS0,115200n8"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	tlsServer.APIURL = "http://overtime.example.org:8443"
+	if _, err := KernelCommandLine(&tlsServer, nil, site.Mode("maint"), nil); err == nil || !strings.Contains(err.Error(), "invalid API URL") {
+		t.Errorf("a plain-HTTP API URL rendered: %v", err)
+	}
 }
 
 func TestSlurmHostlist(t *testing.T) {

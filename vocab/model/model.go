@@ -170,9 +170,13 @@ const (
 // BootServer is a "Remote Boot Service": it answers DHCP/PXE for the hosts assigned to it
 // and serves kernel, initrd and boot scripts over HTTP, root images over NFS.
 type BootServer struct {
-	Name      string   `json:"name" yaml:"name"`
-	IP        string   `json:"ip" yaml:"ip"`
-	HTTPURL   string   `json:"httpURL" yaml:"httpURL"`                         // base URL of `overtime serve` as seen by clients, e.g. http://10.0.0.1:8080
+	Name    string `json:"name" yaml:"name"`
+	IP      string `json:"ip" yaml:"ip"`
+	HTTPURL string `json:"httpURL" yaml:"httpURL"` // base URL of `overtime serve` as seen by clients, e.g. http://10.0.0.1:8080
+	// APIURL is the site manager's API over HTTPS for this boot server's PCs (node
+	// agents, seats), when HTTPURL is plain HTTP for the firmware: the PCs' credentials
+	// pin the site's CA, so they talk TLS only. Empty: HTTPURL.
+	APIURL    string   `json:"apiURL,omitempty" yaml:"apiURL,omitempty"`
 	NFSServer string   `json:"nfsServer,omitempty" yaml:"nfsServer,omitempty"` // host or IP exporting images; default IP
 	NFSRoot   string   `json:"nfsRoot,omitempty" yaml:"nfsRoot,omitempty"`     // export path holding published images; default /srv/overtime/images
 	DHCP      DHCPMode `json:"dhcp" yaml:"dhcp"`

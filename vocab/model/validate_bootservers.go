@@ -40,6 +40,11 @@ func validateBootServerAddresses(b BootServer) error {
 	if err := names.BootURL(b.HTTPURL); err != nil {
 		return invalid("boot server %s: %v", b.Name, err)
 	}
+	if b.APIURL != "" {
+		if err := names.APIURL(b.APIURL); err != nil {
+			return invalid("boot server %s: apiURL: %v", b.Name, err)
+		}
+	}
 	if b.NFSServer != "" {
 		if err := names.NFSServer(b.NFSServer); err != nil {
 			return invalid("boot server %s: %v", b.Name, err)

@@ -69,6 +69,9 @@ func TestBootServerFieldsRenderable(t *testing.T) {
 		err  string // "" = accepted
 	}{
 		{"plain URL", func(b *BootServer) { b.HTTPURL = "http://10.0.0.1:8080/overtime/" }, ""},
+		{"https API", func(b *BootServer) { b.APIURL = "https://overtime.example.org:8443" }, ""},
+		{"plain-HTTP API", func(b *BootServer) { b.APIURL = "http://10.0.0.1:8080" }, "apiURL: invalid API URL"},
+		{"API URL with a space", func(b *BootServer) { b.APIURL = "https://a b" }, "apiURL: invalid API URL"},
 		{"comma in URL", func(b *BootServer) { b.HTTPURL = "http://10.0.0.1:8080/a,b" }, "invalid boot server HTTP URL"},
 		{"user in URL", func(b *BootServer) { b.HTTPURL = "http://u@10.0.0.1" }, "invalid boot server HTTP URL"},
 		{"percent in URL", func(b *BootServer) { b.HTTPURL = "http://10.0.0.1/%41" }, "invalid boot server HTTP URL"},

@@ -245,6 +245,15 @@ func BootURL(s string) error {
 	return nil
 }
 
+// APIURL checks the HTTPS base URL of the site manager's API as a boot server's PCs reach
+// it (their node agents pin the site's CA): a BootURL that is https.
+func APIURL(s string) error {
+	if !strings.HasPrefix(s, "https://") || BootURL(s) != nil {
+		return fmt.Errorf("invalid API URL %q: expected like https://overtime.example.org:8443 (https, host, port and a plain path only)", s)
+	}
+	return nil
+}
+
 // nfsServerRE: an NFS server as written into a kernel command line: an IPv4 address or a
 // DNS name of lower-case labels (RFC 1123) separated by single dots.
 var nfsServerRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
