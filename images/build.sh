@@ -3,6 +3,9 @@
 #
 #   images/build.sh [--debs DIR] RECIPE OUTDIR   build into OUTDIR (a no-op when OUTDIR is up to date)
 #   images/build.sh [--debs DIR] --key RECIPE    print the cache key of the current inputs
+#   images/build.sh [--debs DIR] --list RECIPE   print what the image gets: "debian PKG" for each
+#                                                package of the base, "deb FILE" for each .deb
+#                                                installed over it (no root, nothing built)
 #
 # OUTDIR receives vmlinuz, initrd.img, root.squashfs, manifest.json and SHA256SUMS (the
 # format of a published version directory: images/artefact). Two stages, each cached by a
@@ -14,9 +17,11 @@
 #      code. Takes a minute or two; rebuilt only when the package lists change (delete
 #      the cache to pick up newer Debian packages).
 #   2. image: the base unpacked, Overtime's own .debs (from make deb, in --debs DIR,
-#      default bin/deb) installed with dpkg, the recipe's customize scripts run, the
-#      initrd made with boot=overtime's configuration, the tree squashed. Key: the
-#      stage-1 key, the .debs' sha256, the customize scripts, SOURCE_DATE_EPOCH.
+#      default bin/deb) and the site's (the recipe's SITE_DEBS directories, e.g. the
+#      compute guest's Slurm: SLURM_DEBS) installed with dpkg, the recipe's customize
+#      scripts run, the initrd made with boot=overtime's configuration, the tree
+#      squashed. Key: the stage-1 key, the .debs' sha256, the customize scripts,
+#      SOURCE_DATE_EPOCH.
 #
 # Recipes are looked up in ${OVERTIME_RECIPES:-images/recipes}.
 #
@@ -52,12 +57,12 @@ if [ "${1:-}" = --debs ]; then
 	debs=$(cd "${2:?--debs DIR}" && pwd)
 	shift 2
 fi
-keyonly=
-if [ "${1:-}" = --key ]; then
-	keyonly=1
-	shift
-fi
-[ $# -eq $((keyonly ? 1 : 2)) ] || die "usage: $0 [--debs DIR] RECIPE OUTDIR | [--debs DIR] --key RECIPE"
+keyonly='' listonly=''
+case "${1:-}" in
+--key) keyonly=1 && shift ;;
+--list) keyonly=1 listonly=1 && shift ;;
+esac
+[ $# -eq $((keyonly ? 1 : 2)) ] || die "usage: $0 [--debs DIR] RECIPE OUTDIR | [--debs DIR] --key|--list RECIPE"
 recipe=$1
 case "${recipe}" in
 "" | *[!a-z0-9-]*) die "recipe name ${recipe}: letters, digits and - only" ;;
@@ -76,13 +81,19 @@ while [ -n "${r}" ]; do
 done
 
 # The recipe variables, the parents' package lists included; the nearest KERNEL wins.
-KERNEL='' PACKAGES_ALL='' OVERTIME_ALL=''
+KERNEL='' PACKAGES_ALL='' OVERTIME_ALL='' SITE_DEBS_ALL=''
 for r in ${chain}; do
-	PARENT='' PACKAGES='' OVERTIME_PACKAGES=''
+	PARENT='' PACKAGES='' OVERTIME_PACKAGES='' SITE_DEBS=''
 	# shellcheck disable=SC1090
 	. "${recipes}/${r}/recipe"
 	PACKAGES_ALL="${PACKAGES_ALL} ${PACKAGES}"
 	OVERTIME_ALL="${OVERTIME_ALL} ${OVERTIME_PACKAGES}"
+	# SITE_DEBS: directories of the site's own .debs (every *.deb in them), installed
+	# with Overtime's in stage 2, in place of Debian's packages of the same names.
+	for d in ${SITE_DEBS}; do
+		[ -d "${d}" ] || die "recipe ${r}: SITE_DEBS ${d}: no such directory"
+		SITE_DEBS_ALL="${SITE_DEBS_ALL} ${d}"
+	done
 done
 # shellcheck disable=SC2086
 PACKAGES_ALL=$(printf '%s\n' ${PACKAGES_ALL} ${KERNEL} | LC_ALL=C sort -u | tr '\n' ' ')
@@ -110,13 +121,37 @@ for p in ${OVERTIME_ALL}; do
 	[ -n "${f}" ] || die "no ${p}_*.deb in ${debs}: run make deb first"
 	deb_files="${deb_files} ${f}"
 done
-# What Overtime's packages depend on goes into the base (first alternative, no version),
-# so that dpkg -i in stage 2 needs no network and the base changes only when a package's
-# dependencies do.
-deps=$(for f in ${deb_files}; do dpkg-deb -f "${f}" Depends; done | tr ',' '\n' |
-	sed 's/|.*//; s/(.*)//; s/^ *//; s/ *$//' | grep -v '^overtime' | grep -v '^$' || true)
+# The site's .debs: every *.deb of the SITE_DEBS directories, newest first when one
+# package is there twice (a rebuild), by name.
+site_names=
+for d in ${SITE_DEBS_ALL}; do
+	n=0
+	# shellcheck disable=SC2012
+	for f in $(ls -t "${d}"/*.deb 2>/dev/null || true); do
+		case "${f}" in *[[:space:]]*) die "SITE_DEBS ${d}: ${f}: a file name with a space" ;; esac
+		p=$(dpkg-deb -f "${f}" Package 2>/dev/null) || die "SITE_DEBS ${d}: $(basename "${f}") is not a .deb"
+		n=$((n + 1))
+		case " ${site_names} " in *" ${p} "*) continue ;; esac
+		site_names="${site_names} ${p}"
+		deb_files="${deb_files} ${f}"
+	done
+	[ "${n}" -gt 0 ] || die "SITE_DEBS ${d}: no .deb files"
+done
+# What Overtime's and the site's packages depend on goes into the base (first
+# alternative, no version, no architecture qualifier), less what they are themselves, so
+# that dpkg -i in stage 2 needs no network and the base changes only when a package's
+# dependencies do. A site's package replaces Debian's of its name.
+deps=$(for f in ${deb_files}; do dpkg-deb -f "${f}" Pre-Depends; dpkg-deb -f "${f}" Depends; done | tr ',' '\n' |
+	sed 's/|.*//; s/(.*)//; s/:[a-z0-9]*//; s/^ *//; s/ *$//' | grep -v '^overtime' | grep -v '^$' || true)
 # shellcheck disable=SC2086
 PACKAGES_ALL=$(printf '%s\n' ${PACKAGES_ALL} ${deps} | LC_ALL=C sort -u | tr '\n' ' ')
+if [ -n "${site_names}" ]; then
+	kept=
+	for p in ${PACKAGES_ALL}; do
+		case " ${site_names} " in *" ${p} "*) ;; *) kept="${kept}${p} " ;; esac
+	done
+	PACKAGES_ALL=${kept}
+fi
 
 # Stage-1 inputs. The stage-1 part of this script is between the markers below; only it
 # goes into the key, so that editing stage 2 does not rebuild the base.
@@ -143,6 +178,11 @@ image_key=$({
 	sed -n '/^# >>> stage 2/,/^# <<< stage 2/p' "$0"
 } | sha256sum | cut -c1-16)
 
+if [ -n "${listonly}" ]; then
+	for p in ${PACKAGES_ALL}; do echo "debian ${p}"; done
+	for f in ${deb_files}; do echo "deb ${f}"; done
+	exit 0
+fi
 if [ -n "${keyonly}" ]; then
 	echo "${image_key}"
 	exit 0

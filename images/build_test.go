@@ -102,3 +102,128 @@ func TestRecipesShellcheck(t *testing.T) {
 		t.Fatalf("shellcheck: %v\n%s", err, out)
 	}
 }
+
+// fakeDeb builds dir/NAME_VERSION_amd64.deb holding nothing but its control file, with
+// the given Depends (build.sh reads a .deb's name and dependencies, not its files).
+func fakeDeb(t *testing.T, dir, name, version, depends string) string {
+	t.Helper()
+	tree := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(filepath.Join(tree, "DEBIAN"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	control := "Package: " + name + "\nVersion: " + version + "\nArchitecture: amd64\nMaintainer: test <test@example.org>\nDescription: test\n"
+	if depends != "" {
+		control += "Depends: " + depends + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(tree, "DEBIAN", "control"), []byte(control), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name+"_"+version+"_amd64.deb")
+	if b, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", tree, out).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb: %v\n%s", err, b)
+	}
+	return out
+}
+
+// build runs build.sh with args and the environment env (added to this one's).
+func build(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("./build.sh", args...)
+	cmd.Env = append(append(os.Environ(), "SOURCE_DATE_EPOCH=1"), env...)
+	b, err := cmd.CombinedOutput()
+	return string(b), err
+}
+
+// TestBuildSiteSlurm: the compute guest takes the site's Slurm as .debs (SLURM_DEBS):
+// they go over the base like Overtime's own, in place of Debian's slurmd (whose
+// packages leave the base), their dependencies come from Debian, and they are part of
+// the image's key. Checked with --list and --key, without building.
+func TestBuildSiteSlurm(t *testing.T) {
+	needs.Servers(t, "dpkg-deb")
+	debs := t.TempDir()
+	fakeDeb(t, debs, "overtime-slurm", "0.0.1", "libc6 (>= 2.34), libcurl4 (>= 7.16.2), libjson-c5 (>= 0.15), libslurm38 (>= 22.05.8)")
+	site := t.TempDir()
+	fakeDeb(t, site, "slurm-smd", "24.11.5-1", "libc6 (>= 2.34), libhwloc15 (>= 2.0), libmunge2 (>= 0.5.8), perl:any | perl-base")
+	smdSlurmd := fakeDeb(t, site, "slurm-smd-slurmd", "24.11.5-1", "slurm-smd (= 24.11.5-1), libhwloc15")
+
+	list := func(env ...string) (debian, deb map[string]bool) {
+		t.Helper()
+		out, err := build(t, env, "--debs", debs, "--list", "compute-guest")
+		if err != nil {
+			t.Fatalf("--list: %v\n%s", err, out)
+		}
+		debian, deb = map[string]bool{}, map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			kind, what, _ := strings.Cut(line, " ")
+			switch kind {
+			case "debian":
+				debian[what] = true
+			case "deb":
+				deb[filepath.Base(what)] = true
+			default:
+				t.Fatalf("--list line %q", line)
+			}
+		}
+		return debian, deb
+	}
+	debian, deb := list()
+	for _, p := range []string{"slurmd", "slurm-wlm-basic-plugins", "munge", "libslurm38", "libcurl4"} {
+		if !debian[p] {
+			t.Errorf("Debian's Slurm build: %s not in the base (%v)", p, debian)
+		}
+	}
+	if len(deb) != 1 || !deb["overtime-slurm_0.0.1_amd64.deb"] {
+		t.Errorf("Debian's Slurm build installs %v over the base, want overtime-slurm only", deb)
+	}
+
+	debian, deb = list("SLURM_DEBS=" + site)
+	for _, p := range []string{"slurmd", "slurm-wlm-basic-plugins", "slurm-smd", "slurm-smd-slurmd", "perl:any"} {
+		if debian[p] {
+			t.Errorf("with SLURM_DEBS: %s still comes from Debian", p)
+		}
+	}
+	for _, p := range []string{"munge", "libhwloc15", "libmunge2", "perl", "libslurm38"} {
+		if !debian[p] {
+			t.Errorf("with SLURM_DEBS: %s (a dependency) not in the base (%v)", p, debian)
+		}
+	}
+	for _, f := range []string{"overtime-slurm_0.0.1_amd64.deb", "slurm-smd_24.11.5-1_amd64.deb", "slurm-smd-slurmd_24.11.5-1_amd64.deb"} {
+		if !deb[f] {
+			t.Errorf("with SLURM_DEBS: %s not installed over the base (%v)", f, deb)
+		}
+	}
+
+	// The site's packages are inputs of the image: another build of them is another image.
+	key := func(env ...string) string {
+		t.Helper()
+		out, err := build(t, env, "--debs", debs, "--key", "compute-guest")
+		if err != nil {
+			t.Fatalf("--key: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	debian12, site1 := key(), key("SLURM_DEBS="+site)
+	if debian12 == site1 {
+		t.Errorf("the image key does not change with SLURM_DEBS: %s", site1)
+	}
+	os.Remove(smdSlurmd)
+	fakeDeb(t, site, "slurm-smd-slurmd", "24.11.5-1", "slurm-smd (= 24.11.5-1), libhwloc15, libpmix2")
+	if site2 := key("SLURM_DEBS=" + site); site2 == site1 || site2 == debian12 {
+		t.Errorf("a rebuilt slurmd .deb keeps the key %s", site2)
+	}
+
+	// A directory without slurmd, or with a file that is not a .deb, is refused at once.
+	noSlurmd := t.TempDir()
+	fakeDeb(t, noSlurmd, "slurm-smd", "24.11.5-1", "")
+	junk := t.TempDir()
+	os.WriteFile(filepath.Join(junk, "slurmd_24.11.5-1_amd64.deb"), []byte("not a deb"), 0o644)
+	for _, c := range []struct{ dir, want string }{
+		{filepath.Join(t.TempDir(), "missing"), "no slurmd_*.deb or slurm-smd-slurmd_*.deb"},
+		{noSlurmd, "no slurmd_*.deb or slurm-smd-slurmd_*.deb"},
+		{junk, "slurmd_24.11.5-1_amd64.deb is not a .deb"},
+	} {
+		if out, err := build(t, []string{"SLURM_DEBS=" + c.dir}, "--debs", debs, "--key", "compute-guest"); err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("SLURM_DEBS=%s: %v %q, want an error saying %q", c.dir, err, out, c.want)
+		}
+	}
+}

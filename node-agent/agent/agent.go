@@ -462,14 +462,16 @@ func (a *Agent) decideAndAct(ctx context.Context, since time.Time) {
 	// The owner's arrival puts the controller's start cap in force with this very
 	// decision, before any measurement.
 	a.control.Owner(obs.Now, d.State, d.Action)
+	reason := a.guest.LastStatus().Reason
 	changed := a.act(ctx)
 	a.m.guestCap.Set(a.guest.CapFraction())
 	if changed && !since.IsZero() {
 		a.m.reaction.WithLabelValues(string(d.Action)).Observe(a.o.Now().Sub(since).Seconds())
 	}
 	a.foldCounters(d.Action != prevAction)
-	// The owner state matters to Slurm too (node features desk-empty / owner-active).
-	if d.Action != prevAction || d.State != prevState {
+	// The owner state matters to Slurm too (node features desk-empty / owner-active), and
+	// so does why a guest did not start (the node's reason).
+	if d.Action != prevAction || d.State != prevState || a.guest.LastStatus().Reason != reason {
 		a.announce(ctx)
 	}
 	a.planAbandoned(ctx)

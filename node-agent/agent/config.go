@@ -21,6 +21,7 @@ import (
 	"github.com/overtime-hpc/overtime/node-agent/coursevm"
 	"github.com/overtime-hpc/overtime/vocab/model"
 	"github.com/overtime-hpc/overtime/vocab/names"
+	"github.com/overtime-hpc/overtime/vocab/slurmcompat"
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
@@ -66,6 +67,12 @@ func checkConfig(c *wire.AgentConfig, mac string) error {
 		// document: loading part of it would be a guess at what the exam allows.
 		if err := n.Check(); err != nil {
 			return err
+		}
+	}
+	if v := c.SlurmctldVersion; v != "" {
+		// Validated by the site manager; a start is refused by it, so checked again.
+		if err := slurmcompat.Valid(v); err != nil {
+			return fmt.Errorf("slurmctldVersion: %w", err)
 		}
 	}
 	if vm := c.CourseVM; vm != nil {

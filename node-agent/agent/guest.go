@@ -15,15 +15,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/overtime-hpc/overtime/images/manifest"
 	"github.com/overtime-hpc/overtime/node-agent/guest"
 	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/slurmcompat"
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // guestLifecycle is the compute guest as the agent drives it through its backend:
-// prepare (image, secrets), start, freeze, thaw, limit, stop, adopt a guest a previous
-// agent left running, notice a guest that stopped by itself and start it again with
-// backoff. It does what the decision says; it decides nothing. Owned by Run's goroutine
+// prepare (image, the Slurm check, secrets), start (or say why not), freeze, thaw,
+// limit, stop, adopt a guest a previous agent left running, notice a guest that stopped
+// by itself and start it again with backoff. It does what the decision says; it decides nothing. Owned by Run's goroutine
 // (pid and CPU are safe from any goroutine).
 type guestLifecycle struct {
 	backends  map[model.GuestBackend]guest.Backend
@@ -31,9 +33,6 @@ type guestLifecycle struct {
 	imageRoot string
 	stateDir  string
 	hostCPUs  int
-	// startErr is why the last start failed ("" after a start that worked): the
-	// heartbeat's guest reason while there is no guest.
-	startErr  string
 	hostMemMB int
 	agentURL  string // Options.GuestAgentURL
 	// firstBackoff and maxBackoff bound the restart delay (Options.RestartBackoff,
@@ -49,6 +48,14 @@ type guestLifecycle struct {
 	startedAt  time.Time
 	restarts   int
 	lastStatus guest.Status
+	// startErr is why there is no guest after the last start ("start failed: …", "not
+	// started: …"; "" after a start that worked): the heartbeat's guest reason while
+	// there is none, and so Slurm's node reason.
+	startErr string
+	// slurmRefused is the (controller version, image version) whose slurmd would not
+	// join the controller (checkSlurm): no start is tried again until either changes.
+	// slurmLogged is the pair an unknown verdict was last logged for (once each).
+	slurmRefused, slurmLogged string
 	// secrets are the compute guest's, as last fetched (memory only); noSecretsLogged
 	// keeps a site without them from filling the log.
 	secrets         *wire.GuestSecrets
@@ -88,7 +95,7 @@ func (g *guestLifecycle) RetryAt() time.Time { return g.retryAt }
 func (g *guestLifecycle) LastStatus() guest.Status {
 	st := g.lastStatus
 	if st.State == guest.StateAbsent && st.Reason == "" && g.startErr != "" {
-		st.Reason = "start failed: " + g.startErr
+		st.Reason = g.startErr
 	}
 	return st
 }
@@ -188,24 +195,35 @@ func (g *guestLifecycle) Act(ctx context.Context, c *wire.AgentConfig, action mo
 				g.fail("start", name, specErr)
 				return changed
 			}
+			if g.slurmRefused != "" && g.slurmRefused == slurmKey(c) {
+				return changed // its slurmd would not join the controller: until either changes
+			}
 			if now := g.now(); now.Before(g.retryAt) {
 				return changed // backing off after a crash
 			}
 			spec.CPULimit = limit
 			if err := g.prepare(ctx, c, &spec); err != nil {
+				var mismatch *slurmMismatch
+				if errors.As(err, &mismatch) {
+					// Not a failure to retry: the same image meets the same controller
+					// until the configuration changes one of them.
+					g.slurmRefused = slurmKey(c)
+					g.m.actionError.WithLabelValues("start").Inc()
+					g.log.Error("guest not started: its slurmd would not join the Slurm controller", "guest", name,
+						"slurmctld", mismatch.slurmctld, "slurmd", mismatch.slurmd, "image", c.Guest.Image,
+						"version", c.Guest.Resolved.Version, "why", mismatch.why)
+					return g.noGuest(ctx, b, name, notStarted+err.Error()) || changed
+				}
 				g.fail("start", name, err)
 				g.scheduleRetry()
-				return changed
+				return g.noGuest(ctx, b, name, "start failed: "+err.Error()) || changed
 			}
 			if err := b.Start(ctx, spec); err != nil {
 				g.fail("start", name, err)
 				g.scheduleRetry()
-				// Why there is no guest, for the heartbeat and so Slurm's node reason.
-				changed = changed || g.startErr != err.Error()
-				g.startErr = err.Error()
-				return changed
+				return g.noGuest(ctx, b, name, "start failed: "+err.Error()) || changed
 			}
-			g.startErr = ""
+			g.startErr, g.slurmRefused = "", ""
 			g.applied = applied{running: true, limit: limit, spec: specKey(spec)}
 			g.startedAt = g.now()
 			if st, err := b.Status(ctx, name); err == nil {
@@ -257,6 +275,16 @@ func (g *guestLifecycle) CapFraction() float64 {
 	return g.applied.limit / float64(g.hostCPUs)
 }
 
+// noGuest records why there is no guest after a start (the heartbeat's guest reason, so
+// Slurm's node reason) and reads the guest's status, so that the reason shows at once;
+// it reports whether the reason changed.
+func (g *guestLifecycle) noGuest(ctx context.Context, b guest.Backend, name, why string) bool {
+	changed := g.startErr != why
+	g.startErr = why
+	g.refreshStatus(ctx, b, name)
+	return changed
+}
+
 // refreshStatus reads the guest's status after a freeze or thaw, so that the heartbeat
 // sent with the decision says what is in force (Slurm resumes a node on "running", not
 // on the next periodic check).
@@ -268,14 +296,22 @@ func (g *guestLifecycle) refreshStatus(ctx context.Context, b guest.Backend, nam
 
 // prepare makes what the spec names available before a start: the guest's image
 // version (mounted read-only from the boot server's export when the image root does not
-// already show it) and, for a compute guest in a container, its secrets.
+// already show it), the check that a compute guest's slurmd joins the site's Slurm
+// controller (checkSlurm: a *slurmMismatch), and, for a compute guest in a container,
+// its secrets.
 func (g *guestLifecycle) prepare(ctx context.Context, c *wire.AgentConfig, spec *guest.Spec) error {
 	cg := c.Guest
 	dir := filepath.Join(g.imageRoot, filepath.FromSlash(cg.Resolved.Path))
 	if err := ensureImage(ctx, g.log, dir, cg.NFS, model.ImageRoot); err != nil {
 		return fmt.Errorf("image %s %s: %w", cg.Image, cg.Resolved.Version, err)
 	}
-	if cg.ImageKind != model.ImageCompute || cg.Backend != model.BackendContainer {
+	if cg.ImageKind != model.ImageCompute {
+		return nil
+	}
+	if err := g.checkSlurm(c, dir); err != nil {
+		return err
+	}
+	if cg.Backend != model.BackendContainer {
 		return nil
 	}
 	sec, err := g.site.GuestSecrets(ctx)
@@ -301,6 +337,89 @@ func (g *guestLifecycle) prepare(ctx context.Context, c *wire.AgentConfig, spec 
 		spec.Secrets = map[string][]byte{"munge.key": g.secrets.MungeKey}
 	}
 	return nil
+}
+
+// slurmMismatch: the compute guest's slurmd would not join the site's Slurm controller.
+// Its text is the guest's reason: both versions and what to do.
+type slurmMismatch struct {
+	slurmctld, slurmd string
+	verdict           slurmcompat.Verdict
+	image, version    string
+	why               string // slurmcompat.Check's explanation (for the log)
+}
+
+func (e *slurmMismatch) Error() string {
+	rel := "too old for"
+	if e.verdict == slurmcompat.TooNew {
+		rel = "newer than"
+	}
+	const todo = "build the compute image with the controller's Slurm: images/recipes/compute-guest, SLURM_DEBS=DIR"
+	s := fmt.Sprintf("slurmd %s (image %s %s) %s slurmctld %s; %s", e.slurmd, e.image, e.version, rel, e.slurmctld, todo)
+	if len(notStarted)+len(s) > wire.MaxGuestReason {
+		// Long image names: what to do must not be cut off the heartbeat's reason.
+		s = fmt.Sprintf("slurmd %s %s slurmctld %s; %s", e.slurmd, rel, e.slurmctld, todo)
+	}
+	return s
+}
+
+// notStarted begins the reason of a guest the agent refused to start.
+const notStarted = "not started: "
+
+// slurmKey is what a refusal of checkSlurm holds for: the controller's version and the
+// guest's image version.
+func slurmKey(c *wire.AgentConfig) string {
+	if c.Guest == nil {
+		return ""
+	}
+	return c.SlurmctldVersion + "\x00" + c.Guest.Resolved.Path
+}
+
+// checkSlurm refuses (*slurmMismatch) a compute guest whose slurmd would not join the
+// site's Slurm controller (vocab/slurmcompat): the controller's version is the
+// configuration's (the sync daemon's report), the slurmd's is in the manifest.json of the
+// image version directory dir (images/manifest). When either is not known, or the rule
+// cannot tell, the guest starts as before, logged once for each controller and image
+// version.
+func (g *guestLifecycle) checkSlurm(c *wire.AgentConfig, dir string) error {
+	cg := c.Guest
+	ctld, slurmd, why := c.SlurmctldVersion, "", ""
+	verdict := slurmcompat.Unknown
+	if ctld == "" {
+		why = "the site manager does not know the controller's Slurm version (no report from overtime-slurm-sync yet)"
+	} else if v, err := imageSlurmd(dir); err != nil {
+		why = err.Error()
+	} else {
+		slurmd = v
+		verdict, why = slurmcompat.Check(ctld, slurmd)
+	}
+	switch verdict {
+	case slurmcompat.TooOld, slurmcompat.TooNew:
+		return &slurmMismatch{slurmctld: ctld, slurmd: slurmd, verdict: verdict, image: cg.Image, version: cg.Resolved.Version, why: why}
+	case slurmcompat.Unknown:
+		if key := slurmKey(c); g.slurmLogged != key {
+			g.slurmLogged = key
+			g.log.Info("starting the guest without checking its Slurm against the controller's", "guest", cg.Name,
+				"image", cg.Image, "version", cg.Resolved.Version, "slurmctld", ctld, "slurmd", slurmd, "why", why)
+		}
+	default:
+		g.log.Debug("the guest's Slurm fits the controller's", "slurmctld", ctld, "slurmd", slurmd, "why", why)
+	}
+	return nil
+}
+
+// imageSlurmd is the Slurm version of the slurmd an image version directory's manifest
+// lists (Debian's package or SchedMD's).
+func imageSlurmd(dir string) (string, error) {
+	m, err := manifest.Read(dir)
+	if err != nil {
+		return "", fmt.Errorf("the image's slurmd version is not known: %w", err)
+	}
+	for _, p := range slurmcompat.SlurmdPackages {
+		if v := m.Package(p); v != "" {
+			return slurmcompat.FromDebian(v)
+		}
+	}
+	return "", fmt.Errorf("the image's %s lists no slurmd package (%s)", manifest.File, strings.Join(slurmcompat.SlurmdPackages, ", "))
 }
 
 // ensureImage mounts an image version directory (a guest's, a course VM's) read-only

@@ -529,19 +529,64 @@ static int http_get(struct feed_client *c, const char *url, long timeout_s,
 	return 0;
 }
 
+int feed_slurm_version(const char *v, char *out, size_t outlen)
+{
+	size_t n = 0, digits = 0, parts = 1;
+
+	if (outlen)
+		out[0] = '\0';
+	if (!v || outlen < FEED_VERSION_MAX)
+		return -1;
+	for (; v[n] && (isdigit((unsigned char)v[n]) || v[n] == '.'); n++) {
+		if (v[n] == '.') {
+			/* A dot after no digit, or a fifth number: not a
+			 * version. A trailing dot is cut below. */
+			if (!digits || ++parts > 4)
+				return -1;
+			digits = 0;
+		} else if (++digits > 4) {
+			return -1;
+		}
+	}
+	if (n && v[n - 1] == '.') {
+		n--;
+		parts--;
+	}
+	if (parts < 2 || n >= FEED_VERSION_MAX)
+		return -1;
+	memcpy(out, v, n);
+	out[n] = '\0';
+	return 0;
+}
+
+char *feed_nodes_url(const char *server, int64_t since, int64_t base,
+		     int wait_s, const char *slurmctld)
+{
+	char *url = NULL;
+	char delta[32] = "", ctld[16 + FEED_VERSION_MAX] = "";
+
+	if (base > 0)
+		snprintf(delta, sizeof(delta), "&base=%" PRId64, base);
+	/* Digits and dots only (feed_slurm_version): nothing to escape. */
+	if (slurmctld && slurmctld[0])
+		snprintf(ctld, sizeof(ctld), "&slurmctld=%s", slurmctld);
+	if (asprintf(&url, "%s/api/v1/slurm/nodes?since=%" PRId64 "&wait=%d%s%s",
+		     server, since, wait_s, delta, ctld) < 0)
+		return NULL;
+	return url;
+}
+
 int feed_fetch(struct feed_client *c, int64_t since, int64_t base, int wait_s,
-	       struct feed *out)
+	       const char *slurmctld, struct feed *out)
 {
 	struct body b = { 0 };
-	char *url = NULL;
-	char err[256], delta[32] = "";
+	char *url;
+	char err[256];
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
-	if (base > 0)
-		snprintf(delta, sizeof(delta), "&base=%" PRId64, base);
-	if (asprintf(&url, "%s/api/v1/slurm/nodes?since=%" PRId64 "&wait=%d%s",
-		     c->base, since, wait_s, delta) < 0)
+	url = feed_nodes_url(c->base, since, base, wait_s, slurmctld);
+	if (!url)
 		return -1;
 	/* The server holds the request up to wait_s; the margin covers a slow
 	 * network, and the timeout catches a server that never answers. */

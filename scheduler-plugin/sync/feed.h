@@ -79,12 +79,31 @@ struct feed_client *feed_client_new(const char *server, const char *user,
 				    volatile sig_atomic_t *stop);
 void feed_client_free(struct feed_client *c);
 
-/* One long-poll request; base > 0 asks for the nodes changed since that
- * build only (the server may still answer every node: out->delta says).
- * Returns 0 with *out filled, or -1 after logging why (unreachable, non-200,
- * bad JSON). */
+/* The longest Slurm version the site manager accepts (4 numbers of 4 digits
+ * and 3 dots), with its NUL. */
+#define FEED_VERSION_MAX 20
+
+/* The Slurm version in v as the site manager accepts it (vocab/slurmcompat):
+ * the leading digits and dots, cut before anything else (a pre-release
+ * suffix: 23.11.0-0rc1 -> 23.11.0), 2 to 4 numbers of 1 to 4 digits. Returns
+ * 0 with it in out (outlen >= FEED_VERSION_MAX), or -1 (out empty) when v
+ * has none: then the daemon sends no version rather than one the site
+ * manager would refuse with its whole feed. */
+int feed_slurm_version(const char *v, char *out, size_t outlen);
+
+/* The long poll's URL (caller frees): base > 0 asks for the nodes changed
+ * since that build; slurmctld (NULL or "": none) reports the controller's
+ * Slurm version (feed_slurm_version's form), which the site manager hands to
+ * the node agents. NULL when out of memory. */
+char *feed_nodes_url(const char *server, int64_t since, int64_t base,
+		     int wait_s, const char *slurmctld);
+
+/* One long-poll request (the URL: feed_nodes_url); base > 0 asks for the
+ * nodes changed since that build only (the server may still answer every
+ * node: out->delta says). Returns 0 with *out filled, or -1 after logging why
+ * (unreachable, non-200, bad JSON). */
 int feed_fetch(struct feed_client *c, int64_t since, int64_t base, int wait_s,
-	       struct feed *out);
+	       const char *slurmctld, struct feed *out);
 
 struct windows;
 

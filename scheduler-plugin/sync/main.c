@@ -365,8 +365,49 @@ static void refresh_windows(const struct opts *o, struct feed_client *fc,
 	log_debug("reservation windows", "windows", log_u64(n, fresh.n), NULL);
 }
 
+/* The controller's Slurm version the daemon reports with its long polls:
+ * slurmctld's own (its configuration), asked at most once per --resync, so
+ * that an upgraded controller reaches the site manager, and from it the
+ * node agents, within a resync. Not the daemon's own libslurm version
+ * (SLURM_VERSION_STRING): Slurm's protocol window lets an older libslurm
+ * talk to a newer slurmctld, so it may understate the controller. Until
+ * slurmctld answers nothing is reported (the agents then start guests
+ * unchecked). */
+struct ctld_version {
+	char v[FEED_VERSION_MAX];
+	time_t asked;
+	bool warned;
+};
+
+static void refresh_ctld_version(const struct opts *o, struct ctld_version *c)
+{
+	char buf[FEED_VERSION_MAX];
+	time_t now = time(NULL);
+	char *v;
+
+	if (c->asked && now - c->asked < o->resync_s)
+		return;
+	c->asked = now;
+	v = slurm_controller_version();
+	if (!v)
+		return; /* keep the last one known */
+	if (feed_slurm_version(v, buf, sizeof(buf))) {
+		if (!c->warned)
+			log_warn("slurmctld's version is not one the site "
+				 "manager takes; not reporting it", "version",
+				 v, NULL);
+		c->warned = true;
+	} else if (strcmp(buf, c->v)) {
+		log_info("slurmctld version", "version", buf, "was",
+			 c->v[0] ? c->v : NULL, NULL);
+		memcpy(c->v, buf, sizeof(buf));
+	}
+	free(v);
+}
+
 static int run(const struct opts *o, struct feed_client *fc)
 {
+	struct ctld_version ctld = { 0 };
 	struct win_state win = { 0 };
 	struct apply_opts ao = {
 		.warn_lead_s = o->warn_lead_s, .warn_signal = o->warn_signal,
@@ -417,7 +458,8 @@ static int run(const struct opts *o, struct feed_client *fc)
 				w = 0;
 			}
 		}
-		if (feed_fetch(fc, since, base, w, &feed)) {
+		refresh_ctld_version(o, &ctld);
+		if (feed_fetch(fc, since, base, w, ctld.v, &feed)) {
 			if (stop)
 				break;
 			if (o->once)

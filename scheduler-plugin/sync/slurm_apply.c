@@ -785,3 +785,19 @@ bool slurm_power_saving(void)
 	slurm_free_ctl_conf(conf);
 	return on;
 }
+
+char *slurm_controller_version(void)
+{
+	slurm_conf_t *conf = NULL;
+	char *v = NULL;
+
+	if (slurm_load_ctl_conf((time_t)0, &conf) != SLURM_SUCCESS || !conf) {
+		log_debug("cannot read slurmctld's configuration for its version",
+			  "error", slurm_strerror(slurm_get_errno()), NULL);
+		return NULL;
+	}
+	if (conf->version)
+		v = strdup(conf->version);
+	slurm_free_ctl_conf(conf);
+	return v;
+}

@@ -33,4 +33,9 @@ int apply_cycle(const struct feed *feed, const struct apply_opts *o);
 /* slurm_power_saving: slurmctld has a SuspendProgram (power saving is on). */
 bool slurm_power_saving(void);
 
+/* slurmctld's own Slurm version, from its configuration (slurm_conf_t
+ * version, as `scontrol show config` prints SLURM_VERSION); NULL when
+ * slurmctld cannot be asked. The caller frees it. */
+char *slurm_controller_version(void);
+
 #endif

@@ -631,6 +631,83 @@ static void test_group_many(void)
 	}
 }
 
+/* The controller's version as the daemon reports it: what the site manager
+ * accepts (2 to 4 numbers of at most 4 digits), cut before a suffix. */
+static void test_slurm_version(void)
+{
+	static const struct {
+		const char *in, *want; /* want NULL: nothing to report */
+	} cases[] = {
+		{ "22.05.8", "22.05.8" },
+		{ "24.11.0", "24.11.0" },
+		{ "23.11.0-0rc1", "23.11.0" },
+		{ "24.05.0-0pre1", "24.05.0" },
+		{ "22.05.8 (custom)", "22.05.8" },
+		{ "22.05.", "22.05" },
+		{ "1.2.3.4", "1.2.3.4" },
+		{ "22", NULL },
+		{ "22.", NULL },
+		{ "", NULL },
+		{ "v22.05.8", NULL },
+		{ ".22.05", NULL },
+		{ "22..05", NULL },
+		{ "12345.1", NULL },
+		{ "1.2.3.4.5", NULL },
+	};
+	char out[FEED_VERSION_MAX];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = feed_slurm_version(cases[i].in, out, sizeof(out));
+
+		if (cases[i].want) {
+			CHECK(rc == 0 && !strcmp(out, cases[i].want),
+			      "version of \"%s\": rc %d \"%s\", want \"%s\"",
+			      cases[i].in, rc, out, cases[i].want);
+		} else {
+			CHECK(rc == -1 && out[0] == '\0',
+			      "version of \"%s\": rc %d \"%s\", want none",
+			      cases[i].in, rc, out);
+		}
+	}
+	CHECK(feed_slurm_version(NULL, out, sizeof(out)) == -1, "NULL");
+	CHECK(feed_slurm_version("22.05.8", out, 8) == -1,
+	      "a buffer below FEED_VERSION_MAX is refused");
+	CHECK(feed_slurm_version("9999.9999.9999.9999", out, sizeof(out)) == 0 &&
+	      strlen(out) == FEED_VERSION_MAX - 1, "the longest version fits");
+}
+
+/* The long poll's URL: since and wait always, base and slurmctld when
+ * given. */
+static void test_nodes_url(void)
+{
+	static const struct {
+		int64_t since, base;
+		int wait_s;
+		const char *ctld, *want;
+	} cases[] = {
+		{ 0, 0, 25, NULL,
+		  "https://sm/api/v1/slurm/nodes?since=0&wait=25" },
+		{ 17, 0, 25, "",
+		  "https://sm/api/v1/slurm/nodes?since=17&wait=25" },
+		{ 17, 4294967297LL, 0, NULL,
+		  "https://sm/api/v1/slurm/nodes?since=17&wait=0&base=4294967297" },
+		{ 17, 0, 25, "22.05.8",
+		  "https://sm/api/v1/slurm/nodes?since=17&wait=25&slurmctld=22.05.8" },
+		{ 17, 9, 3, "24.11.5",
+		  "https://sm/api/v1/slurm/nodes?since=17&wait=3&base=9&slurmctld=24.11.5" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *url = feed_nodes_url("https://sm", cases[i].since,
+					   cases[i].base, cases[i].wait_s,
+					   cases[i].ctld);
+
+		CHECK(url && !strcmp(url, cases[i].want), "url \"%s\", want \"%s\"",
+		      url ? url : "(null)", cases[i].want);
+		free(url);
+	}
+}
+
 int main(void)
 {
 	test_reconcile_table();
@@ -644,6 +721,8 @@ int main(void)
 	test_feed_size_cap();
 	test_group_node_updates();
 	test_group_many();
+	test_slurm_version();
+	test_nodes_url();
 	printf("test_reconcile: %d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }

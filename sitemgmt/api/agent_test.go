@@ -820,6 +820,50 @@ func runSlurmSuite(t *testing.T, env *testenv.Env) {
 			t.Fatalf("feed with %v: %v, want 400", q, err)
 		}
 	}
+
+	// The controller's Slurm version: the sync daemon (a viewer or site admin) sends it
+	// with its feed request, every agent's configuration carries it on. A value that is
+	// not a version is refused naming it; a pool admin or lecturer may not send one.
+	dave, bob, carol := env.Client("dave", "dave-secret"), env.Client("bob", "bob-secret"), env.Client("carol", "carol-secret")
+	agentVersion := func() string {
+		t.Helper()
+		cfg, err := admin.AgentConfigFor(ctx, "pc-b02")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.SlurmctldVersion
+	}
+	for _, bad := range []string{"", "22.05.8-4+deb12u3", "23.11.0-0rc1", "22.05.8;rm", "22", "12345.1.1", strings.Repeat("1.", 10) + "1"} {
+		_, err := dave.Get("/api/v1/slurm/nodes", url.Values{"slurmctld": {bad}}, nil)
+		var ae *client.APIError
+		if status(err) != 400 || !errors.As(err, &ae) || !strings.Contains(ae.Msg, "slurmctld") || !strings.Contains(ae.Msg, fmt.Sprintf("%q", bad)) {
+			t.Fatalf("slurmctld=%q: %v, want 400 naming the parameter and the value", bad, err)
+		}
+	}
+	for _, who := range []*client.Client{bob, carol} {
+		if _, err := who.Get("/api/v1/slurm/nodes", url.Values{"slurmctld": {"99.05.1"}}, nil); status(err) != 403 {
+			t.Fatalf("a pool admin or lecturer reported a controller version: %v, want 403", err)
+		}
+	}
+	if v := agentVersion(); v != "" {
+		t.Fatalf("refused reports set the controller version to %q", v)
+	}
+	if _, err := dave.Get("/api/v1/slurm/nodes", url.Values{"slurmctld": {"22.05.8"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := agentVersion(); v != "22.05.8" {
+		t.Fatalf("agent configuration after the viewer's report: slurmctldVersion %q, want 22.05.8", v)
+	}
+	if _, err := admin.Get("/api/v1/slurm/nodes", url.Values{"slurmctld": {"23.02.7"}, "since": {fmt.Sprint(whole.Revision)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := agentVersion(); v != "23.02.7" {
+		t.Fatalf("after an upgrade reported by the site admin: %q, want 23.02.7", v)
+	}
+	// A feed read without it keeps the version.
+	if _, err := dave.Get("/api/v1/slurm/nodes", nil, nil); err != nil || agentVersion() != "23.02.7" {
+		t.Fatalf("a read without slurmctld: %v, version %q", err, agentVersion())
+	}
 }
 
 // runPowerSaveSuite: Slurm's ResumeProgram/SuspendProgram calls. bob administers lab-b,

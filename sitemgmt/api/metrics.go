@@ -214,7 +214,7 @@ var (
 	descSnapAge = prometheus.NewDesc("overtime_snapshot_age_seconds",
 		"Seconds since the site snapshot in use was read or written.", nil, nil)
 	descStateWrites = prometheus.NewDesc("overtime_state_writes_total",
-		"Runtime state documents written into the directory (puts and deletes) by kind (heartbeats, reports, power, audit, bootimages, booted) and result (ok, failed).", []string{"kind", "result"}, nil)
+		"Runtime state documents written into the directory (puts and deletes) by kind (heartbeats, reports, power, audit, bootimages, booted, slurm) and result (ok, failed).", []string{"kind", "result"}, nil)
 	descStatePending = prometheus.NewDesc("overtime_state_pending",
 		"Runtime state writes queued for the directory and not yet written.", nil, nil)
 	descDir = prometheus.NewDesc("overtime_directory_reachable",

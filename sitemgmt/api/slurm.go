@@ -11,12 +11,15 @@ import (
 
 // The Slurm side of the API (docs/slurm.md):
 //
-//	GET  /api/v1/slurm/nodes?since=REV&wait=S[&base=BUILD]
+//	GET  /api/v1/slurm/nodes?since=REV&wait=S[&base=BUILD][&slurmctld=VERSION]
 //	                                           desired Slurm node states + new job reports
 //	                                           (long poll: answers at once when the
 //	                                           revision is past REV, else after S seconds;
 //	                                           with base, only the nodes changed since that
-//	                                           build where the replica can tell)
+//	                                           build where the replica can tell); with
+//	                                           slurmctld, the daemon reports its
+//	                                           controller's Slurm version (a site admin
+//	                                           or viewer), handed on to the agents
 //	GET  /api/v1/slurm/reservations?horizon=D  every host's coming windows without a compute
 //	                                           guest (default 168h, at most 744h)
 //	POST /api/v1/agent/jobs                    a node agent's job interference report
@@ -83,6 +86,19 @@ func (s *Server) slurmNodes(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		wait = min(time.Duration(n*float64(time.Second)), maxSlurmWait)
+	}
+	if _, ok := q["slurmctld"]; ok {
+		// The sync daemon's report of its controller's Slurm version, before the long
+		// poll: the agents' next configurations carry it.
+		p := principal(r)
+		if err := p.CheckSlurmReport(); err != nil {
+			s.httpError(w, err)
+			return
+		}
+		if err := s.svc.Slurm.ReportController(r.Context(), p.UID, q.Get("slurmctld"), s.opt.Now()); err != nil {
+			s.httpError(w, err)
+			return
+		}
 	}
 	feed, err := s.svc.Slurm.FeedJSON(r.Context(), since, base, wait, s.opt.Now)
 	if err != nil {

@@ -138,6 +138,19 @@ func (p Principal) CheckPowerSave(h *model.Host) error {
 	return &Forbidden{Msg: fmt.Sprintf("user %s may not wake or release host %s for Slurm: only a site admin or an admin of pool %s may", p.UID, h.Name, h.Pool)}
 }
 
+// CheckSlurmReport authorises a report of the Slurm controller's version (the sync
+// daemon's slurmctld= on the feed): a site admin or a viewer, the accounts
+// overtime-slurm-sync reads the feed with (docs/slurm.md). Not a pool admin or a
+// lecturer: the version decides whether every PC's compute guest may start, in every
+// pool, so a lecturer's password must not be able to keep the site's guests from
+// starting. Hosts and boot servers are refused.
+func (p Principal) CheckSlurmReport() error {
+	if !p.IsHost() && (p.SiteAdmin || p.Viewer) {
+		return nil
+	}
+	return &Forbidden{Msg: fmt.Sprintf("user %s may not report the Slurm controller's version (slurmctld=): only a site admin or a viewer (the sync daemon's account) may", p.UID)}
+}
+
 // CheckPower authorises a power command (reboot, power-off, wake) for host h: a site
 // admin, or an admin of h's pool. Lecturers are refused although they book their pool's
 // slots: a lecturer never changes how a PC boots, and switching a room off or restarting

@@ -467,6 +467,25 @@ func TestCheckPower(t *testing.T) {
 	}
 }
 
+// Only a site admin or a viewer (the sync daemon's accounts) report the controller's
+// Slurm version: it decides whether guests start in every pool.
+func TestCheckSlurmReport(t *testing.T) {
+	s := baseSite()
+	for _, tc := range []struct {
+		who Principal
+		ok  bool
+	}{
+		{For(s, "root"), true}, {For(s, "dave"), true},
+		{For(s, "alice"), false}, {For(s, "carol"), false}, {For(s, "eve"), false}, {ForHost("a1"), false},
+	} {
+		err := tc.who.CheckSlurmReport()
+		var f *Forbidden
+		if (err == nil) != tc.ok || err != nil && (!errors.As(err, &f) || !strings.Contains(err.Error(), "user "+tc.who.UID+" may not report")) {
+			t.Errorf("%s: %v, want ok=%v (a *Forbidden naming the user)", tc.who.UID, err, tc.ok)
+		}
+	}
+}
+
 // bookPool adds rule to pool's weekly rules as a booking of uid (as the API records it).
 func bookPool(s *model.Site, pool, rule, uid string) {
 	p := s.Pool(pool)

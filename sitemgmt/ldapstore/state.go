@@ -36,9 +36,10 @@ const (
 	StateBooted     = "booted"     // per host: the image versions it was last given
 	StatePower      = "power"      // per command: a reboot, power-off or wake and how far it got
 	StateAudit      = "audit"      // per entry: the audit trail (power commands, site writes)
+	StateSlurm      = "slurm"      // the Slurm controller's version (one document, slurmctld)
 )
 
-var stateKinds = []string{StateHeartbeats, StateReports, StateBootImages, StateBooted, StatePower, StateAudit}
+var stateKinds = []string{StateHeartbeats, StateReports, StateBootImages, StateBooted, StatePower, StateAudit, StateSlurm}
 
 func (l layout) stateRoot() string { return "ou=state," + l.site }
 func (l layout) stateKind(kind string) string {

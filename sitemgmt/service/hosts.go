@@ -82,8 +82,9 @@ type AgentRequest struct {
 
 // AgentConfig is the configuration host's node agent gets: the resolver's assignment
 // (sitemgmt/resolve) as the agent's document, with the host's last calibration handed
-// back (Agents.InterferenceProfile) and its pending reboot or power-off, until the agent's
-// heartbeat answers it (Power.Pending). An unknown host is a *resolve.UnknownHostError
+// back (Agents.InterferenceProfile), its pending reboot or power-off, until the agent's
+// heartbeat answers it (Power.Pending), and the Slurm controller's version
+// (Slurm.ControllerVersion). An unknown host is a *resolve.UnknownHostError
 // (404).
 func (hs *Hosts) AgentConfig(host string, req AgentRequest) (*wire.AgentConfig, error) {
 	s := hs.s
@@ -97,6 +98,7 @@ func (hs *Hosts) AgentConfig(host string, req AgentRequest) (*wire.AgentConfig, 
 		return nil, err
 	}
 	cfg.Power = s.Power.Pending(host)
+	cfg.SlurmctldVersion = s.Slurm.ControllerVersion()
 	if req.ByAgent {
 		var guest []string
 		if cfg.Guest != nil {

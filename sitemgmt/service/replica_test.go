@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -148,3 +149,48 @@ func findNode(f *wire.SlurmFeed, name string) *wire.SlurmNode {
 }
 
 func containsFeature(list, f string) bool { return slices.Contains(strings.Split(list, ","), f) }
+
+// The controller's Slurm version, reported to one replica by the sync daemon, reaches
+// the agent configurations of another and of one started afterwards (a restart); a
+// report that is not a version is refused and changes nothing.
+func TestReplicasShareSlurmctldVersion(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.ApplyExample(t)
+	a := env.Svc
+	b := replica(t, env)
+	ctx := context.Background()
+	host := a.Snapshot().Site.Hosts[0].Name
+	now := time.Now().UTC()
+	version := func(s *service.Service) string {
+		cfg, err := s.Hosts.AgentConfig(host, service.AgentRequest{At: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.SlurmctldVersion
+	}
+	if v := version(b); v != "" {
+		t.Fatalf("before any report: %q", v)
+	}
+	if err := a.Slurm.ReportController(ctx, "slurmsync", "22.05.8", now); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(a); v != "22.05.8" {
+		t.Fatalf("the replica the daemon polls: %q", v)
+	}
+	poll.Until(t, "replica b hands its agents the version reported to a", 10*time.Second, func() bool { return version(b) == "22.05.8" })
+	var inv *model.InvalidError
+	if err := a.Slurm.ReportController(ctx, "slurmsync", "22.05.8-4", now); !errors.As(err, &inv) || !strings.Contains(err.Error(), `"22.05.8-4"`) {
+		t.Fatalf("a version with a Debian revision: %v, want invalid naming it", err)
+	}
+	if v := version(a); v != "22.05.8" {
+		t.Fatalf("after a refused report: %q", v)
+	}
+	// The controller is upgraded; the daemon's next report says so.
+	if err := a.Slurm.ReportController(ctx, "slurmsync", "23.02.7", now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "replica b follows the upgrade", 10*time.Second, func() bool { return version(b) == "23.02.7" })
+	if c := replica(t, env); version(c) != "23.02.7" {
+		t.Fatalf("a restarted replica: %q, want the stored 23.02.7", version(c))
+	}
+}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -15,14 +16,101 @@ import (
 	"github.com/overtime-hpc/overtime/sitemgmt/slurmnode"
 	"github.com/overtime-hpc/overtime/sitemgmt/slurmres"
 	"github.com/overtime-hpc/overtime/vocab/model"
+	"github.com/overtime-hpc/overtime/vocab/slurmcompat"
 	"github.com/overtime-hpc/overtime/vocab/wire"
 )
 
 // Slurm is what the Slurm side reads and asks: the feed of desired nodes and job reports
-// (Feed, FeedJSON), reservations (Reservations) and power saving (PowerSave).
+// (Feed, FeedJSON), reservations (Reservations), power saving (PowerSave) and the
+// controller's Slurm version (ReportController, ControllerVersion).
 type Slurm struct {
 	s     *Service
 	cache slurmFeedCache // the feed's last build
+	ctld  controllerState
+}
+
+// The controller's Slurm version: the sync daemon sends it with its feed requests
+// (slurmctld=), the site manager hands it to every node agent (wire.AgentConfig
+// SlurmctldVersion), and the agent does not start a compute guest whose slurmd would not
+// join it (vocab/slurmcompat). One document for the site in the directory (state kind
+// "slurm", key "slurmctld"), written only when the version changes, so that every
+// replica hands its agents the same version whichever replica the daemon polls, and a
+// restarted replica knows it before the daemon's next poll.
+const slurmctldKey = "slurmctld"
+
+// controllerDoc is the stored report: the version, when and by whom it was reported.
+type controllerDoc struct {
+	Version  string    `json:"version"`
+	Reported time.Time `json:"reported"`
+	By       string    `json:"by"`
+}
+
+type controllerState struct {
+	mu     sync.Mutex
+	cur    controllerDoc // the newest known (this replica's report or a stored one)
+	stored controllerDoc // what the store holds (written by us or seen)
+}
+
+// ReportController records version as the Slurm controller's (user by reported it;
+// the caller authorised that: authz.Principal.CheckSlurmReport). A version that is not
+// one (slurmcompat.Valid) is model.Invalid, naming it. A change is logged and written to
+// the directory; a failed write is logged and tried again at the next report, and never
+// fails the report: the daemon's feed must not depend on it.
+func (sl *Slurm) ReportController(ctx context.Context, by, version string, now time.Time) error {
+	if err := slurmcompat.Valid(version); err != nil {
+		return model.Invalid("slurmctld: %v", err)
+	}
+	st := &sl.ctld
+	d := controllerDoc{Version: version, Reported: now.UTC(), By: by}
+	st.mu.Lock()
+	prev := st.cur.Version
+	st.cur = d
+	write := sl.s.state != nil && st.stored.Version != version
+	st.mu.Unlock()
+	if prev != version {
+		sl.s.log.Info("Slurm controller version", "slurmctld", version, "was", prev, "by", by)
+	}
+	if !write {
+		return nil
+	}
+	doc, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	if err := sl.s.state.PutState(ctx, stateSlurm, slurmctldKey, doc); err != nil {
+		sl.s.log.Warn("state: the Slurm controller's version was not written; trying again at its next report", "slurmctld", version, "err", err)
+		return nil
+	}
+	st.mu.Lock()
+	st.stored = d
+	st.mu.Unlock()
+	return nil
+}
+
+// ControllerVersion is the Slurm controller's version as last reported ("": never).
+func (sl *Slurm) ControllerVersion() string {
+	sl.ctld.mu.Lock()
+	defer sl.ctld.mu.Unlock()
+	return sl.ctld.cur.Version
+}
+
+// mergeDoc takes the stored report (loaded, or another replica's write): the newer
+// report wins; one that does not decode is logged and skipped.
+func (st *controllerState) mergeDoc(log *slog.Logger, key string, doc []byte, deleted bool) {
+	if key != slurmctldKey || deleted {
+		return
+	}
+	var d controllerDoc
+	if err := json.Unmarshal(doc, &d); err != nil || slurmcompat.Valid(d.Version) != nil {
+		log.Warn("state: skipping a Slurm controller document that does not decode", "key", key, "err", err)
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.stored = d
+	if st.cur.Version == "" || d.Reported.After(st.cur.Reported) {
+		st.cur = d
+	}
 }
 
 // Feed is the desired Slurm node of every host and the job reports that arrived

@@ -51,6 +51,7 @@ const (
 	stateReports    = "reports"
 	stateBootImages = "bootimages" // images.go
 	stateBooted     = "booted"     // images.go
+	stateSlurm      = "slurm"      // slurm.go: the controller's Slurm version
 	// statePower and stateAudit: power.go
 )
 
@@ -321,6 +322,8 @@ func (s *Service) mergeDoc(kind, key string, doc []byte, deleted, live bool) {
 		s.agents.mergeReport(k, sr, live)
 	case stateBootImages, stateBooted:
 		s.Images.st.mergeDoc(s.log, kind, key, doc, deleted)
+	case stateSlurm:
+		s.Slurm.ctld.mergeDoc(s.log, key, doc, deleted)
 	case statePower:
 		s.Power.state.mergeDoc(s.log, key, doc, deleted)
 	case stateAudit:

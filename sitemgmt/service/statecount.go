@@ -9,7 +9,7 @@ import (
 // deletes, by kind), each as it returned: what the directory is asked to write, the
 // load every replica adds to it (overtime_state_writes_total, docs/operations.md).
 type StateWrites struct {
-	Kind   string // heartbeats, reports, bootimages, booted, power, audit
+	Kind   string // heartbeats, reports, bootimages, booted, power, audit, slurm
 	OK     uint64 // written (or deleted)
 	Failed uint64 // the store refused or could not be reached (queued again)
 }

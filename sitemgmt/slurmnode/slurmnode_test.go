@@ -63,6 +63,21 @@ func TestDesired(t *testing.T) {
 	}
 }
 
+// A guest the agent did not start because its slurmd would not join the controller is a
+// DOWN node whose reason is the agent's: both versions and what to do.
+func TestDesiredGuestRefused(t *testing.T) {
+	now := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	why := "not started: slurmd 22.05.8 (image compute 1) too old for slurmctld 25.05.1; build the compute image with the controller's Slurm: images/recipes/compute-guest, SLURM_DEBS=DIR"
+	st := &wire.AgentStatus{HostStatus: wire.HostStatus{Heartbeat: wire.Heartbeat{
+		Host: "pc1", Mode: "cluster", OwnerState: model.StateAfterHours, Action: model.ActionRun,
+		GuestState: "absent", GuestReason: why,
+	}, Received: now}}
+	n := Desired("pc1", st, &model.Mode{Name: "cluster", Kind: model.KindCluster})
+	if n.State != wire.SlurmDown || n.Reason != "overtime: guest on pc1 not running (absent: "+why+")" {
+		t.Fatalf("got %+v, want down with the agent's reason", n)
+	}
+}
+
 // A heartbeat stamped hours ahead by the agent's clock is neither stale nor shown with
 // the agent's time: the node's comment carries the server's receive time.
 func TestDesiredIgnoresAgentClock(t *testing.T) {

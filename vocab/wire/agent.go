@@ -67,6 +67,11 @@ type AgentConfig struct {
 	// Power is a pending request of an operator (overtime host reboot|poweroff) or of
 	// Slurm's SuspendProgram for this PC; nil: none.
 	Power *PowerCommand `json:"power,omitempty"`
+	// SlurmctldVersion is the Slurm version of the site's controller as its sync daemon
+	// last reported it (slurmcompat.Valid: 22.05.8; "": not known). The agent does not
+	// start a compute guest whose slurmd would not join that controller
+	// (vocab/slurmcompat), and says why in its heartbeat.
+	SlurmctldVersion string `json:"slurmctldVersion,omitempty"`
 }
 
 // ExamNetwork is everything a PC in an exam may reach (docs/operations.md "Exam mode"):
