@@ -57,6 +57,9 @@ bootServers:
   - name: bs1
     ip: %[1]s
     httpURL: %[2]s
+    # The API over HTTPS (the lab's CA, which desk1's credential pins); httpURL serves
+    # the boot files alone, on plain HTTP for the firmware.
+    apiURL: %[13]s
     nfsRoot: %[3]s
     dhcp: full
     interface: %[4]s
@@ -113,7 +116,7 @@ roles:
   - {name: site-admins, role: site-admin, members: [admin]}
 hosts:
   - {name: desk1, mac: "52:54:00:0d:00:01", ip: 10.20.0.21, pool: lab}
-`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, dsum, dsize, csum, csize, guestInitArgs, guestVCPUs, defaultMode, homeServerIP)
+`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, dsum, dsize, csum, csize, guestInitArgs, guestVCPUs, defaultMode, homeServerIP, bootlab.APIURL)
 }
 
 func TestDesktopImageRunsSlurmJob(t *testing.T) {
@@ -345,7 +348,10 @@ func startDesktop(t testing.TB, desk, compute *imagetest.Image, defaultMode stri
 	// The university a student comes from, and the room's print server, reachable at the
 	// boot server's address like servers of the campus network.
 	uni, secrets := studentDirectory(t)
-	l := bootlab.Start(t, bootlab.Options{Now: desktopNow, ServeArgs: []string{"--munge-key", mungeKey, "--desktop-secrets", secrets}})
+	// TLS: the PC boots from plain HTTP and talks to the site manager over HTTPS only, its
+	// credential pinning the lab's CA; no --insecure-http, so the munge key and the
+	// directory's bind password cross the bridge encrypted or not at all.
+	l := bootlab.Start(t, bootlab.Options{Now: desktopNow, TLS: true, ServeArgs: []string{"--munge-key", mungeKey, "--desktop-secrets", secrets}})
 	directory := l.Expose(t, bootlab.ServerIP+":636", strings.TrimPrefix(uni.LDAPSURL, "ldaps://"))
 	cups := cupstest.StartWith(t, "lab-printer", cupstest.Options{Addr: bootlab.ServerIP + ":631", Command: l.NS.Command})
 	homes := startHomeServer(t, l)
@@ -361,6 +367,11 @@ func startDesktop(t testing.TB, desk, compute *imagetest.Image, defaultMode stri
 	tok, err := os.ReadFile(tokFile)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Issued over TLS, it pins the lab's CA: the PC's agent and seat then talk TLS only,
+	// to a server that CA vouches for (a heartbeat below is the proof they did).
+	if !regexp.MustCompile(`(?m)^ca-pin sha256:[0-9a-f]{64}$`).Match(tok) {
+		t.Fatalf("desk1's credential pins no CA:\n%s", regexp.MustCompile(`(?m)^[^c].*$`).ReplaceAllString(string(tok), "TOKEN"))
 	}
 	if err := l.NS.AddTap("tapd1", bootlab.Bridge); err != nil {
 		t.Fatal(err)

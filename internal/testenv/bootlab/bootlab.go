@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/poll"
+	"github.com/overtime-hpc/overtime/internal/testenv/unidir"
 )
 
 // Addresses of the lab network: the boot server bs1 of the lab's site.
@@ -35,6 +37,9 @@ const (
 	Bridge   = "br0"
 	HTTPPort = "8080"
 	HTTPURL  = "http://" + ServerIP + ":" + HTTPPort
+	// APIURL is the site manager's HTTPS API of a lab started with Options.TLS (HTTPURL
+	// then serves the boot files only).
+	APIURL = "https://" + ServerIP + ":8443"
 )
 
 // AdminPassword is the lab's first site admin's password (uid admin).
@@ -45,6 +50,11 @@ type Options struct {
 	Now         string        // RFC 3339 instant for `overtime serve --now` ("" = real time)
 	MenuTimeout time.Duration // default 1 s: nobody is at the test VMs' menus
 	ServeArgs   []string      // more arguments for `overtime serve` (e.g. --munge-key)
+	// TLS serves the API over HTTPS at APIURL with a certificate from a CA made for the
+	// lab (Lab.CAFile), the boot files on plain HTTP at HTTPURL (--boot-listen), and no
+	// --insecure-http: host credentials pin the CA, and the PCs' agents talk TLS only
+	// (the site's boot server needs apiURL: APIURL). The CLI trusts the CA.
+	TLS bool
 }
 
 // Lab is a running boot server.
@@ -54,6 +64,8 @@ type Lab struct {
 	Dir    string // everything lives here
 	Bin    string // the overtime binary
 	Images string // the published image tree (export root, --images-dir)
+	// CAFile is the lab's site CA (Options.TLS; "" else).
+	CAFile string
 	env    []string
 
 	mu         sync.Mutex
@@ -182,9 +194,33 @@ func Start(t testing.TB, opt Options) *Lab {
 	args := []string{"serve", "--listen", ServerIP + ":" + HTTPPort, "--boot-server", "bs1", "--reload", "1s",
 		"--menu-timeout", opt.MenuTimeout.String(), "--images-dir", l.Images, "--syslinux-dir", "/usr/lib/syslinux/modules/bios",
 		"--insecure-http"}
+	server := HTTPURL
+	if opt.TLS {
+		// The API on HTTPS with the site's CA at the end of the chain (what credentials
+		// pin), the boot files alone on plain HTTP.
+		tlsDir := filepath.Join(dir, "tls")
+		ca := unidir.NewCA(t, tlsDir, "lab-site-ca")
+		certFile, keyFile := ca.Issue(t, tlsDir, "site-manager", net.ParseIP(ServerIP))
+		leaf, err := os.ReadFile(certFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain := filepath.Join(tlsDir, "chain.pem")
+		if err := os.WriteFile(chain, append(leaf, []byte(ca.PEM(t))...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l.CAFile = filepath.Join(tlsDir, "ca.pem")
+		if err := os.WriteFile(l.CAFile, []byte(ca.PEM(t)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args[:len(args)-1], "--boot-listen", ServerIP+":"+HTTPPort, "--tls-cert", chain, "--tls-key", keyFile)
+		args[2] = strings.TrimPrefix(APIURL, "https://")
+		server = APIURL
+		l.env = append(l.env, "OVERTIME_CA_FILE="+l.CAFile)
+	}
 	l.serveArgs = append(args, opt.ServeArgs...)
 	l.startServe(opt.Now)
-	l.env = append(l.env, "OVERTIME_SERVER="+HTTPURL, "OVERTIME_USER=admin", "OVERTIME_PASSWORD="+AdminPassword)
+	l.env = append(l.env, "OVERTIME_SERVER="+server, "OVERTIME_USER=admin", "OVERTIME_PASSWORD="+AdminPassword)
 	return l
 }
 
