@@ -189,7 +189,13 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sid := strings.TrimSpace(out)
+	// --parsable: the job id alone on its line (the submit host's optional SPANK plugin
+	// may warn before it).
+	sm := regexp.MustCompile(`(?m)^(\d+)$`).FindStringSubmatch(out)
+	if sm == nil {
+		t.Fatalf("sbatch --parsable as the student: %q", out)
+	}
+	sid := sm[1]
 	bootlab.Eventually(t, "the student's job "+sid+" finished", 5*time.Minute, func() bool {
 		job = ctl.Slurm("scontrol", "-o", "show", "job", sid)
 		return regexp.MustCompile(`JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)`).MatchString(job)

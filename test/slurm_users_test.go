@@ -5,8 +5,8 @@ package test
 // resolves its name, cannot read another user's private file and sees nothing of the
 // desktop user's processes or files; a user outside the guest's id ranges gets an error
 // naming the uid; storage that cannot be mounted keeps the guest out of Slurm with a
-// reason naming the mount. (This machine's kernel has no NFS client: a mount that works
-// is left to a test on a Debian kernel, docs/slurm.md "Known gaps".)
+// reason naming the mount. (This machine's kernel has no NFS client: a mount that works,
+// with a job writing its home, is TestDesktopImageRunsSlurmJob's, on the desktop image.)
 
 import (
 	"fmt"
