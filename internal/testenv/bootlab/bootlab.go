@@ -199,6 +199,9 @@ func Start(t testing.TB, opt Options) *Lab {
 		// The API on HTTPS with the site's CA at the end of the chain (what credentials
 		// pin), the boot files alone on plain HTTP.
 		tlsDir := filepath.Join(dir, "tls")
+		if err := os.MkdirAll(tlsDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		ca := unidir.NewCA(t, tlsDir, "lab-site-ca")
 		certFile, keyFile := ca.Issue(t, tlsDir, "site-manager", net.ParseIP(ServerIP))
 		leaf, err := os.ReadFile(certFile)
