@@ -88,7 +88,11 @@ func mountStorage(list []model.GuestStorage) error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), storageMountTimeout)
 		// retry=0: one attempt (mount.nfs retries for 2 minutes by default).
-		cmd := exec.CommandContext(ctx, "mount", "-t", "nfs", "-o", "nosuid,nodev,retry=0", st.Server+":"+st.Export, dir)
+		// nosharecache: the guest's mount gets an NFS superblock and cache of its own,
+		// never shared with the desktop's mounts of the same server (the seat user's
+		// home): what the guest reads stays out of the desktop's cache and the other way
+		// round, and the desktop's mount at a login is its own, gone at the logout.
+		cmd := exec.CommandContext(ctx, "mount", "-t", "nfs", "-o", "nosuid,nodev,nosharecache,retry=0", st.Server+":"+st.Export, dir)
 		out, err := cmd.CombinedOutput()
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer within %s", storageMountTimeout)
