@@ -84,10 +84,10 @@ modes:
     # The journal on the console: what the test reads when something fails.
     kernelArgs: "console=ttyS0 systemd.journald.forward_to_console=1"
     # The university's users run their jobs as themselves, with their homes from the
-    # university's file server, mounted in the guest alone (docs/slurm.md "5a").
+    # cluster's file server, mounted in the guest alone (docs/slurm.md "5a").
     guest: &guest {image: compute, backend: container, vcpus: %[10]d, memoryMB: 384, network: bridged, bridge: br0, kernelArgs: %[9]q,
       jobUsers: {uids: ["1000000-1999999"], gids: ["1000000-1999999"]},
-      storage: [{server: %[12]s, export: /export/homes, path: /home}]}
+      storage: [{server: %[12]s, export: /export/hpc, path: /home}]}
   - name: harvest
     kind: desktop
     image: desktop
@@ -116,7 +116,7 @@ roles:
   - {name: site-admins, role: site-admin, members: [admin]}
 hosts:
   - {name: desk1, mac: "52:54:00:0d:00:01", ip: 10.20.0.21, pool: lab}
-`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, dsum, dsize, csum, csize, guestInitArgs, guestVCPUs, defaultMode, homeServerIP, bootlab.APIURL)
+`, bootlab.ServerIP, bootlab.HTTPURL, l.Images, bootlab.Bridge, dsum, dsize, csum, csize, guestInitArgs, guestVCPUs, defaultMode, clusterStorageIP, bootlab.APIURL)
 }
 
 func TestDesktopImageRunsSlurmJob(t *testing.T) {
@@ -128,6 +128,7 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	}
 	pc := startDesktop(t, desk, compute, "cluster", 1)
 	l, vm, ctl, homes, cups, expect := pc.l, pc.vm, pc.ctl, pc.homes, pc.cups, pc.expect
+	hpc := pc.hpc
 	startCampusServers(t, l)
 
 	// The boot chain: menu, initramfs (bridge for the guest, credential, NFS squashfs
@@ -182,7 +183,7 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	})
 
 	// The student submits a job of their own: it runs as them in the guest, in their
-	// home on the university's file server, which the guest mounted for its jobs (the
+	// home on the cluster's file server, which the guest mounted for its jobs (the
 	// desktop's kernel is the NFS client, so this is the real NFS path).
 	out, err = ctl.SlurmAs(student, "sbatch", "--parsable", "-w", "desk1", "--chdir=/home/student", "-o", "/home/student/job-%j.out",
 		"--wrap", "id; echo written by the job > /home/student/from-the-job.txt")
@@ -204,7 +205,7 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 		t.Fatalf("the student's job %s: %s", sid, job)
 	}
 	for name, want := range map[string]string{"job-" + sid + ".out": "uid=1234567(student) gid=1234500", "from-the-job.txt": "written by the job"} {
-		f := filepath.Join(homes.dir, "student", name)
+		f := filepath.Join(hpc.dir, "student", name)
 		b, err := os.ReadFile(f)
 		var st syscall.Stat_t
 		if err != nil || syscall.Stat(f, &st) != nil || !strings.Contains(string(b), want) || st.Uid != 1234567 || st.Gid != 1234500 {
@@ -224,9 +225,9 @@ func TestDesktopImageRunsSlurmJob(t *testing.T) {
 	}
 	// Their home is theirs on the university's file server.
 	checkServerHome(t, vm, homes)
-	// The guest's mount of the homes is the guest's alone: the desktop's mount table has
-	// the student's own home only.
-	if out, err := vm.Console.Run(`awk '$5 ~ /^\/mnt\/storage/ || $(NF-1) == "`+homeServerIP+`:/export/homes" {print "GUEST-MOUNT", $5}' /proc/self/mountinfo`, time.Minute); err != nil ||
+	// The guest's mount of the cluster's storage is the guest's alone: the desktop's
+	// mount table has the student's own home only.
+	if out, err := vm.Console.Run(`awk '$5 ~ /^\/mnt\/storage/ || $(NF-1) ~ /^`+clusterStorageIP+`:/ {print "GUEST-MOUNT", $5}' /proc/self/mountinfo`, time.Minute); err != nil ||
 		regexp.MustCompile(`(?m)^GUEST-MOUNT \S+\r?$`).MatchString(out) {
 		t.Fatalf("the desktop sees the guest's storage: %v\n%s", err, out)
 	}
@@ -334,6 +335,7 @@ type desktopPC struct {
 	vm    *vmtest.VM
 	ctl   *slurmlab.Controller
 	homes *homeServer
+	hpc   *clusterStorage // the cluster's file server, the guest's /home
 	cups  *cupstest.Server
 	// secrets is the site manager's --desktop-secrets directory (the bind password,
 	// keytabs/HOST.keytab), read at every PC's request.
@@ -361,6 +363,7 @@ func startDesktop(t testing.TB, desk, compute *imagetest.Image, defaultMode stri
 	directory := l.Expose(t, bootlab.ServerIP+":636", strings.TrimPrefix(uni.LDAPSURL, "ldaps://"))
 	cups := cupstest.StartWith(t, "lab-printer", cupstest.Options{Addr: bootlab.ServerIP + ":631", Command: l.NS.Command})
 	homes := startHomeServer(t, l)
+	hpc := startClusterStorage(t, l)
 	l.CopyImage(desk.Dir, "desktop/v1")
 	l.CopyImage(compute.Dir, "compute/v1")
 	l.Apply(desktopSite(l, desk, compute, defaultMode, guestVCPUs) + seatSite(t, uni) + homesSite())
@@ -387,7 +390,7 @@ func startDesktop(t testing.TB, desk, compute *imagetest.Image, defaultMode stri
 	on := time.Now()
 	vm := vmtest.StartT(t, vmtest.Config{Name: "desk1", Dir: dir, NS: l.NS, Tap: "tapd1", MAC: "52:54:00:0d:00:01",
 		Firmware: vmtest.BIOS, Disks: []string{idDisk(t, "ext4", strings.TrimSpace(string(tok)))}, MemoryMB: 2048, CPUs: 2, Display: true})
-	pc := &desktopPC{l: l, vm: vm, ctl: ctl, homes: homes, cups: cups, secrets: secrets, directory: directory, on: on}
+	pc := &desktopPC{l: l, vm: vm, ctl: ctl, homes: homes, hpc: hpc, cups: cups, secrets: secrets, directory: directory, on: on}
 	pc.expect = func(re string, within time.Duration) {
 		t.Helper()
 		if _, err := vm.Console.Expect(regexp.MustCompile(re), within); err != nil {
