@@ -36,6 +36,9 @@ func startClusterStorage(t testing.TB, l *bootlab.Lab) *clusterStorage {
 	}
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
+	// ganesha resolves the export's path with the client's (root-squashed) credentials:
+	// the test's temporary directory must be passable, as a server's /srv is.
+	os.Chmod(filepath.Dir(dir), 0o711)
 	home := filepath.Join(dir, "student")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)
