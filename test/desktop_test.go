@@ -399,7 +399,7 @@ func startDesktop(t testing.TB, desk, compute *imagetest.Image, defaultMode stri
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("--- desk1 console (end):\n%s", vm.Console.Tail(12000))
+			t.Logf("--- desk1 console (end):\n%s", vm.Console.Tail(6000))
 			t.Logf("--- slurmctld log (end):\n%s", tail(ctl.Log(), 4000))
 			if out, err := l.Run("agent", "status", "desk1"); err == nil {
 				t.Logf("--- desk1's last heartbeat:\n%s", out)
