@@ -687,11 +687,27 @@ func (b *Backend) crunArgs() []string {
 }
 
 // crunDelete removes crun's state of the guest, killing its init if it still runs.
-func (b *Backend) crunDelete(ctx context.Context, name string) error {
-	if gone(filepath.Join(b.o.RunDir, "crun", name)) {
+// processesGone says the guest's cgroups are gone with every process in them (stop
+// killed them): then crun's state describes nothing that runs.
+func (b *Backend) crunDelete(ctx context.Context, name string, processesGone bool) error {
+	dir := filepath.Join(b.o.RunDir, "crun", name)
+	if gone(dir) {
 		return nil
 	}
-	return run(ctx, append(b.crunArgs(), "delete", "--force", name))
+	err := run(ctx, append(b.crunArgs(), "delete", "--force", name))
+	if err == nil || gone(dir) || !processesGone {
+		return err
+	}
+	// crun's --force first signals the init it recorded and fails when it cannot ("open
+	// pidfd: No such file or directory": the process ended between stop's kill and this
+	// call, or its pid is another process's now), leaving its state behind: every later
+	// start would fail on it, and the guest could never run again (CI saw this). Nothing
+	// of the guest runs, so the state is only files under our RunDir.
+	if rerr := os.RemoveAll(dir); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	b.logf("container %s: crun could not delete the stopped guest's state (%v); removed it", name, err)
+	return nil
 }
 
 func gone(p string) bool {
@@ -1097,6 +1113,7 @@ func (b *Backend) stop(ctx context.Context, name string) error {
 	if b.systemd {
 		groups = append(groups, monitorGroup(g))
 	}
+	processesGone := true
 	for _, g := range groups {
 		if g.Exists() {
 			if err := g.Kill(ctx); err != nil {
@@ -1105,9 +1122,10 @@ func (b *Backend) stop(ctx context.Context, name string) error {
 				errs = append(errs, err)
 			}
 		}
+		processesGone = processesGone && !g.Exists()
 	}
 	// With its processes gone, crun's state is all that is left of the container.
-	if err := b.crunDelete(ctx, name); err != nil {
+	if err := b.crunDelete(ctx, name, processesGone); err != nil {
 		errs = append(errs, err)
 	}
 	if rec != nil && rec.HostVeth != "" {
