@@ -5,7 +5,8 @@
 #   images/build.sh [--debs DIR] --key RECIPE    print the cache key of the current inputs
 #   images/build.sh [--debs DIR] --list RECIPE   print what the image gets: "debian PKG" for each
 #                                                package of the base, "deb FILE" for each .deb
-#                                                installed over it (no root, nothing built)
+#                                                installed over it (no root; nothing built but
+#                                                OVERTIME_SLURM_FOR's overtime-slurm, below)
 #
 # OUTDIR receives vmlinuz, initrd.img, root.squashfs, manifest.json and SHA256SUMS (the
 # format of a published version directory: images/artefact). Two stages, each cached by a
@@ -22,6 +23,12 @@
 #      scripts run, the initrd made with boot=overtime's configuration, the tree
 #      squashed. Key: the stage-1 key, the .debs' sha256, the customize scripts,
 #      SOURCE_DATE_EPOCH.
+#
+# A recipe's OVERTIME_SLURM_FOR=DIR (the compute guest's, with SLURM_DEBS) replaces
+# overtime-slurm from --debs with one built for the Slurm .debs in DIR by
+# scripts/site-slurm-deb.sh (its plugin compiled against their headers, in their
+# PluginDir), in a temporary directory at every run, --key and --list too: that package
+# is reproducible, so it enters the key by its sha256 like the others.
 #
 # Recipes are looked up in ${OVERTIME_RECIPES:-images/recipes}.
 #
@@ -81,9 +88,9 @@ while [ -n "${r}" ]; do
 done
 
 # The recipe variables, the parents' package lists included; the nearest KERNEL wins.
-KERNEL='' PACKAGES_ALL='' OVERTIME_ALL='' SITE_DEBS_ALL=''
+KERNEL='' PACKAGES_ALL='' OVERTIME_ALL='' SITE_DEBS_ALL='' SLURM_FOR=''
 for r in ${chain}; do
-	PARENT='' PACKAGES='' OVERTIME_PACKAGES='' SITE_DEBS=''
+	PARENT='' PACKAGES='' OVERTIME_PACKAGES='' SITE_DEBS='' OVERTIME_SLURM_FOR=''
 	# shellcheck disable=SC1090
 	. "${recipes}/${r}/recipe"
 	PACKAGES_ALL="${PACKAGES_ALL} ${PACKAGES}"
@@ -94,6 +101,8 @@ for r in ${chain}; do
 		[ -d "${d}" ] || die "recipe ${r}: SITE_DEBS ${d}: no such directory"
 		SITE_DEBS_ALL="${SITE_DEBS_ALL} ${d}"
 	done
+	# OVERTIME_SLURM_FOR: the nearest recipe's.
+	[ -z "${OVERTIME_SLURM_FOR}" ] || SLURM_FOR=${OVERTIME_SLURM_FOR}
 done
 # shellcheck disable=SC2086
 PACKAGES_ALL=$(printf '%s\n' ${PACKAGES_ALL} ${KERNEL} | LC_ALL=C sort -u | tr '\n' ' ')
@@ -121,6 +130,34 @@ for p in ${OVERTIME_ALL}; do
 	[ -n "${f}" ] || die "no ${p}_*.deb in ${debs}: run make deb first"
 	deb_files="${deb_files} ${f}"
 done
+# overtime-slurm for the site's Slurm (OVERTIME_SLURM_FOR): built from the one above, in a
+# directory removed at exit.
+slurm_tmp=
+if [ -n "${SLURM_FOR}" ]; then
+	case " ${OVERTIME_ALL} " in
+	*" overtime-slurm "*) ;;
+	*) die "recipe ${recipe}: OVERTIME_SLURM_FOR without overtime-slurm in OVERTIME_PACKAGES" ;;
+	esac
+	slurm_tmp=$(mktemp -d)
+	trap 'rm -rf "${slurm_tmp}"' EXIT
+	kept=
+	for f in ${deb_files}; do
+		case "$(basename "${f}")" in
+		overtime-slurm_*)
+			# Its messages only for a build (--key and --list print what they say they
+			# print) or when it fails.
+			if f=$("${repo}/scripts/site-slurm-deb.sh" "${SLURM_FOR}" "${f}" "${slurm_tmp}/debs" 2>"${slurm_tmp}/log"); then
+				[ -n "${keyonly}" ] || cat "${slurm_tmp}/log" >&2
+			else
+				cat "${slurm_tmp}/log" >&2
+				die "recipe ${recipe}: no overtime-slurm for the Slurm in ${SLURM_FOR} (scripts/site-slurm-deb.sh, above)"
+			fi
+			;;
+		esac
+		kept="${kept} ${f}"
+	done
+	deb_files=${kept}
+fi
 # The site's .debs: every *.deb of the SITE_DEBS directories, newest first when one
 # package is there twice (a rebuild), by name.
 site_names=
@@ -210,7 +247,7 @@ if up_to_date; then
 fi
 start=$(date +%s)
 tmp=$(mktemp -d "${cache}/.build-${recipe}.XXXXXX")
-trap 'rm -rf "${tmp}"' EXIT
+trap 'rm -rf "${tmp}" ${slurm_tmp:+"${slurm_tmp}"}' EXIT
 
 # >>> stage 1: the Debian base, one mmdebstrap run (no recommends: the recipe lists what
 # the image needs), cached as a tarball.

@@ -137,13 +137,18 @@ func build(t *testing.T, env []string, args ...string) (string, error) {
 // TestBuildSiteSlurm: the compute guest takes the site's Slurm as .debs (SLURM_DEBS):
 // they go over the base like Overtime's own, in place of Debian's slurmd (whose
 // packages leave the base), their dependencies come from Debian, and they are part of
-// the image's key. Checked with --list and --key, without building.
+// the image's key; overtime-slurm is the one built for that Slurm
+// (scripts/site-slurm-deb.sh, TestSiteSlurmDeb), without Debian's libslurm. Checked
+// with --list and --key, without building the image.
 func TestBuildSiteSlurm(t *testing.T) {
-	needs.Servers(t, "dpkg-deb")
+	needs.Servers(t, "dpkg-deb", "gcc", "libslurm-dev", "libcurl4-openssl-dev", "libjson-c-dev")
 	debs := t.TempDir()
 	fakeDeb(t, debs, "overtime-slurm", "0.0.1", "libc6 (>= 2.34), libcurl4 (>= 7.16.2), libjson-c5 (>= 0.15), libslurm38 (>= 22.05.8)")
-	site := t.TempDir()
-	fakeDeb(t, site, "slurm-smd", "24.11.5-1", "libc6 (>= 2.34), libhwloc15 (>= 2.0), libmunge2 (>= 0.5.8), perl:any | perl-base")
+	// The -dev package with Debian's headers relabelled (siteslurm_test.go), the base
+	// package with a plugin in SchedMD's PluginDir.
+	site := siteDebs(t, sitePkg{name: "slurm-smd-dev", version: "24.11.5-1", headers: 0x180b05})
+	debWith(t, site, "slurm-smd", "24.11.5-1", "libc6 (>= 2.34), libhwloc15 (>= 2.0), libmunge2 (>= 0.5.8), perl:any | perl-base",
+		map[string][]byte{"usr/lib/x86_64-linux-gnu/slurm/select_cons_tres.so": []byte("a plugin of Slurm's\n")})
 	smdSlurmd := fakeDeb(t, site, "slurm-smd-slurmd", "24.11.5-1", "slurm-smd (= 24.11.5-1), libhwloc15")
 
 	list := func(env ...string) (debian, deb map[string]bool) {
@@ -182,15 +187,21 @@ func TestBuildSiteSlurm(t *testing.T) {
 			t.Errorf("with SLURM_DEBS: %s still comes from Debian", p)
 		}
 	}
-	for _, p := range []string{"munge", "libhwloc15", "libmunge2", "perl", "libslurm38"} {
+	for _, p := range []string{"munge", "libhwloc15", "libmunge2", "perl", "libcurl4"} {
 		if !debian[p] {
 			t.Errorf("with SLURM_DEBS: %s (a dependency) not in the base (%v)", p, debian)
 		}
 	}
-	for _, f := range []string{"overtime-slurm_0.0.1_amd64.deb", "slurm-smd_24.11.5-1_amd64.deb", "slurm-smd-slurmd_24.11.5-1_amd64.deb"} {
+	if debian["libslurm38"] {
+		t.Errorf("with SLURM_DEBS: Debian's libslurm38 still in the base: overtime-slurm not built for the site's Slurm")
+	}
+	for _, f := range []string{"overtime-slurm_0.0.1+slurm24.11_amd64.deb", "slurm-smd_24.11.5-1_amd64.deb", "slurm-smd-slurmd_24.11.5-1_amd64.deb", "slurm-smd-dev_24.11.5-1_amd64.deb"} {
 		if !deb[f] {
 			t.Errorf("with SLURM_DEBS: %s not installed over the base (%v)", f, deb)
 		}
+	}
+	if deb["overtime-slurm_0.0.1_amd64.deb"] {
+		t.Errorf("with SLURM_DEBS: the overtime-slurm built for Debian's Slurm still installed (%v)", deb)
 	}
 
 	// The site's packages are inputs of the image: another build of them is another image.

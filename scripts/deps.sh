@@ -55,6 +55,8 @@ cd "$(dirname "$0")/.."
 #                          mpicc builds the job on this machine, and the Slurm lab copies the
 #                          runtime (libopenmpi3, libpmix2, libpmix-dev's libpmix.so that Slurm's
 #                          mpi_pmix plugin dlopens) into its guest image (slurmlab Options.MPI)
+#   tcpdump                records the Slurm lab's network (internal/testenv/wirecap): no token,
+#                          password or munge key may cross it in clear
 PKGS=(slapd ldap-utils openssl dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-ganesha-vfs ca-certificates git
 	rpcbind nfs-common pxelinux syslinux-common ipxe qemu-system-x86 ipxe-qemu ovmf
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
@@ -63,7 +65,7 @@ PKGS=(slapd ldap-utils openssl dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-
 	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
 	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils chromium
 	sssd-ldap sssd-krb5 libnss-sss libpam-sss pamtester krb5-kdc krb5-admin-server krb5-user
-	cups-daemon cups-client nftables tesseract-ocr samba smbclient openmpi-bin libopenmpi-dev)
+	cups-daemon cups-client nftables tesseract-ocr samba smbclient openmpi-bin libopenmpi-dev tcpdump)
 
 missing=()
 for p in "${PKGS[@]}"; do

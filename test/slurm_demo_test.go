@@ -42,7 +42,7 @@ func TestSlurmDemo(t *testing.T) {
 	t.Logf("$ scontrol show job %s   -> AdminComment=%s", id, l.Job(id)["AdminComment"])
 	var out []byte
 	bootlab.Eventually(t, "job report", 30*time.Second, func() bool {
-		cmd := exec.Command(l.Bin, "--server", l.Env.HTTP.URL, "--user", "admin", "job-report", id)
+		cmd := exec.Command(l.Bin, "--server", l.Env.HTTP.URL, "--ca-file", l.CAFile, "--user", "admin", "job-report", id)
 		cmd.Env = append(os.Environ(), "OVERTIME_PASSWORD="+testenv.AdminPassword)
 		var err error
 		out, err = cmd.CombinedOutput()

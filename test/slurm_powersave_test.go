@@ -20,8 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
 	"github.com/overtime-hpc/overtime/internal/testenv/slurmlab"
+	"github.com/overtime-hpc/overtime/internal/testenv/wirecap"
 	"github.com/overtime-hpc/overtime/sitemgmt/powersave"
 	"github.com/overtime-hpc/overtime/sitemgmt/wol"
 	"github.com/overtime-hpc/overtime/vocab/client"
@@ -34,6 +36,7 @@ func TestSlurmPowerSave(t *testing.T) {
 		Hosts:     []slurmlab.Host{{Name: "pc3", MAC: "52:54:00:0c:00:03", LocalDisk: true}},
 		Policy:    "{" + noLoad + "}",
 		PowerSave: 15 * time.Second,
+		Capture:   true,
 		// No maintenance reservations (TestSlurmReservation's subject): the last subtest
 		// shows a resume refused for a host in maintenance, and the reservation the
 		// daemon's next whole reconcile would make for that window keeps the job off pc3
@@ -206,5 +209,35 @@ func TestSlurmPowerSave(t *testing.T) {
 		l.Slurm("scancel", job)
 		log, _ := os.ReadFile(l.PowerLog)
 		t.Logf("what ResumeProgram and SuspendProgram printed:\n%s", log)
+	})
+	// Everything above crossed the lab's network: the agent's heartbeats with its token
+	// and the power commands in their answers, the guest's munge key on its way to the
+	// agent, the power saving programs' and the sync daemon's logins. On the wire they
+	// are TLS only (issue 29: anyone on a pool PC's network could otherwise forge jobs).
+	t.Run("no token, password or munge key crosses the network in clear", func(t *testing.T) {
+		t.Logf("tcpdump: %s", strings.TrimSpace(l.Capture.Stop()))
+		streams, err := wirecap.Streams(l.Capture.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The capture saw the lab's traffic and reassembled it: the configuration
+		// slurmctld handed the guest's slurmd crosses in clear (munge signs Slurm's
+		// messages, it does not encrypt them), and the API was spoken to in TLS.
+		if len(wirecap.Carrying(streams, "ClusterName=overtime-lab")) == 0 {
+			t.Fatalf("the capture (%d flows) does not hold the slurm.conf slurmd fetched: it saw too little to prove anything", len(streams))
+		}
+		if !wirecap.TLSTo(streams, slurmlab.APIPort) {
+			t.Fatalf("no TLS handshake to the site manager's port %d in the capture", slurmlab.APIPort)
+		}
+		for what, secret := range map[string][]byte{
+			"pc3's host token":                      []byte(l.Host("pc3").Token),
+			"the site admin's password":             []byte(testenv.AdminPassword),
+			"the admin's login (HTTP Basic's text)": []byte("admin:" + testenv.AdminPassword),
+			"the cluster's munge key":               l.MungeKey,
+		} {
+			if hits := wirecap.Find(streams, secret); len(hits) > 0 {
+				t.Errorf("%s crossed the lab's network in clear: %v", what, hits)
+			}
+		}
 	})
 }

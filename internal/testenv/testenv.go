@@ -15,6 +15,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -52,6 +53,10 @@ type Env struct {
 	ImagesDir string
 	// CAFile and CAPin are the test's site CA and its pin when Options.TLS ("" else).
 	CAFile, CAPin string
+	// TLSConfig is the server side of the API's TLS (Options.TLS; nil else): a lab that
+	// serves Env.API on an address of its own (a network namespace's) wraps its listener
+	// with it.
+	TLSConfig *tls.Config
 }
 
 // Options tune New.
@@ -65,6 +70,9 @@ type Options struct {
 	// it): host credentials issued then pin it (api.Options.CAPin). Env.CAFile is the
 	// CA's certificate; Env.Client trusts it.
 	TLS bool
+	// TLSIPs are further addresses the server's certificate is valid for (Options.TLS):
+	// a lab's own listener for Env.API.
+	TLSIPs []net.IP
 }
 
 // RepoRoot finds the repository root (the directory holding go.mod).
@@ -130,18 +138,20 @@ func New(t testing.TB, opt Options) *Env {
 	var caFile string
 	var roots *x509.CertPool
 	if opt.TLS {
-		cert, caFile, roots, aopt.CAPin = siteCert(t)
+		cert, caFile, roots, aopt.CAPin = siteCert(t, opt.TLSIPs...)
 	}
 	srv := api.New(svc, aopt)
 	hs := httptest.NewUnstartedServer(srv)
+	var serverTLS *tls.Config
 	if opt.TLS {
-		hs.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+		serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+		hs.TLS = serverTLS.Clone()
 		hs.StartTLS()
 	} else {
 		hs.Start()
 	}
 	t.Cleanup(hs.Close)
-	e := &Env{Slapd: sl, Store: store, Svc: svc, API: srv, HTTP: hs, Now: now, ImagesDir: aopt.ImagesDir, CAFile: caFile, CAPin: aopt.CAPin}
+	e := &Env{Slapd: sl, Store: store, Svc: svc, API: srv, HTTP: hs, Now: now, ImagesDir: aopt.ImagesDir, CAFile: caFile, CAPin: aopt.CAPin, TLSConfig: serverTLS}
 	e.Client = func(user, password string) *client.Client {
 		c := &client.Client{BaseURL: hs.URL, User: user, Password: password}
 		if roots != nil {
@@ -157,12 +167,12 @@ func New(t testing.TB, opt Options) *Env {
 
 // siteCert makes the test's site CA and the server's certificate for 127.0.0.1: the
 // chain (server, then CA) with its key, the CA's certificate file, a pool holding the CA,
-// and its pin.
-func siteCert(t testing.TB) (tls.Certificate, string, *x509.CertPool, string) {
+// and its pin. ips are addresses the certificate holds beside 127.0.0.1.
+func siteCert(t testing.TB, ips ...net.IP) (tls.Certificate, string, *x509.CertPool, string) {
 	t.Helper()
 	dir := t.TempDir()
 	ca := unidir.NewCA(t, dir, "site-ca")
-	certFile, keyFile := ca.Issue(t, dir, "site-manager")
+	certFile, keyFile := ca.Issue(t, dir, "site-manager", ips...)
 	leaf, err := os.ReadFile(certFile)
 	if err != nil {
 		t.Fatal(err)

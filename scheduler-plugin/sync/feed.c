@@ -2,13 +2,16 @@
 #include "log.h"
 #include "resv.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 #include <json-c/json.h>
@@ -389,9 +392,123 @@ const struct feed_node *feed_find_node(const struct feed *f, const char *name)
 
 /* ---- HTTP ------------------------------------------------------------- */
 
+/* The host as curl's URL API gives it: a name, a dotted IPv4 address, or an
+ * IPv6 address in brackets (its zone id, if any, apart). */
+static bool host_is_loopback(const char *host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+	char buf[INET6_ADDRSTRLEN];
+	size_t n = strlen(host);
+
+	/* curl resolves "localhost" to the loopback addresses itself, never
+	 * asking DNS (curl >= 7.78). */
+	if (!strcasecmp(host, "localhost"))
+		return true;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (n < 3 || host[0] != '[' || host[n - 1] != ']' ||
+	    n - 2 >= sizeof(buf))
+		return false;
+	memcpy(buf, host + 1, n - 2);
+	buf[n - 2] = '\0';
+	if (inet_pton(AF_INET6, buf, &a6) != 1)
+		return false;
+	return IN6_IS_ADDR_LOOPBACK(&a6) ||
+	       (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+}
+
+enum feed_server_kind feed_server_check(const char *server, bool insecure_http,
+					char *err, size_t errlen)
+{
+	enum feed_server_kind kind = FEED_SERVER_REFUSED;
+	char *scheme = NULL, *host = NULL;
+	CURLUcode uc;
+	CURLU *u;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!server || !*server) {
+		set_err(err, errlen, "--server is empty");
+		return FEED_SERVER_REFUSED;
+	}
+	u = curl_url();
+	if (!u) {
+		set_err(err, errlen, "out of memory");
+		return FEED_SERVER_REFUSED;
+	}
+	/* No flags: a scheme is required (no guessing), and none but http and
+	 * https gets past the comparison below. */
+	uc = curl_url_set(u, CURLUPART_URL, server, 0);
+	if (uc != CURLUE_OK) {
+		set_err(err, errlen, "--server \"%s\" is not a URL (%s)", server,
+			curl_url_strerror(uc));
+		goto out;
+	}
+	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    !host[0]) {
+		set_err(err, errlen, "--server \"%s\": no scheme or no host",
+			server);
+		goto out;
+	}
+	if (!strcmp(scheme, "https")) {
+		kind = FEED_SERVER_HTTPS;
+	} else if (strcmp(scheme, "http")) {
+		set_err(err, errlen, "--server \"%s\": scheme %s is neither "
+			"https nor http", server, scheme);
+	} else if (host_is_loopback(host)) {
+		kind = FEED_SERVER_HTTP_LOOPBACK;
+	} else if (insecure_http) {
+		kind = FEED_SERVER_HTTP_INSECURE;
+	} else {
+		set_err(err, errlen, "--server \"%s\": plain http to another "
+			"host would send the password across the network in "
+			"clear; use https (--ca-file for the site's CA), or "
+			"--insecure-http in a lab", server);
+	}
+out:
+	curl_free(scheme);
+	curl_free(host);
+	curl_url_cleanup(u);
+	return kind;
+}
+
+int feed_ca_file_check(const char *path, char *err, size_t errlen)
+{
+	char line[256];
+	bool found = false;
+	FILE *f;
+
+	f = fopen(path, "re");
+	if (!f) {
+		set_err(err, errlen, "--ca-file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* The armour curl's TLS library reads ("CERTIFICATE", "X509
+	 * CERTIFICATE", "TRUSTED CERTIFICATE"). A line longer than the buffer
+	 * comes in pieces, but a BEGIN line still starts a piece. */
+	while (!found && fgets(line, sizeof(line), f))
+		found = !strncmp(line, "-----BEGIN ", 11) &&
+			strstr(line, "CERTIFICATE-----");
+	if (ferror(f)) {
+		set_err(err, errlen, "--ca-file %s: %s", path, strerror(errno));
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	if (!found) {
+		set_err(err, errlen, "--ca-file %s: no PEM certificate in it",
+			path);
+		return -1;
+	}
+	return 0;
+}
+
 struct feed_client {
 	CURL *curl; /* reused so the connection is kept alive across polls */
 	char *base; /* server URL without trailing '/' */
+	bool ca_file; /* trusts --ca-file's CA(s), not the system's roots */
 	volatile sig_atomic_t *stop;
 	char errbuf[CURL_ERROR_SIZE];
 };
@@ -436,7 +553,7 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut,
 }
 
 struct feed_client *feed_client_new(const char *server, const char *user,
-				    const char *password,
+				    const char *password, const char *ca_file,
 				    volatile sig_atomic_t *stop)
 {
 	struct feed_client *c;
@@ -473,6 +590,25 @@ struct feed_client *feed_client_new(const char *server, const char *user,
 	curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, c);
+	/* curl's defaults, spelled out: the server's chain and its name are
+	 * always checked, whichever CA vouches for it. */
+	curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 2L);
+	curl_easy_setopt(c->curl, CURLOPT_SSLVERSION,
+			 (long)CURL_SSLVERSION_TLSv1_2);
+	if (ca_file) {
+		/* That bundle alone, as the overtime CLI's --ca-file: the
+		 * CA path compiled into libcurl (the system's roots) is
+		 * cleared too. */
+		if (curl_easy_setopt(c->curl, CURLOPT_CAINFO, ca_file) !=
+		    CURLE_OK ||
+		    curl_easy_setopt(c->curl, CURLOPT_CAPATH, NULL) !=
+		    CURLE_OK) {
+			feed_client_free(c);
+			return NULL;
+		}
+		c->ca_file = true;
+	}
 	return c;
 }
 
@@ -511,7 +647,12 @@ static int http_get(struct feed_client *c, const char *url, long timeout_s,
 		else
 			log_error("site manager unreachable", "url", url,
 				  "error", c->errbuf[0] ? c->errbuf :
-				  curl_easy_strerror(res), NULL);
+				  curl_easy_strerror(res), "hint",
+				  res != CURLE_PEER_FAILED_VERIFICATION ? NULL :
+				  c->ca_file ? "the server's certificate is not "
+				  "one --ca-file's CA signed for this host name" :
+				  "a site's own CA? give it with --ca-file",
+				  NULL);
 		return -1;
 	}
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);

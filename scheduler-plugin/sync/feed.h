@@ -73,9 +73,37 @@ const struct feed_node *feed_find_node(const struct feed *f, const char *name);
 
 struct feed_client;
 
-/* stop is polled during transfers so SIGTERM aborts a long poll at once. */
+/* What feed_server_check makes of --server. */
+enum feed_server_kind {
+	FEED_SERVER_REFUSED = -1, /* not a URL, not http(s), or plain http to
+				   * another host without insecure_http */
+	FEED_SERVER_HTTPS = 0,
+	FEED_SERVER_HTTP_LOOPBACK,  /* http to this machine: 127.0.0.0/8, ::1,
+				     * localhost */
+	FEED_SERVER_HTTP_INSECURE,  /* http to another host, allowed by
+				     * insecure_http (--insecure-http): the
+				     * password crosses the network in clear */
+};
+
+/* Whether the daemon may send its basic auth password to server: https to
+ * any host, plain http only to a loopback address or name (the daemon beside
+ * the site manager) unless insecure_http. The URL is parsed with curl's URL
+ * API, the host compared with inet_pton. On FEED_SERVER_REFUSED, why is in
+ * err. */
+enum feed_server_kind feed_server_check(const char *server, bool insecure_http,
+					char *err, size_t errlen);
+
+/* 0 when path can be read and holds at least one PEM certificate, else -1
+ * with why in err: a wrong --ca-file is refused at start-up rather than
+ * failing every request. */
+int feed_ca_file_check(const char *path, char *err, size_t errlen);
+
+/* stop is polled during transfers so SIGTERM aborts a long poll at once.
+ * ca_file (NULL: the system's roots) is the PEM bundle of the CA(s) trusted
+ * for the server's certificate, instead of the system's roots; the peer and
+ * its host name are verified either way. */
 struct feed_client *feed_client_new(const char *server, const char *user,
-				    const char *password,
+				    const char *password, const char *ca_file,
 				    volatile sig_atomic_t *stop);
 void feed_client_free(struct feed_client *c);
 

@@ -33,6 +33,9 @@ static void on_signal(int sig)
 
 struct opts {
 	const char *server, *user, *password_file;
+	const char *ca_file;  /* NULL: the system's roots */
+	bool insecure_http;
+	enum feed_server_kind server_kind;
 	int wait_s, resync_s;
 	bool once;
 	int horizon_h;        /* reservation horizon; 0: no reservations */
@@ -48,6 +51,7 @@ static void usage(FILE *f)
 {
 	fputs(
 "Usage: overtime-slurm-sync --server URL --user NAME --password-file PATH\n"
+"                           [--ca-file PATH] [--insecure-http]\n"
 "                           [--wait SECONDS] [--resync SECONDS] [--once] [--debug]\n"
 "                           [--horizon HOURS] [--warn-signal SIG] [--warn-lead SECONDS]\n"
 "                           [--declare-nodes] [--no-batch]\n"
@@ -58,10 +62,16 @@ static void usage(FILE *f)
 "when the host is up again. Only drains, downs and suspensions whose reason or\n"
 "comment starts with \"overtime:\" are ever undone.\n"
 "\n"
-"  --server URL          site manager base URL (required)\n"
+"  --server URL          site manager base URL (required): https, or http\n"
+"                        to this machine only (127.0.0.0/8, ::1, localhost)\n"
 "  --user NAME           HTTP basic auth user (required)\n"
 "  --password-file PATH  first line is the password; must not be readable by\n"
 "                        group or other (required)\n"
+"  --ca-file PATH        PEM bundle of the site's CA: the server's\n"
+"                        certificate must chain to it (instead of the\n"
+"                        system's roots); default $OVERTIME_CA_FILE\n"
+"  --insecure-http       labs only: allow plain http to another host, the\n"
+"                        password crossing the network in clear\n"
 "  --wait SECONDS        long-poll wait asked of the server (default 25)\n"
 "  --resync SECONDS      reconcile every node at least this often (default\n"
 "                        30); in between, a change reconciles only the nodes\n"
@@ -159,11 +169,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_SERVER = 256, O_USER, O_PWFILE, O_WAIT, O_RESYNC, O_ONCE,
 	       O_DEBUG, O_HELP, O_HORIZON, O_WSIG, O_WLEAD, O_DECLARE,
-	       O_RLOCAL, O_NOBATCH };
+	       O_RLOCAL, O_NOBATCH, O_CAFILE, O_INSECURE };
 	static const struct option longopts[] = {
 		{ "server", required_argument, NULL, O_SERVER },
 		{ "user", required_argument, NULL, O_USER },
 		{ "password-file", required_argument, NULL, O_PWFILE },
+		{ "ca-file", required_argument, NULL, O_CAFILE },
+		{ "insecure-http", no_argument, NULL, O_INSECURE },
 		{ "wait", required_argument, NULL, O_WAIT },
 		{ "resync", required_argument, NULL, O_RESYNC },
 		{ "once", no_argument, NULL, O_ONCE },
@@ -177,6 +189,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "reserve-local-disk", required_argument, NULL, O_RLOCAL },
 		{ NULL, 0, NULL, 0 },
 	};
+	char err[512];
 	int c;
 
 	*o = (struct opts){ .wait_s = 25, .resync_s = 30, .horizon_h = 168,
@@ -187,6 +200,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_SERVER: o->server = optarg; break;
 		case O_USER:   o->user = optarg; break;
 		case O_PWFILE: o->password_file = optarg; break;
+		case O_CAFILE: o->ca_file = optarg; break;
+		case O_INSECURE: o->insecure_http = true; break;
 		case O_WAIT:
 			if (parse_seconds("--wait", optarg, &o->wait_s))
 				return -1;
@@ -239,6 +254,24 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	if (!o->server || !o->user || !o->password_file) {
 		fputs("overtime-slurm-sync: --server, --user and "
 		      "--password-file are required (see --help)\n", stderr);
+		return -1;
+	}
+	/* The unit's environment file can name the CA without touching the
+	 * command line; the flag wins. Empty: not set. */
+	if (!o->ca_file) {
+		const char *env = getenv("OVERTIME_CA_FILE");
+
+		if (env && *env)
+			o->ca_file = env;
+	}
+	if (o->ca_file && !*o->ca_file) {
+		fputs("overtime-slurm-sync: --ca-file is empty\n", stderr);
+		return -1;
+	}
+	o->server_kind = feed_server_check(o->server, o->insecure_http, err,
+					   sizeof(err));
+	if (o->server_kind == FEED_SERVER_REFUSED) {
+		fprintf(stderr, "overtime-slurm-sync: %s\n", err);
 		return -1;
 	}
 	return 0;
@@ -524,13 +557,26 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (o.ca_file) {
+		char err[512];
+
+		if (feed_ca_file_check(o.ca_file, err, sizeof(err))) {
+			log_error("refusing to start: no usable CA file",
+				  "error", err, NULL);
+			return 1;
+		}
+		if (o.server_kind != FEED_SERVER_HTTPS)
+			log_warn("--ca-file is not used: the server is plain "
+				 "http", "server", o.server, NULL);
+	}
 	password = read_password(o.password_file);
 	if (!password)
 		return 1;
-	if (!strncmp(o.server, "http://", 7))
-		log_warn("basic auth over plain http: the password crosses "
-			 "the network readable", "server", o.server, NULL);
-	fc = feed_client_new(o.server, o.user, password, &stop);
+	if (o.server_kind == FEED_SERVER_HTTP_INSECURE)
+		log_warn("basic auth over plain http (--insecure-http): the "
+			 "password crosses the network readable", "server",
+			 o.server, NULL);
+	fc = feed_client_new(o.server, o.user, password, o.ca_file, &stop);
 	/* curl keeps its own copy of the password. */
 	explicit_bzero(password, strlen(password));
 	free(password);
@@ -544,6 +590,7 @@ int main(int argc, char **argv)
 		o.reserve_local = slurm_power_saving() ? RESERVE_LOCAL_NO :
 							  RESERVE_LOCAL_YES;
 	log_info("starting", "server", o.server, "user", o.user,
+		 "ca_file", o.ca_file,
 		 "wait_s", log_i64(w, o.wait_s),
 		 "resync_s", log_i64(r, o.resync_s),
 		 "horizon_h", log_i64(h, o.horizon_h),

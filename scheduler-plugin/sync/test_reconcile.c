@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 
@@ -708,6 +709,120 @@ static void test_nodes_url(void)
 	}
 }
 
+static void test_server_check(void)
+{
+	static const struct {
+		const char *url;
+		bool insecure;
+		enum feed_server_kind want;
+	} cases[] = {
+		{ "https://sm.example.org", false, FEED_SERVER_HTTPS },
+		{ "https://10.0.0.1:8443/", false, FEED_SERVER_HTTPS },
+		{ "https://[2001:db8::1]", false, FEED_SERVER_HTTPS },
+		{ "HTTPS://SM.example.org", false, FEED_SERVER_HTTPS },
+		{ "http://127.0.0.1", false, FEED_SERVER_HTTP_LOOPBACK },
+		{ "http://127.0.0.1:8080/", false, FEED_SERVER_HTTP_LOOPBACK },
+		{ "http://127.1.2.3:8080", false, FEED_SERVER_HTTP_LOOPBACK },
+		{ "http://[::1]:8080", false, FEED_SERVER_HTTP_LOOPBACK },
+		{ "http://[::ffff:127.0.0.1]", false, FEED_SERVER_HTTP_LOOPBACK },
+		{ "http://localhost", false, FEED_SERVER_HTTP_LOOPBACK },
+		{ "http://LocalHost:8080", false, FEED_SERVER_HTTP_LOOPBACK },
+		{ "http://10.0.0.1", false, FEED_SERVER_REFUSED },
+		{ "http://10.0.0.1:8080/", false, FEED_SERVER_REFUSED },
+		{ "http://sm.example.org", false, FEED_SERVER_REFUSED },
+		{ "http://[2001:db8::1]", false, FEED_SERVER_REFUSED },
+		{ "http://[::ffff:10.0.0.1]", false, FEED_SERVER_REFUSED },
+		{ "http://128.0.0.1", false, FEED_SERVER_REFUSED },
+		/* Names that only look loopback. */
+		{ "http://localhost.evil.example", false, FEED_SERVER_REFUSED },
+		{ "http://127.0.0.1.evil.example", false, FEED_SERVER_REFUSED },
+		/* The host is what follows the user info. */
+		{ "http://127.0.0.1@10.0.0.1", false, FEED_SERVER_REFUSED },
+		{ "http://10.0.0.1", true, FEED_SERVER_HTTP_INSECURE },
+		{ "http://sm.example.org:8080", true, FEED_SERVER_HTTP_INSECURE },
+		{ "http://127.0.0.1", true, FEED_SERVER_HTTP_LOOPBACK },
+		{ "https://sm.example.org", true, FEED_SERVER_HTTPS },
+		/* Not a URL, or not http(s): refused even with
+		 * --insecure-http. */
+		{ "garbage", true, FEED_SERVER_REFUSED },
+		{ "not a url at all", false, FEED_SERVER_REFUSED },
+		{ "sm.example.org", false, FEED_SERVER_REFUSED },
+		{ "10.0.0.1:8080", true, FEED_SERVER_REFUSED },
+		{ "https://", false, FEED_SERVER_REFUSED },
+		{ "http://sm example", true, FEED_SERVER_REFUSED },
+		{ "http://127.0.0.1:99999", true, FEED_SERVER_REFUSED },
+		/* curl reads these as host "path" and 127.0.0.1: the check
+		 * sees the host curl would connect to. */
+		{ "http:///path", false, FEED_SERVER_REFUSED },
+		{ "http://2130706433/", false, FEED_SERVER_HTTP_LOOPBACK },
+		{ "ftp://127.0.0.1", true, FEED_SERVER_REFUSED },
+		{ "", true, FEED_SERVER_REFUSED },
+	};
+	char err[512];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		enum feed_server_kind k;
+
+		strcpy(err, "stale");
+		k = feed_server_check(cases[i].url, cases[i].insecure, err,
+				      sizeof(err));
+		CHECK(k == cases[i].want, "%s%s: got %d, want %d (%s)",
+		      cases[i].url, cases[i].insecure ? " --insecure-http" : "",
+		      k, cases[i].want, err);
+		if (k == FEED_SERVER_REFUSED)
+			CHECK(strstr(err, "--server"), "%s: error \"%s\" "
+			      "names no --server", cases[i].url, err);
+		else
+			CHECK(!err[0], "%s: error \"%s\" when accepted",
+			      cases[i].url, err);
+	}
+	feed_server_check("http://10.0.0.1", false, err, sizeof(err));
+	CHECK(strstr(err, "in clear") && strstr(err, "--insecure-http"),
+	      "the http refusal says why and how: %s", err);
+	CHECK(feed_server_check(NULL, true, err, sizeof(err)) ==
+	      FEED_SERVER_REFUSED, "NULL server");
+}
+
+static void test_ca_file_check(void)
+{
+	static const struct {
+		const char *name, *body;
+		int want;
+	} cases[] = {
+		{ "certificate", "# site CA\n-----BEGIN CERTIFICATE-----\n"
+		  "MIIB\n-----END CERTIFICATE-----\n", 0 },
+		{ "trusted", "-----BEGIN TRUSTED CERTIFICATE-----\nMIIB\n", 0 },
+		{ "empty", "", -1 },
+		{ "key only", "-----BEGIN PRIVATE KEY-----\nMIIB\n", -1 },
+		{ "not at a line start", "x -----BEGIN CERTIFICATE-----\n", -1 },
+	};
+	char path[] = "/tmp/test_reconcile_ca.XXXXXX", err[512];
+	int fd;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		FILE *f;
+
+		strcpy(path, "/tmp/test_reconcile_ca.XXXXXX");
+		fd = mkstemp(path);
+		if (fd < 0 || !(f = fdopen(fd, "w"))) {
+			CHECK(0, "mkstemp");
+			return;
+		}
+		fputs(cases[i].body, f);
+		fclose(f);
+		err[0] = '\0';
+		CHECK(feed_ca_file_check(path, err, sizeof(err)) ==
+		      cases[i].want, "%s: %s", cases[i].name, err);
+		CHECK(cases[i].want == 0 || strstr(err, "no PEM certificate"),
+		      "%s: error %s", cases[i].name, err);
+		unlink(path);
+	}
+	CHECK(feed_ca_file_check(path, err, sizeof(err)) == -1 &&
+	      strstr(err, "No such file"), "missing file: %s", err);
+	CHECK(feed_ca_file_check("/", err, sizeof(err)) == -1 &&
+	      strstr(err, "--ca-file /"), "a directory: %s", err);
+}
+
 int main(void)
 {
 	test_reconcile_table();
@@ -723,6 +838,8 @@ int main(void)
 	test_group_many();
 	test_slurm_version();
 	test_nodes_url();
+	test_server_check();
+	test_ca_file_check();
 	printf("test_reconcile: %d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }

@@ -32,6 +32,10 @@ ip link set eth0 up
 udhcpc -i eth0 -s /etc/udhcpc.script -q -n -t 20 -T 1 || { echo "guest: no DHCP lease"; exit 1; }
 mkdir -p /var/spool/slurmd /run/overtime /run/munge "$(dirname "$MUNGE_SOCKET")" /var/lib/munge /var/log/munge
 echo "$OVERTIME_AGENT_URL" > /run/overtime/agent-url
+# The munge key: the agent's hand-over from the site manager (never in the image), as
+# the production guest's init installs it (scheduler-plugin/guest/guest-init).
+[ -s /run/secrets/munge.key ] || { echo "guest: no munge key at /run/secrets/munge.key"; exit 1; }
+cp /run/secrets/munge.key /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key
 # slurmd fetches its configuration (configless) through munge's default socket, then uses
 # the one slurm.conf names: the same daemon answers on both paths.
 ln -sf /run/munge/munge.socket.2 "$MUNGE_SOCKET"
@@ -57,7 +61,7 @@ exit 0
 
 // buildGuestImage stages the root in dir/root and squashes it to dir/root.squashfs;
 // mpi adds the Open MPI runtime (image_mpi.go).
-func buildGuestImage(dir, spankSO, mungeKey string, mpi bool, env map[string]string) (string, error) {
+func buildGuestImage(dir, spankSO string, mpi bool, env map[string]string) (string, error) {
 	root := filepath.Join(dir, "root")
 	files := map[string]bool{}
 	for _, b := range []string{"/usr/sbin/slurmd", "/usr/sbin/slurmstepd", "/usr/sbin/munged", "/bin/busybox"} {
@@ -139,7 +143,6 @@ func buildGuestImage(dir, spankSO, mungeKey string, mpi bool, env map[string]str
 		"etc/group":              {"root:x:0:\nnogroup:x:65534:\n", 0o644},
 		"etc/nsswitch.conf":      {"passwd: files\ngroup: files\nhosts: files dns\n", 0o644},
 		"etc/hosts":              {"127.0.0.1 localhost\n", 0o644},
-		"etc/munge/munge.key":    {mungeKey, 0o600},
 	} {
 		if err := os.WriteFile(filepath.Join(root, name), []byte(f.body), f.mode); err != nil {
 			return "", err

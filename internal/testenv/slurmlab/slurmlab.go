@@ -6,12 +6,21 @@
 // (scheduler-plugin/sync). Each guest is a container running munged and `slurmd -Z`
 // with the Overtime SPANK plugin; owner activity is injected through a real terminal
 // session in utmp (agentlab.Session).
+//
+// The lab's site manager serves TLS only, as a site's does: its certificate comes from a
+// CA made for the lab, the agents' credentials pin that CA, the sync daemon and the power
+// saving programs are given it (--ca-file), and the guests' munge key is no part of their
+// image but handed to each agent as the guest's secret (overtime serve --munge-key) over
+// that channel. Options.Capture records the lab's network to prove nothing secret
+// crosses it in clear (internal/testenv/wirecap).
 package slurmlab
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,8 +40,11 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 	"github.com/overtime-hpc/overtime/internal/testenv/poll"
 	"github.com/overtime-hpc/overtime/internal/testenv/syncbuf"
+	"github.com/overtime-hpc/overtime/internal/testenv/wirecap"
 	"github.com/overtime-hpc/overtime/node-agent/agent"
 	"github.com/overtime-hpc/overtime/node-agent/cgroup"
+	"github.com/overtime-hpc/overtime/sitemgmt/api"
+	"github.com/overtime-hpc/overtime/vocab/client"
 	"github.com/overtime-hpc/overtime/vocab/model"
 )
 
@@ -60,6 +72,7 @@ type Host struct {
 	LocalDisk bool
 	Session   *agentlab.Session
 	Agent     *Proc
+	Token     string // the host's credential token
 	tokenDir  string
 }
 
@@ -101,6 +114,9 @@ type Options struct {
 	// MPI puts Open MPI's runtime and PMIx into the guest image (image_mpi.go): jobs
 	// compiled with mpicc run with `srun --mpi=pmix`.
 	MPI bool
+	// Capture records every packet in the lab's namespace (tcpdump on all of its
+	// interfaces) from before munged and the first agent start; Lab.Capture.Stop ends it.
+	Capture bool
 }
 
 // Lab is a running cluster.
@@ -121,6 +137,13 @@ type Lab struct {
 	GuestYAML string
 	// PowerLog collects the output of the power saving programs (Options.PowerSave).
 	PowerLog string
+	// CAFile is the lab's site CA: what the API's certificate chains to and the agents'
+	// credentials pin.
+	CAFile string
+	// MungeKey is the cluster's munge key (controller and guests).
+	MungeKey []byte
+	// Capture is the recording of the lab's network (Options.Capture; nil else).
+	Capture  *wirecap.Capture
 	munge    string // munge socket
 	extra    string // Options.SlurmConf
 	password string // file with the site admin's password (sync daemon, power saving)
@@ -207,14 +230,20 @@ func Start(t testing.TB, opt Options) *Lab {
 		}
 		l.Hosts = append(l.Hosts, &h)
 	}
+	if opt.Capture {
+		l.Capture = wirecap.Start(t, ns.Command, "any", filepath.Join(l.Dir, "lab.pcap"))
+	}
 	if opt.Setup != nil {
 		opt.Setup(l)
 	}
 
-	// Munge: one key for the controller and the guests (baked into the test image; a
-	// production guest image gets it from the site's secret store, docs/slurm.md).
+	// Munge: one key for the controller and the guests. The guests get it from their
+	// agent, which fetched it from the site manager over TLS (GET
+	// /api/v1/agent/guest-secrets, as `overtime serve --munge-key` hands it out); their
+	// image holds none.
 	key := make([]byte, 1024)
 	rand.Read(key)
+	l.MungeKey = key
 	mungeDir := filepath.Join(l.Dir, "munge")
 	os.MkdirAll(mungeDir, 0o755) // munged wants its socket directory searchable by all
 	os.WriteFile(filepath.Join(mungeDir, "munge.key"), key, 0o600)
@@ -224,21 +253,23 @@ func Start(t testing.TB, opt Options) *Lab {
 		"--log-file="+filepath.Join(mungeDir, "munged.log"), "--seed-file="+filepath.Join(mungeDir, "munged.seed")))
 	l.waitFor("munged socket", 20*time.Second, func() bool { _, err := os.Stat(l.munge); return err == nil }, munged)
 
-	// The site manager, reachable from the namespace.
-	l.Env = testenv.New(t, testenv.Options{Now: opt.Now})
+	// The site manager, reachable from the namespace over TLS only.
+	l.Env = testenv.New(t, testenv.Options{Now: opt.Now, TLS: true, TLSIPs: []net.IP{net.ParseIP(ServerIP)},
+		API: api.Options{MungeKeyFile: filepath.Join(mungeDir, "munge.key")}})
+	l.CAFile = l.Env.CAFile
 	ln, err := ns.Listen("tcp", fmt.Sprintf("%s:%d", ServerIP, APIPort))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: l.Env.API, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
+	go srv.Serve(tls.NewListener(ln, l.Env.TLSConfig))
 	t.Cleanup(func() { srv.Close() })
-	l.API = fmt.Sprintf("http://%s:%d", ServerIP, APIPort)
+	l.API = fmt.Sprintf("https://%s:%d", ServerIP, APIPort)
 
 	// The guest image, published like any image version.
 	imgDir := filepath.Join(l.Dir, "images", "compute", "v1")
 	os.MkdirAll(imgDir, 0o755)
-	img, err := buildGuestImage(filepath.Join(l.Dir, "imgbuild"), spankSO, string(key), opt.MPI, map[string]string{
+	img, err := buildGuestImage(filepath.Join(l.Dir, "imgbuild"), spankSO, opt.MPI, map[string]string{
 		"MUNGE_SOCKET": l.munge, "CONF_SERVER": fmt.Sprintf("%s:%d", ServerIP, CtldPort),
 		"GUEST_CPUS": fmt.Sprint(guestCPUs), "GUEST_MEMORY_MB": fmt.Sprint(guestMemMB),
 	})
@@ -301,7 +332,7 @@ func Start(t testing.TB, opt Options) *Lab {
 	}
 
 	// The sync daemon.
-	l.Sync = l.start("overtime-slurm-sync", l.slurmCmd(syncBin, append([]string{"--server", l.API, "--user", "admin",
+	l.Sync = l.start("overtime-slurm-sync", l.slurmCmd(syncBin, append([]string{"--server", l.API, "--ca-file", l.CAFile, "--user", "admin",
 		"--password-file", l.password, "--wait", "25", "--resync", "10"}, opt.SyncArgs...)...))
 	return l
 }
@@ -316,8 +347,8 @@ func (l *Lab) powerSaveConf(suspendTime time.Duration) string {
 	var conf strings.Builder
 	for _, verb := range []string{"resume", "suspend"} {
 		wrapper := filepath.Join(etc, "overtime-"+verb)
-		script := fmt.Sprintf("#!/bin/sh\n# Slurm %sProgram: Overtime power saving (docs/slurm.md).\nexport SLURM_CONF=%s\necho \"$(date -u +%%FT%%TZ) %s $*\" >>%s\nexec %s --server %s --user admin --password-file %s slurm %s \"$@\" >>%s 2>&1\n",
-			strings.ToUpper(verb[:1])+verb[1:], filepath.Join(etc, "slurm.conf"), verb, l.PowerLog, l.Bin, l.API, l.password, verb, l.PowerLog)
+		script := fmt.Sprintf("#!/bin/sh\n# Slurm %sProgram: Overtime power saving (docs/slurm.md).\nexport SLURM_CONF=%s\necho \"$(date -u +%%FT%%TZ) %s $*\" >>%s\nexec %s --server %s --ca-file %s --user admin --password-file %s slurm %s \"$@\" >>%s 2>&1\n",
+			strings.ToUpper(verb[:1])+verb[1:], filepath.Join(etc, "slurm.conf"), verb, l.PowerLog, l.Bin, l.API, l.CAFile, l.password, verb, l.PowerLog)
 		os.WriteFile(wrapper, []byte(script), 0o755)
 		fmt.Fprintf(&conf, "%sProgram=%s\n", strings.ToUpper(verb[:1])+verb[1:], wrapper)
 	}
@@ -564,8 +595,14 @@ func (l *Lab) startAgent(h *Host) {
 	}
 	h.tokenDir = filepath.Join(l.Dir, "agent-"+h.Name)
 	os.MkdirAll(filepath.Join(h.tokenDir, "input"), 0o755)
+	// The credential file as `overtime host credential --out` writes it: the token and
+	// the pin of the lab's CA, so the agent talks TLS to that CA's server only.
+	if cred.CAPin == "" {
+		l.T.Fatal("the lab's host credential pins no CA")
+	}
+	h.Token = cred.Token
 	token := filepath.Join(h.tokenDir, "token")
-	os.WriteFile(token, []byte(cred.Token+"\n"), 0o600)
+	os.WriteFile(token, []byte(client.Credential{Token: cred.Token, CAPin: cred.CAPin}.File()), 0o600)
 	utmp := filepath.Join(h.tokenDir, "utmp")
 	h.Session = agentlab.NewSession(l.T, utmp)
 	listen := fmt.Sprintf("%s:%d", h.IP, AgentPort)
