@@ -230,6 +230,7 @@ static void handle_progress(uint32_t jobid, const struct ot_http_response *resp)
 	struct ot_job_report rep;
 	job_desc_msg_t desc;
 	char err[256];
+	char id[16];
 
 	if (ot_parse_report(resp->body, resp->len, &rep, err, sizeof(err)) < 0 || !rep.summary[0]) {
 		slurm_error("overtime: job %" PRIu32 ": unusable report from the agent: %s; AdminComment not set",
@@ -237,7 +238,12 @@ static void handle_progress(uint32_t jobid, const struct ot_http_response *resp)
 		return;
 	}
 	slurm_init_job_desc_msg(&desc);
-	desc.job_id = jobid;
+	/*
+	 * The job by its id's text: job_id_str is in every release from 22.05 on,
+	 * the numeric job_id is gone from job_desc_msg_t in 25.11.
+	 */
+	snprintf(id, sizeof(id), "%" PRIu32, jobid);
+	desc.job_id_str = id;
 	desc.admin_comment = rep.summary;
 	if (slurm_update_job(&desc) != SLURM_SUCCESS)
 		slurm_error("overtime: job %" PRIu32 ": AdminComment not set: %s",

@@ -10,12 +10,21 @@
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
+#include <slurm/slurm_version.h>
+
+/* hostlist_t is a pointer type up to Slurm 23.02 and the structure itself from
+ * 23.11 on: ot_hostlist is the handle in either. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+typedef hostlist_t *ot_hostlist;
+#else
+typedef hostlist_t ot_hostlist;
+#endif
 
 /* A RUNNING or SUSPENDED job with its node list parsed once per cycle, rather
  * than once per (node, job) pair. */
 struct active_job {
 	const slurm_job_info_t *info;
-	hostlist_t hl;
+	ot_hostlist hl;
 };
 
 struct cycle {
@@ -119,6 +128,23 @@ static void defer_node(struct cycle *c, const char *node,
 	c->pend[c->npend++] = (struct pending_update){ .node = node, .a = *a };
 }
 
+/* The hostlist as "pc[1-3],lab7", malloc'd: slurm_hostlist_ranged_string
+ * into a buffer that grows until it fits (the _malloc variant is gone in
+ * Slurm 25.11, and _xmalloc's memory is libslurm's to free). */
+static char *ranged_string(ot_hostlist hl)
+{
+	for (size_t n = 256; n <= (1u << 24); n *= 2) {
+		char *buf = malloc(n);
+
+		if (!buf)
+			return NULL;
+		if (slurm_hostlist_ranged_string(hl, n, buf) >= 0)
+			return buf;
+		free(buf);
+	}
+	return NULL;
+}
+
 /* One slurm_update_node for the nodes order[from..to) of c->pend. If it
  * fails (slurmctld stops at the first node it does not know, and its error
  * names none), every node is sent again on its own, so one bad node neither
@@ -128,7 +154,7 @@ static void apply_batch(struct cycle *c, const size_t *order, size_t from,
 {
 	const struct action *a = &c->pend[order[from]].a;
 	update_node_msg_t m;
-	hostlist_t hl;
+	ot_hostlist hl;
 	char *names = NULL, w[21], k[21];
 
 	if (to - from == 1) {
@@ -142,7 +168,7 @@ static void apply_batch(struct cycle *c, const size_t *order, size_t from,
 			hl = NULL;
 		}
 	if (hl)
-		names = slurm_hostlist_ranged_string_malloc(hl);
+		names = ranged_string(hl);
 	slurm_hostlist_destroy(hl);
 	if (!names) {
 		log_warn("cannot build a node list; updating nodes one by one",
@@ -212,7 +238,9 @@ static int set_comment(struct cycle *c, uint32_t job_id, const char *node,
 		return -1;
 	}
 	slurm_init_job_desc_msg(&d);
-	d.job_id = job_id;
+	/* By its id's text: job_id_str is in every release from 22.05 on, the
+	 * numeric job_id is gone from job_desc_msg_t in 25.11. */
+	d.job_id_str = id;
 	d.admin_comment = (char *)comment;
 	if (slurm_update_job(&d) != SLURM_SUCCESS) {
 		failed(c, "slurm_update_job", errno, "job", id, "node", node);
@@ -737,7 +765,7 @@ static int delta_cycle(const struct feed *feed, const struct apply_opts *o)
 
 		if (slurm_load_node_single(&one[i], (char *)name, SHOW_ALL) !=
 		    SLURM_SUCCESS) {
-			int err = slurm_get_errno();
+			int err = errno;
 
 			one[i] = NULL;
 			if (err == ESLURM_INVALID_NODE_NAME)
@@ -778,7 +806,7 @@ bool slurm_power_saving(void)
 		/* Unknown: reserving is the safe side for jobs. */
 		log_warn("cannot read slurmctld's configuration; reserving "
 			 "local-disk windows", "error",
-			 slurm_strerror(slurm_get_errno()), NULL);
+			 slurm_strerror(errno), NULL);
 		return false;
 	}
 	on = conf->suspend_program && conf->suspend_program[0];
@@ -793,7 +821,7 @@ char *slurm_controller_version(void)
 
 	if (slurm_load_ctl_conf((time_t)0, &conf) != SLURM_SUCCESS || !conf) {
 		log_debug("cannot read slurmctld's configuration for its version",
-			  "error", slurm_strerror(slurm_get_errno()), NULL);
+			  "error", slurm_strerror(errno), NULL);
 		return NULL;
 	}
 	if (conf->version)
