@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 #                          the test image: real mkinitramfs with boot/initramfs, busybox root
 #   socat curl             the demo's VM console and API calls
 #   haproxy                the load balancer in front of site manager replicas (replica failover test)
-#   shellcheck netbase binutils   initramfs script checks; /etc/protocols for the initrd; the KVM probe firmware
+#   netbase binutils shellcheck   /etc/protocols for the initrd; the KVM probe firmware; initramfs script checks
 #   e2fsprogs dosfstools mtools   OVERTIME-ID test disks (ext4 and vfat made and filled without mounting)
 #   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils
 #                          the node agent's QEMU/KVM guests (libvirtd, virsh, qemu-img overlays)
@@ -30,6 +30,8 @@ cd "$(dirname "$0")/.."
 #   libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
 #                          scheduler-plugin: the sync daemon (libslurm) and the SPANK plugin
 #                          (spank.h, libcurl, json-c); lua5.1 runs job_submit.lua's unit test
+#   patchelf               images/siteslurm_test.go: Debian's libslurm under another release's
+#                          SONAME, for the fake sites scripts/site-slurm-deb.sh links the sync daemon against
 #   dbus-daemon systemd util-linux bsdutils   the agent's notices (dbus-daemon and busctl for
 #                          the desktop-notification test; wall, setpriv)
 #   debhelper lintian mmdebstrap   make deb (dpkg-buildpackage, debhelper compat 13), the
@@ -62,7 +64,7 @@ PKGS=(slapd ldap-utils openssl dnsmasq-base wrk slurm-wlm munge nfs-ganesha nfs-
 	initramfs-tools-core klibc-utils kmod cpio zstd busybox-static squashfs-tools socat curl haproxy
 	shellcheck netbase binutils e2fsprogs dosfstools mtools
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-utils libxml2-utils passt crun
-	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make
+	libslurm-dev slurm-wlm-basic-plugins-dev libcurl4-openssl-dev libjson-c-dev lua5.1 gcc make patchelf
 	debhelper lintian mmdebstrap dbus-daemon systemd util-linux bsdutils chromium
 	sssd-ldap sssd-krb5 libnss-sss libpam-sss pamtester krb5-kdc krb5-admin-server krb5-user
 	cups-daemon cups-client nftables tesseract-ocr samba smbclient openmpi-bin libopenmpi-dev tcpdump)

@@ -16,14 +16,22 @@
 #      directory of its own, and checks its exports and hardening (make check-exports
 #      check-hardening): a Slurm plugin carries the release it was built for
 #      (plugin_version) and Slurm loads plugins of its own release only;
-#   3. writes OUTDIR/overtime-slurm_VERSION+slurmX.Y_amd64.deb: the input package with
+#   3. rebuilds overtime-slurm-sync (when the input carries it, as make deb's does) from
+#      scheduler-plugin/sync against the same headers and linked against the site's
+#      libslurm: the one Slurm package that ships libslurm.so.N (SchedMD's: slurm-smd;
+#      Debian-style: libslurmNN), unpacked next to the headers. It is linked through a
+#      libslurm.so of our own pointing at that file, with -rpath-link only: no RPATH or
+#      RUNPATH, so at run time it loads libslurm.so.N from the system's library path where
+#      the site's package installs it (that package must install it there). The result is
+#      checked (make check-hardening; readelf -d: NEEDED is the site's SONAME, no other
+#      libslurm, no RPATH/RUNPATH) or the script fails;
+#   4. writes OUTDIR/overtime-slurm_VERSION+slurmX.Y_amd64.deb: the input package with
 #      that plugin in the packaging's PluginDir (SchedMD's: /usr/lib/x86_64-linux-gnu/slurm;
-#      Debian-style: /usr/lib/x86_64-linux-gnu/slurm-wlm), Depends on the site's base
-#      package of that release (slurm-smd or slurm-wlm-basic-plugins, >= X.Y and
-#      << X.Y+1) instead of Debian's libslurm, and without overtime-slurm-sync: the sync
-#      daemon is built against Debian's libslurm only, its code does not compile against
-#      Slurm 23.11 and newer (hostlist_t, slurm_get_errno), so it is left out, said so on
-#      stderr and in the package's description.
+#      Debian-style: /usr/lib/x86_64-linux-gnu/slurm-wlm), the rebuilt sync daemon in
+#      /usr/sbin with its man page, unit and maintainer scripts as they were, Depends on
+#      the site's base package of that release (slurm-smd or slurm-wlm-basic-plugins,
+#      >= X.Y and << X.Y+1) and on the package of its libslurm.so.N (when that is another:
+#      libslurmNN >= X.Y) instead of Debian's libslurm, said in the package's description.
 #
 # It prints the new .deb's path on stdout. The package is reproducible: its file times are
 # SOURCE_DATE_EPOCH (default: the input package's newest file), the plugin is built
@@ -31,7 +39,11 @@
 # of images/build.sh's cache key). Refuses, before building anything: no -dev package, no
 # slurm/spank.h in it, a version it cannot read, two Slurm versions, SchedMD's and
 # Debian-style packages mixed, no base package, a base package without plugins in the
-# PluginDir, headers of another release.
+# PluginDir, headers of another release; and, with the sync daemon: no package shipping
+# libslurm.so.N, two of them, libslurm outside the system's library directories, a
+# libslurm whose SONAME is not its file's name. Fails, after building, on code that does
+# not compile or link against them and on a daemon that would not load the site's
+# libslurm.so.N.
 set -euo pipefail
 umask 022
 
@@ -44,9 +56,11 @@ die() {
 dir=$1 ours=$2 outdir=$3
 repo=$(cd "$(dirname "$0")/.." && pwd)
 src=${repo}/scheduler-plugin/spank
+syncsrc=${repo}/scheduler-plugin/sync
+sync_bin=usr/sbin/overtime-slurm-sync
 multiarch=x86_64-linux-gnu
 
-for tool in dpkg-deb make cc strip; do
+for tool in dpkg-deb make cc strip readelf; do
 	command -v "${tool}" >/dev/null || die "${tool} not found (Debian packages: dpkg, make, gcc, binutils)"
 done
 [ -d "${dir}" ] || die "SLURM_DEBS_DIR ${dir}: no such directory"
@@ -63,7 +77,7 @@ esac
 shopt -s nullglob
 files=("${dir}"/*.deb)
 [ ${#files[@]} -gt 0 ] || die "${dir}: no .deb files"
-smd='' debstyle='' version='' version_from='' devs=() names=' '
+smd='' debstyle='' version='' version_from='' devs=() names=' ' slurmdebs=()
 for f in "${files[@]}"; do
 	b=$(basename "${f}")
 	name=$(dpkg-deb -f "${f}" Package 2>/dev/null) || die "${dir}: ${b} is not a .deb"
@@ -73,6 +87,7 @@ for f in "${files[@]}"; do
 	*) continue ;;
 	esac
 	names="${names}${name} "
+	slurmdebs+=("${f}")
 	v=$(dpkg-deb -f "${f}" Version 2>/dev/null || true)
 	upstream=${v#*:}
 	upstream=${upstream%-*}
@@ -118,6 +133,30 @@ done
 dpkg-deb -c "${basedeb}" | grep -q " \.${plugindir}/[^/]*\.so\$" ||
 	die "$(basename "${basedeb}") has no plugins in ${plugindir}: not the PluginDir this script knows for ${style}"
 
+# overtime-slurm-sync, when the input carries it, links against the site's libslurm: the
+# one Slurm package that ships libslurm.so.N (a file or the SONAME's link), in a directory
+# of the system's library path (the daemon has no rpath).
+withsync=
+if dpkg-deb -c "${ours}" | awk '{ print $6 }' | grep -qx "\./${sync_bin}"; then withsync=1; fi
+libdeb='' libdir='' libpkg=''
+if [ -n "${withsync}" ]; then
+	for f in "${slurmdebs[@]}"; do
+		l=$(dpkg-deb -c "${f}" | awk '{ sub(/^\.\//, "", $6); print $6 }' | grep -E '(^|/)libslurm\.so\.[0-9]+(\.[0-9]+)*$' || true)
+		[ -n "${l}" ] || continue
+		[ -z "${libdeb}" ] ||
+			die "${dir}: $(basename "${libdeb}") and $(basename "${f}") both ship libslurm.so.N: overtime-slurm-sync links against one libslurm"
+		libdeb=${f}
+		libdir=$(printf '%s\n' "${l}" | xargs -n 1 dirname | LC_ALL=C sort -u | paste -sd' ' -)
+	done
+	[ -n "${libdeb}" ] ||
+		die "${dir}: no libslurm.so.N in the Slurm packages (SchedMD's slurm-smd or Debian-style libslurmNN ship it): overtime-slurm-sync links against the site's libslurm"
+	case "${libdir}" in
+	"usr/lib/${multiarch}" | "lib/${multiarch}" | usr/lib | lib) ;;
+	*) die "$(basename "${libdeb}") ships libslurm.so.N in ${libdir}: not a directory of the system's library path, where overtime-slurm-sync (which has no rpath) would look for it" ;;
+	esac
+	libpkg=$(dpkg-deb -f "${libdeb}" Package)
+fi
+
 tmp=$(mktemp -d)
 trap 'rm -rf "${tmp}"' EXIT
 
@@ -137,6 +176,31 @@ hrelease=$(((hv >> 16) & 0xff)).$(printf '%02d' $(((hv >> 8) & 0xff)))
 [ "${hrelease}" = "${release}" ] ||
 	die "${devnames}: its headers are Slurm ${hrelease}'s (slurm_version.h), the packages are ${version}"
 
+# The site's libslurm, unpacked into the same tree: its one library file, whose SONAME is
+# what the daemon will NEED, and a libslurm.so of our own pointing at it (the site's -dev
+# link may be absolute, or be in the base package).
+soname=
+if [ -n "${withsync}" ]; then
+	libname=$(basename "${libdeb}")
+	dpkg-deb -x "${libdeb}" "${tmp}/dev"
+	real=
+	for f in "${tmp}/dev/${libdir}"/libslurm.so.*; do
+		if [ ! -f "${f}" ] || [ -L "${f}" ]; then continue; fi
+		[ -z "${real}" ] || die "${libname}: two libslurm files in /${libdir}, $(basename "${real}") and $(basename "${f}"): which one the daemon would load is not clear"
+		real=${f}
+	done
+	[ -n "${real}" ] || die "${libname}: no libslurm.so.N file in /${libdir}, only links"
+	soname=$(readelf -dW "${real}" 2>/dev/null | sed -n 's/^.*(SONAME).*\[\(.*\)\]$/\1/p')
+	case "$(basename "${real}")" in
+	"${soname}" | "${soname}".*) [[ ${soname} =~ ^libslurm\.so\.[0-9]+$ ]] || bad=1 ;;
+	*) bad=1 ;;
+	esac
+	[ -z "${bad:-}" ] ||
+		die "${libname}: /${libdir}/$(basename "${real}") has the SONAME '${soname}', not the libslurm.so.N its name says"
+	mkdir -p "${tmp}/link"
+	ln -s "${real}" "${tmp}/link/libslurm.so"
+fi
+
 # The plugin, out of the source tree (the Makefile's SRCDIR, as its sanitizer lane), with
 # no debug information and no build paths: the same inputs make the same bytes.
 mkdir -p "${tmp}/build"
@@ -147,6 +211,27 @@ if ! make --no-print-directory -s -C "${tmp}/build" -f "${src}/Makefile" SRCDIR=
 	die "spank_overtime.so does not build against Slurm ${version}'s headers (${devnames}): the errors are above (it also needs libcurl4-openssl-dev and libjson-c-dev)"
 fi
 strip --remove-section=.comment --remove-section=.note --strip-unneeded "${tmp}/build/spank_overtime.so"
+
+# The sync daemon, the same way, linked against the site's libslurm.so.N (-L our link,
+# -rpath-link for what that library needs from its own packages; nothing of the temporary
+# tree is recorded in the binary).
+if [ -n "${withsync}" ]; then
+	mkdir -p "${tmp}/sync"
+	echo "${prog}: building overtime-slurm-sync against Slurm ${version}'s headers and ${soname} (${libname})" >&2
+	if ! make --no-print-directory -s -C "${tmp}/sync" -f "${syncsrc}/Makefile" SRCDIR="${syncsrc}" \
+		CPPFLAGS="-I${inc}" CFLAGS="-O2 -ffile-prefix-map=${tmp}=. -ffile-prefix-map=${syncsrc}=scheduler-plugin/sync" \
+		LDFLAGS="-L${tmp}/link -Wl,-rpath-link,${tmp}/dev/${libdir}" overtime-slurm-sync check-hardening >&2; then
+		die "overtime-slurm-sync does not build against Slurm ${version}'s headers (${devnames}) and ${soname} (${libname}): the errors are above (it also needs libcurl4-openssl-dev and libjson-c-dev)"
+	fi
+	strip --remove-section=.comment --remove-section=.note "${tmp}/sync/overtime-slurm-sync"
+	dyn=$(readelf -dW "${tmp}/sync/overtime-slurm-sync")
+	needed=$(printf '%s\n' "${dyn}" | sed -n 's/^.*(NEEDED).*\[\(libslurm[^]]*\)\]$/\1/p' | paste -sd' ' -)
+	[ "${needed}" = "${soname}" ] ||
+		die "the rebuilt overtime-slurm-sync NEEDs '${needed}', not the site's ${soname} (${libname}) alone: it would not load the site's libslurm"
+	if printf '%s\n' "${dyn}" | grep -E '\((RPATH|RUNPATH)\)' >&2; then
+		die "the rebuilt overtime-slurm-sync has an RPATH or RUNPATH (above): it must load ${soname} from the system's library path"
+	fi
+fi
 
 # The package: the input's tree and control files, the plugin replaced.
 pkg=${tmp}/pkg
@@ -164,64 +249,31 @@ find "${pkg}" -path "${pkg}/DEBIAN" -prune -o -name spank_overtime.so -type f -p
 	rmdir -p --ignore-fail-on-non-empty "$(dirname "${f}")"
 done
 
-# overtime-slurm-sync: left out, with what debhelper added for its unit.
-sync=$(cd "${pkg}" && find . -path ./DEBIAN -prune -o -name 'overtime-slurm-sync*' -print | sed 's|^\./||' | LC_ALL=C sort | tr '\n' ' ')
-if [ -n "${sync}" ]; then
-	# shellcheck disable=SC2086 # paths from the package, no spaces
-	(cd "${pkg}" && rm -f ${sync} && for f in ${sync}; do rmdir -p --ignore-fail-on-non-empty "$(dirname "${f}")"; done)
-	echo "${prog}: leaving out overtime-slurm-sync (${sync% }): it builds against Debian's libslurm (22.05) only, its code does not compile against Slurm 23.11 and newer (docs/slurm.md, Known gaps)" >&2
+if [ -n "${withsync}" ]; then
+	install -m 0755 "${tmp}/sync/overtime-slurm-sync" "${pkg}/${sync_bin}"
 fi
-for s in preinst postinst prerm postrm; do
-	f=${pkg}/DEBIAN/${s}
-	[ -f "${f}" ] || continue
-	awk '
-		/^# Automatically added by / { inblk = 1; blk = $0 "\n"; next }
-		inblk {
-			blk = blk $0 "\n"
-			if (/^# End automatically added section/) {
-				inblk = 0
-				if (blk !~ /overtime-slurm-sync/) printf "%s", blk
-				blk = ""
-			}
-			next
-		}
-		{ print }
-		END { if (inblk) printf "%s", blk }
-	' "${f}" >"${f}.new"
-	if grep -q overtime-slurm-sync "${f}.new"; then
-		die "DEBIAN/${s} of ${ours} names overtime-slurm-sync outside debhelper's sections: teach ${prog} to leave that out"
-	fi
-	if grep -qv -e '^#!' -e '^set -e$' -e '^[[:space:]]*$' "${f}.new"; then
-		chmod 0755 "${f}.new"
-		mv "${f}.new" "${f}"
-	else
-		rm -f "${f}" "${f}.new"
-	fi
-done
-if [ -f "${pkg}/DEBIAN/conffiles" ]; then
-	grep -v overtime-slurm-sync "${pkg}/DEBIAN/conffiles" >"${pkg}/DEBIAN/conffiles.new" || true
-	mv "${pkg}/DEBIAN/conffiles.new" "${pkg}/DEBIAN/conffiles"
-	[ -s "${pkg}/DEBIAN/conffiles" ] || rm -f "${pkg}/DEBIAN/conffiles"
-fi
-for f in "${pkg}"/DEBIAN/*; do
-	case "$(basename "${f}")" in control | md5sums) continue ;; esac
-	! grep -q overtime-slurm-sync "${f}" || die "DEBIAN/$(basename "${f}") of ${ours} names overtime-slurm-sync: teach ${prog} to leave that out"
-done
 
 # Depends and Recommends without Debian's Slurm (libslurmNN came with the sync daemon, the
-# plugin links no libslurm: check-exports), the site's base package of this release added.
+# plugin links no libslurm: check-exports), the site's base package of this release added,
+# and the package of the site's libslurm.so.N when the daemon is there and that is another
+# (Debian-style: libslurmNN; SchedMD's slurm-smd is the base package).
 without_debian_slurm() {
 	tr ',' '\n' | sed 's/^ *//; s/ *$//' | grep -v -E '^(libslurm[0-9a-z-]*|slurm-wlm[a-z-]*|slurmd)([ :(]|$)' | grep -v '^$' | paste -sd, - | sed 's/,/, /g' || true
 }
 depends=$(dpkg-deb -f "${ours}" Depends | without_debian_slurm)
 depends="${depends:+${depends}, }${base} (>= ${epoch}${release}), ${base} (<< ${epoch}${next}~)"
+if [ -n "${withsync}" ] && [ "${libpkg}" != "${base}" ]; then
+	depends="${depends}, ${libpkg} (>= ${epoch}${release})"
+fi
+synced=
+[ -z "${withsync}" ] || synced=" overtime-slurm-sync is linked against its ${soname} (${libpkg})."
 recommends=$(dpkg-deb -f "${ours}" Recommends | without_debian_slurm)
 newver=${ourver}+slurm${release}
 size=$(du -k -s --apparent-size --exclude=DEBIAN "${pkg}" | cut -f1)
 awk -v ver="${newver}" -v dep="${depends}" -v rec="${recommends}" -v size="${size}" \
 	-v l1=" This build (scripts/site-slurm-deb.sh) is for the site's Slurm ${release}" \
-	-v l2=" (${base}, plugins in ${plugindir})." -v l3=" It leaves out overtime-slurm-sync." '
-	function note() { if (indesc) { print " ."; print l1; print l2; print l3; indesc = 0 } }
+	-v l2=" (${base}, plugins in ${plugindir})." -v l3="${synced}" '
+	function note() { if (indesc) { print " ."; print l1; print l2; if (l3 != "") print l3; indesc = 0 } }
 	/^[^ \t]/ {
 		note()
 		field = $0
@@ -251,5 +303,5 @@ mkdir -p "${outdir}"
 out=${outdir}/overtime-slurm_${newver#*:}_amd64.deb
 dpkg-deb --root-owner-group -Zxz --build "${pkg}" "${tmp}/out.deb" >/dev/null
 mv "${tmp}/out.deb" "${out}"
-echo "${prog}: ${out}: spank_overtime.so for Slurm ${version} in ${plugindir}; Depends: ${depends}" >&2
+echo "${prog}: ${out}: spank_overtime.so for Slurm ${version} in ${plugindir}${withsync:+, overtime-slurm-sync linked against ${soname}}; Depends: ${depends}" >&2
 echo "${out}"
