@@ -60,6 +60,12 @@ go test -count=1 -timeout 30m -run '^$' -bench SlurmPropagation -benchtime 1x ./
 # overtime serve, overtime-slurm-sync; 5,000 simulated agents, 10% changing owner state
 # per minute; batching and --no-batch in alternating 60 s segments, 5 each. About 15 minutes.
 go test -count=1 -timeout 60m -run '^$' -bench SlurmScale -benchtime 1x ./test/bench/slurmscale -args -out "$PWD/docs/benchmarks"
+# MPI jobs (test/bench/mpibench): Open MPI ping-pong latency (8 B) and streaming bandwidth
+# (1 MiB) between two container guests (srun --mpi=pmix, TCP over the lab bridge) and within
+# one guest (shared memory), against the same two ranks on the host (TCP over loopback,
+# shared memory) and the host's ranks in the guests' idle class; shuffled rounds, ratios
+# from the same run (needs root). About 8 minutes (15 at most: -budget).
+go test -count=1 -timeout 40m -run '^$' -bench MPI -benchtime 1x ./test/bench/mpibench -args -out "$PWD/docs/benchmarks"
 # Runtime state in the directory: heartbeat writes/s into a single slapd and a
 # multi-provider pair side by side, and replica-to-replica propagation. About a minute.
 go test -count=1 -timeout 20m -run '^$' -bench State -benchtime 1x ./test/bench/statebench -args -out "$PWD/docs/benchmarks"
@@ -69,6 +75,13 @@ go test -count=1 -timeout 20m -run '^$' -bench State -benchtime 1x ./test/bench/
 # to feed latency, CPU, memory and directory writes per replica and slapd. Runs after
 # statebench (its reading compares with the pair's write rate). About 5 minutes.
 go run ./test/bench/agentscale -out docs/benchmarks
+# TLS on the same heartbeat path, 10,000 agents: a plain-HTTP and an HTTPS replica (throwaway
+# ECDSA P-256 CA; the agents pin it with the node agent's own client), all agents on one arm
+# at a time: plain, TLS keep-alive (HTTP/2, one connection per agent), a new TLS connection
+# per heartbeat with a full handshake (-reconnect) and resuming a session (-resume); 30 s
+# windows, arms rotated over 5 rounds. Server CPU per heartbeat, POST latency, ratios to
+# plain within each round (agentscale-tls.md). About 14 minutes.
+go run ./test/bench/agentscale -tls -reconnect -resume -out docs/benchmarks
 # Publishing a 2 GiB image version to three boot servers (site manager + three image
 # syncs on this machine): wall time and bytes moved, 3 runs. About 3 minutes, 9 GiB of disk.
 go test -count=1 -timeout 60m -run '^$' -bench Publish -benchtime 1x ./test/bench/publishbench -args -out "$PWD/docs/benchmarks"

@@ -19,9 +19,15 @@
 // fraction of the hosts (-change, per minute) flips between no-user and owner-active,
 // posting an extra heartbeat at the change, as the agent does.
 //
+// With -tls it measures instead what TLS costs on the heartbeat path (tls.go): one plain
+// HTTP replica and one HTTPS replica (--tls-cert from a throwaway CA), all agents posting
+// to one of them at a time, plain and TLS alternating in rounds; -reconnect adds the arm
+// where every heartbeat makes a new TLS connection. It writes agentscale-tls.{json,md}.
+//
 // Run from the repository root (it builds ./cmd/overtime unless -bin names a binary):
 //
 //	go run ./test/bench/agentscale -out docs/benchmarks
+//	go run ./test/bench/agentscale -tls -reconnect -out docs/benchmarks
 package main
 
 import (
@@ -75,12 +81,24 @@ const adminPW = "admin-secret"
 func main() {
 	flag.Parse()
 	log.SetFlags(log.Ltime)
+	if *tlsWorker {
+		runTLSWorker()
+		return
+	}
 	if *rerender != "" {
 		js, err := os.ReadFile(*rerender)
 		check(err)
 		var r result
 		check(json.Unmarshal(js, &r))
 		report(r)
+		return
+	}
+	if *tlsReport != "" {
+		js, err := os.ReadFile(*tlsReport)
+		check(err)
+		var r tlsResult
+		check(json.Unmarshal(js, &r))
+		reportTLS(r)
 		return
 	}
 	ks, err := parseKs(*ksFlag)
@@ -103,88 +121,18 @@ func main() {
 		}
 	}
 
-	// The directory: a multi-provider pair (or one slapd) holding the synthetic site.
-	site := synth.Site(*nHosts, *nPools, 1)
-	var servers []*slapdenv.Server
-	opts := slapdenv.Options{Attached: true}
-	if *directory == "pair" {
-		servers, err = slapdenv.StartReplicated([]string{filepath.Join(tmp, "slapd1"), filepath.Join(tmp, "slapd2")}, opts)
-	} else {
-		var s *slapdenv.Server
-		s, err = slapdenv.Start(filepath.Join(tmp, "slapd1"), opts)
-		servers = []*slapdenv.Server{s}
+	env := setupSite(ctx, tmp)
+	defer env.stop()
+	if *tlsMode {
+		runTLS(ctx, env, overtime, tmp, started)
+		return
 	}
-	check(err)
-	defer func() {
-		for _, s := range servers {
-			_ = s.Stop()
-		}
-	}()
-	sl := servers[0]
-	store, err := ldapstore.Open(ldapstore.Config{URL: sl.URL, BaseDN: sl.BaseDN, BindDN: sl.RootDN, BindPassword: sl.RootPW})
-	check(err)
-	defer store.Close()
-	check(store.Init(ctx, ldapstore.InitOptions{SiteName: "synthetic", Timezone: "Europe/Berlin", AdminUID: "admin", AdminPassword: adminPW}))
-	cur, err := store.Load(ctx)
-	check(err)
-	t0 := time.Now()
-	_, err = store.Apply(ctx, cur, site)
-	check(err)
-	log.Printf("site of %d hosts written in %.1f s", len(site.Hosts), time.Since(t0).Seconds())
-
-	// A credential for every host, straight into the directory (what `overtime host
-	// credential` does through the API, one host at a time).
-	t0 = time.Now()
-	tokens := make([]string, len(site.Hosts))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				tok, err := hostcred.New(site.Hosts[i].Name)
-				check(err)
-				check(store.SetHostCredential(ctx, site.Hosts[i].Name, hostcred.Hash(tok)))
-				tokens[i] = tok
-			}
-		}()
-	}
-	for i := range site.Hosts {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	log.Printf("%d host credentials issued in %.1f s", len(tokens), time.Since(t0).Seconds())
-	if len(servers) > 1 { // the other provider must have everything before its replica starts
-		last := site.Hosts[len(site.Hosts)-1].Name
-		other, err := ldapstore.Open(ldapstore.Config{URL: servers[1].URL, BaseDN: sl.BaseDN, BindDN: sl.RootDN, BindPassword: sl.RootPW})
-		check(err)
-		for deadline := time.Now().Add(2 * time.Minute); ; {
-			h, err := other.HostCredential(ctx, last)
-			if err == nil && h == hostcred.Hash(tokens[len(tokens)-1]) {
-				break
-			}
-			if time.Now().After(deadline) {
-				log.Fatalf("the second provider has not replicated the site: %v", err)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		other.Close()
-	}
+	site, tokens, servers, sl := env.site, env.tokens, env.servers, env.servers[0]
 
 	// Two replicas of the site manager, each preferring its own provider.
-	pwFile := filepath.Join(tmp, "bindpw")
-	check(os.WriteFile(pwFile, []byte(sl.ServicePW), 0o600))
 	var reps []*replica
 	for i := range 2 {
-		urls := []string{servers[i%len(servers)].URL}
-		for j := range servers {
-			if j != i%len(servers) {
-				urls = append(urls, servers[j].URL)
-			}
-		}
-		r, err := startReplica(ctx, overtime, tmp, i, strings.Join(urls, " "), sl, pwFile)
+		r, err := startReplica(ctx, overtime, tmp, i, env.urlsFor(i), sl, env.pwFile, "", "", nil)
 		check(err)
 		defer r.stop()
 		reps = append(reps, r)
@@ -228,6 +176,107 @@ func main() {
 	report(res)
 }
 
+// siteEnv is the directory with the synthetic site and every host's credential.
+type siteEnv struct {
+	site    *model.Site
+	tokens  []string
+	servers []*slapdenv.Server
+	store   *ldapstore.Store
+	pwFile  string // the service account's bind password, for the replicas
+}
+
+// setupSite starts the directory (a multi-provider pair, or one slapd), writes the
+// synthetic site and a credential for every host, and waits for the second provider to
+// hold everything.
+func setupSite(ctx context.Context, tmp string) *siteEnv {
+	site := synth.Site(*nHosts, *nPools, 1)
+	var servers []*slapdenv.Server
+	var err error
+	opts := slapdenv.Options{Attached: true}
+	if *directory == "pair" {
+		servers, err = slapdenv.StartReplicated([]string{filepath.Join(tmp, "slapd1"), filepath.Join(tmp, "slapd2")}, opts)
+	} else {
+		var s *slapdenv.Server
+		s, err = slapdenv.Start(filepath.Join(tmp, "slapd1"), opts)
+		servers = []*slapdenv.Server{s}
+	}
+	check(err)
+	env := &siteEnv{site: site, servers: servers}
+	sl := servers[0]
+	store, err := ldapstore.Open(ldapstore.Config{URL: sl.URL, BaseDN: sl.BaseDN, BindDN: sl.RootDN, BindPassword: sl.RootPW})
+	check(err)
+	env.store = store
+	check(store.Init(ctx, ldapstore.InitOptions{SiteName: "synthetic", Timezone: "Europe/Berlin", AdminUID: "admin", AdminPassword: adminPW}))
+	cur, err := store.Load(ctx)
+	check(err)
+	t0 := time.Now()
+	_, err = store.Apply(ctx, cur, site)
+	check(err)
+	log.Printf("site of %d hosts written in %.1f s", len(site.Hosts), time.Since(t0).Seconds())
+	// A credential for every host, straight into the directory (what `overtime host
+	// credential` does through the API, one host at a time).
+	t0 = time.Now()
+	tokens := make([]string, len(site.Hosts))
+	env.tokens = tokens
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				tok, err := hostcred.New(site.Hosts[i].Name)
+				check(err)
+				check(store.SetHostCredential(ctx, site.Hosts[i].Name, hostcred.Hash(tok)))
+				tokens[i] = tok
+			}
+		}()
+	}
+	for i := range site.Hosts {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	log.Printf("%d host credentials issued in %.1f s", len(tokens), time.Since(t0).Seconds())
+	if len(servers) > 1 { // the other provider must have everything before its replica starts
+		last := site.Hosts[len(site.Hosts)-1].Name
+		other, err := ldapstore.Open(ldapstore.Config{URL: servers[1].URL, BaseDN: sl.BaseDN, BindDN: sl.RootDN, BindPassword: sl.RootPW})
+		check(err)
+		for deadline := time.Now().Add(2 * time.Minute); ; {
+			h, err := other.HostCredential(ctx, last)
+			if err == nil && h == hostcred.Hash(tokens[len(tokens)-1]) {
+				break
+			}
+			if time.Now().After(deadline) {
+				log.Fatalf("the second provider has not replicated the site: %v", err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		other.Close()
+	}
+	env.pwFile = filepath.Join(tmp, "bindpw")
+	check(os.WriteFile(env.pwFile, []byte(sl.ServicePW), 0o600))
+	return env
+}
+
+// urlsFor is replica i's --ldap-url: its own provider first, the others as failover.
+func (e *siteEnv) urlsFor(i int) string {
+	urls := []string{e.servers[i%len(e.servers)].URL}
+	for j := range e.servers {
+		if j != i%len(e.servers) {
+			urls = append(urls, e.servers[j].URL)
+		}
+	}
+	return strings.Join(urls, " ")
+}
+
+func (e *siteEnv) stop() {
+	e.store.Close()
+	for _, s := range e.servers {
+		_ = s.Stop()
+	}
+}
+
 // ---- site manager replicas ----
 
 type replica struct {
@@ -235,9 +284,12 @@ type replica struct {
 	base string
 	cmd  *exec.Cmd
 	pid  int
+	hc   *http.Client // for /readyz and /metrics
 }
 
-func startReplica(ctx context.Context, bin, tmp string, i int, urls string, sl *slapdenv.Server, pwFile string) (*replica, error) {
+// startReplica starts `overtime serve`; with tlsCert and tlsKey it serves HTTPS, and hc
+// (which must trust its certificate) reads its /readyz and /metrics.
+func startReplica(ctx context.Context, bin, tmp string, i int, urls string, sl *slapdenv.Server, pwFile, tlsCert, tlsKey string, hc *http.Client) (*replica, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -248,15 +300,23 @@ func startReplica(ctx context.Context, bin, tmp string, i int, urls string, sl *
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--ldap-url", urls, "--base-dn", sl.BaseDN,
-		"--bind-dn", sl.ServiceDN, "--bind-password-file", pwFile)
+	args := []string{"serve", "--listen", addr, "--ldap-url", urls, "--base-dn", sl.BaseDN,
+		"--bind-dn", sl.ServiceDN, "--bind-password-file", pwFile}
+	scheme := "http://"
+	if tlsCert != "" {
+		args, scheme = append(args, "--tls-cert", tlsCert, "--tls-key", tlsKey), "https://"
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	r := &replica{i: i, base: "http://" + addr, cmd: cmd, pid: cmd.Process.Pid}
+	r := &replica{i: i, base: scheme + addr, cmd: cmd, pid: cmd.Process.Pid, hc: hc}
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		resp, err := http.Get(r.base + "/readyz")
+		resp, err := hc.Get(r.base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -377,22 +437,7 @@ func (lg *loadGen) start(ctx context.Context) {
 // post sends a's heartbeat; flip changes its owner state first (the agent's extra
 // heartbeat at a change).
 func (lg *loadGen) post(a *agent, flip bool) {
-	a.mu.Lock()
-	if flip {
-		a.active = !a.active
-	}
-	a.seq++
-	a.cpuSecs += 30 * 7.5
-	hb := wire.Heartbeat{Host: a.host, Time: time.Now(), Instance: a.instance, Seq: a.seq, Mode: "desktop", ConfigFrom: "api",
-		OwnerState: model.StateNoUser, Action: model.ActionRun, GuestState: "running", Backend: "container",
-		Pressure: 0.4, GuestCPUSeconds: a.cpuSecs, Version: "1.4.0", CPUs: 8, MemoryMB: 12288, BootSeconds: 41.5}
-	feature := wire.FeatureDeskEmpty
-	if a.active {
-		hb.OwnerState, hb.Action, hb.Sessions, hb.Pressure, hb.Slowdown, hb.Cap = model.StateOwnerActive, model.ActionThrottle, 1, 6.5, 0.008, 0.35
-		feature = wire.FeatureOwnerActive
-	}
-	body, _ := json.Marshal(hb)
-	a.mu.Unlock()
+	body, feature := a.heartbeat(flip)
 	req, _ := http.NewRequest(http.MethodPost, a.rep.base+"/api/v1/agent/heartbeat", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+a.token)
 	req.Header.Set("Content-Type", "application/json")
@@ -418,6 +463,28 @@ func (lg *loadGen) post(a *agent, flip bool) {
 		lg.errs++
 	}
 	lg.mu.Unlock()
+}
+
+// heartbeat is a's next heartbeat document (what node-agent/agent sends) and the owner
+// feature the feed shows for it; flip changes the owner state first.
+func (a *agent) heartbeat(flip bool) ([]byte, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if flip {
+		a.active = !a.active
+	}
+	a.seq++
+	a.cpuSecs += 30 * 7.5
+	hb := wire.Heartbeat{Host: a.host, Time: time.Now(), Instance: a.instance, Seq: a.seq, Mode: "desktop", ConfigFrom: "api",
+		OwnerState: model.StateNoUser, Action: model.ActionRun, GuestState: "running", Backend: "container",
+		Pressure: 0.4, GuestCPUSeconds: a.cpuSecs, Version: "1.4.0", CPUs: 8, MemoryMB: 12288, BootSeconds: 41.5}
+	feature := wire.FeatureDeskEmpty
+	if a.active {
+		hb.OwnerState, hb.Action, hb.Sessions, hb.Pressure, hb.Slowdown, hb.Cap = model.StateOwnerActive, model.ActionThrottle, 1, 6.5, 0.008, 0.35
+		feature = wire.FeatureOwnerActive
+	}
+	body, _ := json.Marshal(hb)
+	return body, feature
 }
 
 // ---- feed clients: the Slurm sync daemons ----
@@ -568,7 +635,7 @@ func (m *monitor) run(ctx context.Context, every time.Duration) {
 		s := sample{at: time.Now(), self: proc(os.Getpid())}
 		for _, r := range m.reps {
 			p := proc(r.pid)
-			scrape(r.base, &p)
+			scrape(r, &p)
 			s.reps = append(s.reps, p)
 		}
 		for _, sl := range m.slapds {
@@ -632,8 +699,8 @@ func proc(pid int) procSample {
 	return p
 }
 
-func scrape(base string, p *procSample) {
-	resp, err := http.Get(base + "/metrics")
+func scrape(r *replica, p *procSample) {
+	resp, err := r.hc.Get(r.base + "/metrics")
 	if err != nil {
 		return
 	}
