@@ -910,11 +910,16 @@ func report(r result) {
 	}
 	p("\n60 CPU s/min is one core busy; the machine has %d.\n", r.CPUs)
 	p("%s", reading(r))
-	fmt.Print(b.String())
+	writeResult("agentscale", r, b.String())
+}
+
+// writeResult prints the Markdown and, with -out, writes NAME.json and NAME.md there.
+func writeResult(name string, r any, md string) {
+	fmt.Print(md)
 	if *out != "" {
 		js, _ := json.MarshalIndent(r, "", "  ")
-		check(os.WriteFile(filepath.Join(*out, "agentscale.json"), append(js, '\n'), 0o644))
-		check(os.WriteFile(filepath.Join(*out, "agentscale.md"), []byte(b.String()), 0o644))
+		check(os.WriteFile(filepath.Join(*out, name+".json"), append(js, '\n'), 0o644))
+		check(os.WriteFile(filepath.Join(*out, name+".md"), []byte(md), 0o644))
 	}
 }
 

@@ -865,12 +865,7 @@ func reportTLS(r tlsResult) {
 			w.ServerBeats, w.ServerCPU, w.ServerCPUPerBeat, w.OtherCPU, w.SlapdCPU, w.LatencyMs.P50, w.LatencyMs.P90, w.LatencyMs.P99, w.NewConns, w.LoadAvg)
 	}
 	p("%s", readingTLS(r))
-	fmt.Print(b.String())
-	if *out != "" {
-		js, _ := json.MarshalIndent(r, "", "  ")
-		check(os.WriteFile(filepath.Join(*out, "agentscale-tls.json"), append(js, '\n'), 0o644))
-		check(os.WriteFile(filepath.Join(*out, "agentscale-tls.md"), []byte(b.String()), 0o644))
-	}
+	writeResult("agentscale-tls", r, b.String())
 }
 
 // curveOf is the key exchange in a protocol string ("HTTP/2.0 TLS 1.3 X25519MLKEM768 …").
