@@ -261,7 +261,20 @@ func (b *Backend) Start(ctx context.Context, s guest.Spec) error {
 		b.discard(s.Name, s.StateDir)
 		return err
 	}
-	if _, err := b.virsh(ctx, "create", xmlPath); err != nil {
+	_, err = b.virsh(ctx, "create", xmlPath)
+	if err != nil && strings.Contains(err.Error(), noIOWeight) {
+		// The host's disks have no proportional I/O scheduler: the guest goes without its
+		// I/O weight (as the container backend does), rather than not at all.
+		if x, err = domainXMLOf(b.o.Kind, domType, s, false); err == nil {
+			if err = os.WriteFile(xmlPath, x, 0o600); err == nil {
+				_, err = b.virsh(ctx, "create", xmlPath)
+			}
+		}
+		if err == nil {
+			b.o.Log.Info("libvirt: I/O weight not applied: the host's disks have no bfq or cfq scheduler", "guest", s.Name)
+		}
+	}
+	if err != nil {
 		b.discard(s.Name, s.StateDir)
 		return fmt.Errorf("libvirt: start %s: %w", s.Name, err)
 	}
@@ -272,6 +285,10 @@ func (b *Backend) Start(ctx context.Context, s guest.Spec) error {
 	}
 	return nil
 }
+
+// noIOWeight is how libvirt refuses a domain's <blkiotune><weight> on a host whose disks
+// have no proportional I/O scheduler.
+const noIOWeight = "blkio device weight is valid only for"
 
 // stateLink is RunDir/NAME.state, the link to the guest's state directory.
 func (b *Backend) stateLink(name string) string {

@@ -194,6 +194,13 @@ const (
 // DomainXML renders the libvirt domain for a guest spec. domType is the libvirt domain
 // type: "kvm" or "qemu" (TCG) for the QEMU backend, "xen" for libxl.
 func DomainXML(kind model.GuestBackend, domType string, s guest.Spec) ([]byte, error) {
+	return domainXMLOf(kind, domType, s, true)
+}
+
+// domainXMLOf is DomainXML; ioWeight false leaves out the guest's I/O weight (Start:
+// libvirt refuses any domain with one where the host's disks have no proportional I/O
+// scheduler, bfq or cfq: NVMe's default "none", mq-deadline).
+func domainXMLOf(kind model.GuestBackend, domType string, s guest.Spec, ioWeight bool) ([]byte, error) {
 	if err := checkSpec(s); err != nil {
 		return nil, err
 	}
@@ -243,7 +250,9 @@ func DomainXML(kind model.GuestBackend, domType string, s guest.Spec) ([]byte, e
 			}{sizeMiB{"MiB", 128}}
 		}
 		// Lowest I/O weight (cgroup blkio/io weight range starts at 100 in libvirt).
-		d.BlkioTune = &blkioTune{Weight: 100}
+		if ioWeight {
+			d.BlkioTune = &blkioTune{Weight: 100}
+		}
 	case model.BackendXen:
 		// PV direct kernel boot; libxl has no SCHED_IDLE: the credit scheduler's minimum
 		// weight is what "idle" means there, and the cap (SetCPULimit) does the rest.

@@ -165,3 +165,25 @@ func TestParseCap(t *testing.T) {
 		t.Errorf("xen cap %g", c)
 	}
 }
+
+// Where libvirt refuses an I/O weight (no bfq or cfq on the host's disks), Start renders
+// the domain without one; everything else stays.
+func TestDomainXMLWithoutIOWeight(t *testing.T) {
+	with, err := DomainXML(model.BackendQEMU, "qemu", baseSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := domainXMLOf(model.BackendQEMU, "qemu", baseSpec(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, without)
+	if !strings.Contains(string(with), "<blkiotune>") || strings.Contains(string(without), "<blkiotune>") {
+		t.Fatalf("blkiotune: with %v, without %v", strings.Contains(string(with), "<blkiotune>"), strings.Contains(string(without), "<blkiotune>"))
+	}
+	for _, keep := range []string{`<emulatorsched scheduler="idle">`, `<shares>2</shares>`} {
+		if !strings.Contains(string(without), keep) {
+			t.Errorf("without the I/O weight the domain lost %s", keep)
+		}
+	}
+}
