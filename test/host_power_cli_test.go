@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/overtime-hpc/overtime/internal/testenv"
 	"github.com/overtime-hpc/overtime/internal/testenv/bootlab"
@@ -76,7 +77,11 @@ func TestHostPowerCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "poweroff") || !strings.Contains(out, "reboot (force)") || !strings.Contains(out, "pending") {
 		t.Errorf("power-status:\n%s", out)
 	}
-	out, _, code = run("dave", "dave-secret", "audit", "--host", "pc-a01", "--since", "24h")
+	// 24 hours back from the site manager's (fixed) clock; the CLI counts a duration from
+	// this machine's real one (a fixed "24h" stopped finding the entries a day after the
+	// test's date).
+	back := (time.Since(env.Now) + 24*time.Hour).Truncate(time.Second)
+	out, _, code = run("dave", "dave-secret", "audit", "--host", "pc-a01", "--since", back.String())
 	if code != 0 || !strings.Contains(out, "poweroff pc-a01,pc-a02: 1 accepted, 1 refused (reason: room cleaning)") || !strings.Contains(out, "alice") {
 		t.Errorf("audit:\n%s", out)
 	}
