@@ -130,14 +130,16 @@ basedeb=
 for f in "${files[@]}"; do
 	if [ "$(dpkg-deb -f "${f}" Package)" = "${base}" ]; then basedeb=${f}; fi
 done
-dpkg-deb -c "${basedeb}" | grep -q " \.${plugindir}/[^/]*\.so\$" ||
+# grep -c reads to the end: grep -q would close the pipe early, and pipefail would count
+# dpkg-deb's SIGPIPE as a failure (seen in CI, whenever the match came early).
+[ "$(dpkg-deb -c "${basedeb}" | grep -c " \.${plugindir}/[^/]*\.so\$" || true)" -gt 0 ] ||
 	die "$(basename "${basedeb}") has no plugins in ${plugindir}: not the PluginDir this script knows for ${style}"
 
 # overtime-slurm-sync, when the input carries it, links against the site's libslurm: the
 # one Slurm package that ships libslurm.so.N (a file or the SONAME's link), in a directory
 # of the system's library path (the daemon has no rpath).
 withsync=
-if dpkg-deb -c "${ours}" | awk '{ print $6 }' | grep -qx "\./${sync_bin}"; then withsync=1; fi
+if [ "$(dpkg-deb -c "${ours}" | awk '{ print $6 }' | grep -cx "\./${sync_bin}" || true)" -gt 0 ]; then withsync=1; fi
 libdeb='' libdir='' libpkg=''
 if [ -n "${withsync}" ]; then
 	for f in "${slurmdebs[@]}"; do
