@@ -457,3 +457,49 @@ func TestBootServerDown(t *testing.T) {
 		t.Errorf("no read-only NFS mount after the retries: %v", n)
 	}
 }
+
+// TestBootDisk: a VM guest of the node agent boots its image from its own disk
+// (overtime.root=disk:/dev/vda: the squashfs as a read-only virtio disk, as libvirt
+// attaches the base under its transient overlay). No network, no NFS and no OVERTIME-ID
+// look-up (the guest is not a PC); the same tmpfs overlay over the squashfs.
+func TestBootDisk(t *testing.T) {
+	t.Parallel()
+	img := testimage.Get(t)
+	cmdline := "console=ttyS0,115200 boot=overtime overtime.root=disk:/dev/vda overtime.mode=cluster overtime.kind=cluster overtime.host=pc-a04"
+	t.Logf("kernel command line: %s", cmdline)
+	vm := vmtest.StartT(t, vmtest.Config{Name: "disk", Dir: t.TempDir(), Kernel: img.Path(testimage.Kernel),
+		Initrd: img.Path(testimage.Initrd), Append: cmdline, Disks: []string{img.Path(testimage.Root)}})
+	expect(t, vm, `overtime: mode=cluster kind=cluster host=pc-a04 root=disk:/dev/vda verify=size`, bootWithin)
+	expectUp(t, vm)
+	if !regexp.MustCompile(`overtime: image disk:/dev/vda: \d+ bytes, squashfs`).MatchString(vm.Console.Output()) {
+		t.Error("the console does not report the checked disk")
+	}
+	for _, never := range []string{"configuring the network", "OVERTIME-ID", "mount.nfs"} {
+		if strings.Contains(vm.Console.Output(), never) {
+			t.Errorf("a disk boot did %q:\n%s", never, vm.Console.Tail(3000))
+		}
+	}
+	mnt := mounts(t, vm)
+	if r := mnt["/"]; r == nil || r[2] != "overlay" || !strings.Contains(r[3], "lowerdir=/run/overtime/lower") {
+		t.Errorf("/ is not the overlay over /run/overtime/lower: %v", r)
+	}
+	if l := mnt["/run/overtime/lower"]; l == nil || l[0] != "/dev/vda" || l[2] != "squashfs" || !hasOpt(l[3], "ro") {
+		t.Errorf("/run/overtime/lower is not the read-only squashfs of /dev/vda: %v", l)
+	}
+	if n := mnt["/run/overtime/nfs"]; n != nil {
+		t.Errorf("a disk boot mounted NFS: %v", n)
+	}
+	if !strings.Contains(run(t, vm, "cat /etc/overtime-test-image"), img.Key) {
+		t.Error("/etc/overtime-test-image is not the one of the test image")
+	}
+	env := run(t, vm, "cat /run/overtime/boot.env")
+	for _, want := range []string{"OVERTIME_ROOT='disk:/dev/vda'", "OVERTIME_ROOT_TYPE='squashfs'", "OVERTIME_HOST='pc-a04'"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("boot.env lacks %s:\n%s", want, env)
+		}
+	}
+	run(t, vm, "echo written > /marker && grep -q written /marker")
+	if _, err := vm.Console.Run("touch /run/overtime/lower/x", cmdWithin); err == nil {
+		t.Error("writing to the squashfs lower layer succeeded")
+	}
+}

@@ -66,8 +66,13 @@ fi`
 		// No globbing of arguments.
 		{"overtime.root=nfs:s:/x overtime.host=* overtime.mode=/*", "ok|s|/x|||/*||*||size|50%||600"},
 		{"boot=overtime overtime.mode=maint", "error|no overtime.root= on the kernel command line: this mode boots no image (the site manager leaves it out for modes with a kernel of their own)"},
-		{"overtime.root=/srv/x", "error|overtime.root=/srv/x is not of the form nfs:SERVER:/PATH"},
-		{"overtime.root=nfs:/srv/x", "error|overtime.root=nfs:/srv/x is not of the form nfs:SERVER:/PATH"},
+		{"overtime.root=/srv/x", "error|overtime.root=/srv/x is not of the form nfs:SERVER:/PATH or disk:/dev/NAME"},
+		{"overtime.root=nfs:/srv/x", "error|overtime.root=nfs:/srv/x is not of the form nfs:SERVER:/PATH or disk:/dev/NAME"},
+		// A VM guest's own disk: messages name it disk:/dev/vda.
+		{"boot=overtime overtime.root=disk:/dev/vda overtime.host=pc1", "ok|disk|/dev/vda|||||pc1||size|50%||600"},
+		{"overtime.root=disk:/dev/", "error|overtime.root=disk:/dev/ does not name a block device (/dev/NAME, letters, digits, _ and -)"},
+		{"overtime.root=disk:/dev/../etc/x", "error|overtime.root=disk:/dev/../etc/x does not name a block device (/dev/NAME, letters, digits, _ and -)"},
+		{"overtime.root=disk:vda", "error|overtime.root=disk:vda is not of the form nfs:SERVER:/PATH or disk:/dev/NAME"},
 		{"overtime.root=nfs::/srv/x", "error|overtime.root=nfs::/srv/x names no server"},
 		{"overtime.root=nfs:s:/x overtime.verify=md5", "error|overtime.verify=md5 is not one of size, sha256, none"},
 		{"overtime.root=nfs:s:/x overtime.sha256=abc", "error|overtime.sha256=abc has 3 hex digits, not 64"},
