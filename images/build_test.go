@@ -107,22 +107,7 @@ func TestRecipesShellcheck(t *testing.T) {
 // the given Depends (build.sh reads a .deb's name and dependencies, not its files).
 func fakeDeb(t *testing.T, dir, name, version, depends string) string {
 	t.Helper()
-	tree := filepath.Join(t.TempDir(), name)
-	if err := os.MkdirAll(filepath.Join(tree, "DEBIAN"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	control := "Package: " + name + "\nVersion: " + version + "\nArchitecture: amd64\nMaintainer: test <test@example.org>\nDescription: test\n"
-	if depends != "" {
-		control += "Depends: " + depends + "\n"
-	}
-	if err := os.WriteFile(filepath.Join(tree, "DEBIAN", "control"), []byte(control), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name+"_"+version+"_amd64.deb")
-	if b, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", tree, out).CombinedOutput(); err != nil {
-		t.Fatalf("dpkg-deb: %v\n%s", err, b)
-	}
-	return out
+	return debWith(t, dir, name, version, depends, nil)
 }
 
 // build runs build.sh with args and the environment env (added to this one's).

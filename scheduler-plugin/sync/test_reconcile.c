@@ -12,17 +12,7 @@
 
 #include <slurm/slurm.h>
 
-static int failures, checks;
-
-#define CHECK(cond, ...) do {						\
-	checks++;							\
-	if (!(cond)) {							\
-		failures++;						\
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-	}								\
-} while (0)
+#include "test_check.h"
 
 /* ---- reconcile decisions ------------------------------------------------ */
 

@@ -18,17 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures, checks;
-
-#define CHECK(cond, ...) do {						\
-	checks++;							\
-	if (!(cond)) {							\
-		failures++;						\
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-	}								\
-} while (0)
+#include "test_check.h"
 
 static volatile sig_atomic_t stop;
 static char logs[16384];
