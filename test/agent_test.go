@@ -3,6 +3,7 @@ package test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -123,6 +124,17 @@ func TestAgentQEMU(t *testing.T) {
 	out, _ := lv.Virsh("list", "--name")
 	if n := len(strings.Fields(out)); n != 1 {
 		t.Fatalf("%d domains after adoption, want 1: %s", n, out)
+	}
+	// The guest booted its image through Overtime's initramfs from its own disk: a
+	// writable root, the tmpfs overlay over the read-only squashfs (overtime.root=disk:).
+	console := filepath.Join(stateDir, "guest", name, "console.log")
+	rootLine := regexp.MustCompile(`overtime-test: root overtime / overlay \S*lowerdir=/run/overtime/lower`)
+	within("the guest's root: the overlay over its disk", 150*time.Second, func() bool {
+		b, _ := os.ReadFile(console)
+		return rootLine.Match(b)
+	})
+	if b, _ := os.ReadFile(console); !strings.Contains(string(b), "overtime: image disk:/dev/vda:") {
+		t.Errorf("the guest's console does not show the initramfs taking the image from /dev/vda:\n%s", b)
 	}
 	within("adopted guest in the idle class", 10*time.Second, func() bool {
 		return agentlab.ReadCgroupInt("cpu", agentlab.QEMUCgroup(pid), "cpu.idle") == 1

@@ -311,7 +311,9 @@ func (g *guestLifecycle) prepare(ctx context.Context, c *wire.AgentConfig, spec 
 	if err := g.checkSlurm(c, dir); err != nil {
 		return err
 	}
-	if cg.Backend != model.BackendContainer {
+	// Containers see the secrets in /run/secrets, VM guests on their configuration disk
+	// (node-agent/guest/libvirt/guestconfig.go); VMware's backend takes none.
+	if cg.Backend != model.BackendContainer && cg.Backend != model.BackendQEMU && cg.Backend != model.BackendXen {
 		return nil
 	}
 	sec, err := g.site.GuestSecrets(ctx)
@@ -331,7 +333,13 @@ func (g *guestLifecycle) prepare(ctx context.Context, c *wire.AgentConfig, spec 
 		// Unreachable now: the secrets of this boot's earlier start (memory only).
 		g.log.Warn("guest secrets: site manager unreachable; using the ones fetched earlier", "err", err)
 	default:
-		return fmt.Errorf("guest secrets: %w", err)
+		// Unreachable, and nothing fetched in this agent's life (secrets are never kept
+		// on disk): the guest starts without, as with a site that hands out none. One
+		// that needs a key says so on its console and stops; the agent's next start
+		// (with backoff) asks again. Refusing to start would also stop guests that need
+		// none whenever the site manager is down (an agent restarted then: TestAgentQEMU).
+		g.log.Warn("guest secrets: site manager unreachable and none fetched before; starting the guest without", "err", err)
+		g.secrets = nil
 	}
 	if g.secrets != nil && len(g.secrets.MungeKey) > 0 {
 		spec.Secrets = map[string][]byte{"munge.key": g.secrets.MungeKey}
@@ -636,16 +644,20 @@ func (g *guestLifecycle) Spec(c *wire.AgentConfig) (guest.Spec, error) {
 	}
 	switch cg.Backend {
 	case model.BackendQEMU, model.BackendXen:
-		// The image's own kernel and initrd, booted directly; the root is the read-only
-		// squashfs through the transient overlay.
+		// The image's own kernel and initrd, booted directly. The initrd is Overtime's
+		// (boot/initramfs, in every image images/build.sh makes): overtime.root=disk: has it
+		// mount the read-only squashfs disk under a tmpfs overlay, as a PC's root over NFS,
+		// so the guest's root is writable and pristine at every start (a bare squashfs
+		// root is read-only: systemd and guest-init cannot run on it). The disk is the base
+		// behind libvirt's transient overlay.
+		disk, console := "/dev/vda", "ttyS0"
+		if cg.Backend == model.BackendXen {
+			disk, console = "/dev/xvda", "hvc0"
+		}
 		s.Kernel = filepath.Join(dir, model.ImageKernel)
 		s.Initrd = filepath.Join(dir, model.ImageInitrd)
-		s.Cmdline = strings.TrimSpace("root=/dev/vda rootfstype=squashfs ro console=ttyS0 panic=30 overtime.guest=" +
-			c.Host + " " + cg.KernelArgs)
-		if cg.Backend == model.BackendXen {
-			s.Cmdline = strings.Replace(s.Cmdline, "/dev/vda", "/dev/xvda", 1)
-			s.Cmdline = strings.Replace(s.Cmdline, "console=ttyS0", "console=hvc0", 1)
-		}
+		s.Cmdline = strings.TrimSpace("boot=overtime overtime.root=disk:" + disk + " overtime.kind=" + string(cg.ImageKind) +
+			" overtime.host=" + c.Host + " console=" + console + " panic=30 overtime.guest=" + c.Host + " " + cg.KernelArgs)
 	case model.BackendContainer:
 		s.Cmdline = cg.KernelArgs // empty: the image's /sbin/init
 	}

@@ -84,7 +84,8 @@ type Spec struct {
 
 	// Secrets are files the guest needs and no image may carry (the munge key of a
 	// compute guest), by file name. Container guests see them read-only in
-	// /run/secrets, owned by their root; VM backends do not pass them yet.
+	// /run/secrets, owned by their root; libvirt's VM guests on their configuration
+	// disk (libvirt/guestconfig.go).
 	// Never marshalled (specs are compared as JSON and may be logged).
 	Secrets map[string][]byte `json:"-"`
 }

@@ -256,6 +256,16 @@ func (b *Backend) Start(ctx context.Context, s guest.Spec) error {
 		b.discard(s.Name, s.StateDir)
 		return fmt.Errorf("libvirt: guest %s: qemu-img create overlay: %v: %s", s.Name, err, bytes.TrimSpace(out))
 	}
+	if hasConfig(s) {
+		cfg, err := guestConfig(s)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(s.StateDir, configFile), cfg, 0o600)
+		}
+		if err != nil {
+			b.discard(s.Name, s.StateDir)
+			return fmt.Errorf("libvirt: guest %s: configuration disk: %w", s.Name, err)
+		}
+	}
 	xmlPath := filepath.Join(s.StateDir, domainFile)
 	if err := os.WriteFile(xmlPath, x, 0o600); err != nil {
 		b.discard(s.Name, s.StateDir)

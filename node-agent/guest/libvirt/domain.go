@@ -293,6 +293,19 @@ func domainXMLOf(kind model.GuestBackend, domType string, s guest.Spec, ioWeight
 		disk.Driver.Cache = ""
 	}
 	d.Devices.Disks = []diskXML{disk}
+	if hasConfig(s) {
+		// The configuration disk (guestconfig.go), read-only, raw.
+		var cfg diskXML
+		cfg.Type, cfg.Device = "file", "disk"
+		cfg.Driver.Name, cfg.Driver.Type = "qemu", "raw"
+		cfg.Source.File = s.StateDir + "/" + configFile
+		cfg.Target.Dev, cfg.Target.Bus = configDev, "virtio"
+		if kind == model.BackendXen {
+			cfg.Target.Dev, cfg.Target.Bus = "x"+configDev, "xen"
+		}
+		cfg.ReadOnly = &struct{}{}
+		d.Devices.Disks = append(d.Devices.Disks, cfg)
+	}
 
 	switch s.Network {
 	case model.NetBridged:

@@ -66,6 +66,11 @@ func TestDomainXML(t *testing.T) {
 			s.Kernel, s.Initrd, s.Cmdline = "", "", ""
 			s.Network = model.NetNone
 		}, []string{`<boot dev="hd">`}, []string{"<kernel>", "<interface"}},
+		{"qemu compute guest with its configuration disk", model.BackendQEMU, "qemu", func(s *guest.Spec) {
+			s.Host, s.AgentURL = "pc-a01", "http://10.0.0.2:9101"
+			s.Secrets = map[string][]byte{"munge.key": []byte("k")}
+		}, []string{`<source file="/run/overtime/guest/overtime-pc-a01/guest-config.tar">`, `<target dev="vdb" bus="virtio">`,
+			`<driver name="qemu" type="raw">`, `<readonly>`}, []string{"munge", "10.0.0.2"}},
 		{"xen pv", model.BackendXen, "xen", func(*guest.Spec) {}, []string{
 			`<domain type="xen">`, `machine="xenpv">linux</type>`, `<target dev="xvda" bus="xen">`, `<shares>1</shares>`, `<console type="pty">`,
 		}, []string{"vcpusched", "memtune", "tb-cache"}},
@@ -89,9 +94,14 @@ func TestDomainXML(t *testing.T) {
 					t.Errorf("unexpected %s in\n%s", a, x)
 				}
 			}
-			// Exactly one disk, the overlay: the guest sees no other host file.
-			if n := strings.Count(string(x), "<disk "); n != 1 {
-				t.Errorf("%d disks, want 1", n)
+			// Exactly one disk, the overlay, and for a compute guest its configuration
+			// disk: the guest sees no other host file.
+			want := 1
+			if hasConfig(s) {
+				want = 2
+			}
+			if n := strings.Count(string(x), "<disk "); n != want {
+				t.Errorf("%d disks, want %d", n, want)
 			}
 		})
 	}
