@@ -35,7 +35,7 @@ build: deps
 devtools: deps
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(DEV) ./cmd/overtime-dev
 
-# Debian packages overtime, overtime-agent, overtime-slurm in bin/deb/ (docs/packaging.md):
+# Debian packages overtime, overtime-agent, overtime-initramfs, overtime-slurm in bin/deb/ (docs/packaging.md):
 # dpkg-buildpackage on a tree assembled from packaging/debian, with the same -ldflags.
 deb: deps
 	scripts/deb.sh "$(VERSION)" "$(COMMIT)"

@@ -122,13 +122,25 @@ export SOURCE_DATE_EPOCH
 
 filehash() { sha256sum <"$1" | cut -c1-64; }
 
-# Overtime's packages: the newest .deb of each in ${debs}.
+# Overtime's packages: the newest .deb of each in ${debs}, and of the Overtime packages
+# they depend on (overtime-agent needs overtime-initramfs): dpkg -i installs no
+# dependencies itself.
 deb_files=
-for p in ${OVERTIME_ALL}; do
-	# shellcheck disable=SC2012
-	f=$(ls -t "${debs}/${p}"_*_amd64.deb 2>/dev/null | head -n 1 || true)
-	[ -n "${f}" ] || die "no ${p}_*.deb in ${debs}: run make deb first"
-	deb_files="${deb_files} ${f}"
+wanted=${OVERTIME_ALL}
+OVERTIME_ALL=
+while [ -n "${wanted}" ]; do
+	next=
+	for p in ${wanted}; do
+		case " ${OVERTIME_ALL} " in *" ${p} "*) continue ;; esac
+		# shellcheck disable=SC2012
+		f=$(ls -t "${debs}/${p}"_*_amd64.deb "${debs}/${p}"_*_all.deb 2>/dev/null | head -n 1 || true)
+		[ -n "${f}" ] || die "no ${p}_*.deb in ${debs}: run make deb first"
+		deb_files="${deb_files} ${f}"
+		OVERTIME_ALL="${OVERTIME_ALL} ${p}"
+		next="${next} $(dpkg-deb -f "${f}" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/^ *//; s/ *$//' | grep '^overtime' || true)"
+	done
+	# shellcheck disable=SC2086,SC2116 # package names (no spaces), trimmed
+	wanted=$(echo ${next})
 done
 # overtime-slurm for the site's Slurm (OVERTIME_SLURM_FOR): built from the one above, in a
 # directory removed at exit.
@@ -301,7 +313,7 @@ unshare --mount --propagation private /bin/sh -eu -c '
 			/bin/sh -eu "${s}" "${root}" >&2
 		done
 	done
-	# The initrd with boot=overtime (hooks and scripts from the overtime-agent package)
+	# The initrd with boot=overtime (hooks and scripts from the overtime-initramfs package)
 	# and its configuration: only the modules the boot needs.
 	kver=$(ls "${root}/lib/modules" | sort -V | tail -n 1)
 	if [ -n "${kver}" ] && [ -d "${root}/usr/share/overtime/initramfs" ]; then

@@ -129,6 +129,7 @@ func TestBuildSiteSlurm(t *testing.T) {
 	needs.Servers(t, "dpkg-deb", "gcc", "libslurm-dev", "libcurl4-openssl-dev", "libjson-c-dev")
 	debs := t.TempDir()
 	fakeDeb(t, debs, "overtime-slurm", "0.0.1", "libc6 (>= 2.34), libcurl4 (>= 7.16.2), libjson-c5 (>= 0.15), libslurm38 (>= 22.05.8)")
+	fakeDeb(t, debs, "overtime-initramfs", "0.0.1", "initramfs-tools")
 	// The -dev package with Debian's headers relabelled (siteslurm_test.go), the base
 	// package with a plugin in SchedMD's PluginDir.
 	site := siteDebs(t, sitePkg{name: "slurm-smd-dev", version: "24.11.5-1", headers: 0x180b05})
@@ -162,8 +163,8 @@ func TestBuildSiteSlurm(t *testing.T) {
 			t.Errorf("Debian's Slurm build: %s not in the base (%v)", p, debian)
 		}
 	}
-	if len(deb) != 1 || !deb["overtime-slurm_0.0.1_amd64.deb"] {
-		t.Errorf("Debian's Slurm build installs %v over the base, want overtime-slurm only", deb)
+	if len(deb) != 2 || !deb["overtime-slurm_0.0.1_amd64.deb"] || !deb["overtime-initramfs_0.0.1_amd64.deb"] {
+		t.Errorf("Debian's Slurm build installs %v over the base, want overtime-slurm and overtime-initramfs only", deb)
 	}
 
 	debian, deb = list("SLURM_DEBS=" + site)
@@ -221,5 +222,38 @@ func TestBuildSiteSlurm(t *testing.T) {
 		if out, err := build(t, []string{"SLURM_DEBS=" + c.dir}, "--debs", debs, "--key", "compute-guest"); err == nil || !strings.Contains(out, c.want) {
 			t.Errorf("SLURM_DEBS=%s: %v %q, want an error saying %q", c.dir, err, out, c.want)
 		}
+	}
+}
+
+// TestBuildOvertimeDependencies: a recipe names the Overtime packages it wants; the ones
+// they depend on come along (dpkg -i installs no dependencies), of either architecture
+// (overtime-initramfs is Architecture: all), with their own Debian dependencies in the
+// base. One that make deb did not build is named.
+func TestBuildOvertimeDependencies(t *testing.T) {
+	needs.Servers(t, "dpkg-deb")
+	debs := t.TempDir()
+	fakeDeb(t, debs, "overtime-agent", "0.0.1", "overtime-initramfs (= 0.0.1), crun, systemd")
+	f := fakeDeb(t, debs, "overtime-initramfs", "0.0.1", "initramfs-tools, busybox | busybox-static, nfs-common")
+	if err := os.Rename(f, filepath.Join(debs, "overtime-initramfs_0.0.1_all.deb")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := build(t, nil, "--debs", debs, "--list", "desktop-minimal")
+	if err != nil {
+		t.Fatalf("--list: %v\n%s", err, out)
+	}
+	for _, want := range []string{"deb " + filepath.Join(debs, "overtime-agent_0.0.1_amd64.deb"), "deb " + filepath.Join(debs, "overtime-initramfs_0.0.1_all.deb"),
+		"debian initramfs-tools", "debian busybox", "debian nfs-common", "debian crun"} {
+		if !strings.Contains("\n"+out+"\n", "\n"+want+"\n") {
+			t.Errorf("--list desktop-minimal lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "busybox-static") || strings.Contains(out, "debian overtime") {
+		t.Errorf("--list takes an alternative or an Overtime package from Debian:\n%s", out)
+	}
+
+	os.Remove(filepath.Join(debs, "overtime-initramfs_0.0.1_all.deb"))
+	out, err = build(t, nil, "--debs", debs, "--list", "desktop-minimal")
+	if err == nil || !strings.Contains(out, "no overtime-initramfs_*.deb in "+debs+": run make deb first") {
+		t.Errorf("a missing dependency: %v\n%s", err, out)
 	}
 }

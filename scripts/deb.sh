@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make deb`: the Debian packages overtime, overtime-agent and overtime-slurm, built by
+# `make deb`: the Debian packages overtime, overtime-agent, overtime-initramfs and overtime-slurm, built by
 # dpkg-buildpackage (debhelper compat 13) into bin/deb/ (git-ignored).
 #
 # Layout: the packaging lives in packaging/debian/ (this project keeps no debian/ at the

@@ -363,7 +363,7 @@ func startDesktop(t testing.TB, desk, compute *imagetest.Image, defaultMode stri
 	directory := l.Expose(t, bootlab.ServerIP+":636", strings.TrimPrefix(uni.LDAPSURL, "ldaps://"))
 	cups := cupstest.StartWith(t, "lab-printer", cupstest.Options{Addr: bootlab.ServerIP + ":631", Command: l.NS.Command})
 	homes := startHomeServer(t, l)
-	hpc := startClusterStorage(t, l)
+	hpc := startClusterStorage(t, l, student)
 	l.CopyImage(desk.Dir, "desktop/v1")
 	l.CopyImage(compute.Dir, "compute/v1")
 	l.Apply(desktopSite(l, desk, compute, defaultMode, guestVCPUs) + seatSite(t, uni) + homesSite())

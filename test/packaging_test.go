@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,17 +20,18 @@ import (
 	"github.com/overtime-hpc/overtime/internal/testenv/needs"
 )
 
-// The packages `make deb` builds (packaging/debian/control).
-var debPackages = []string{"overtime", "overtime-agent", "overtime-slurm"}
+// The packages `make deb` builds (packaging/debian/control), by architecture.
+var debPackages = []string{"overtime", "overtime-agent", "overtime-slurm", "overtime-initramfs"}
+var debArch = map[string]string{"overtime-initramfs": "all"}
 
 // buildDebs runs `make deb` (once per test binary, shared with the image builds) and
-// returns the three .deb files of the current version, by package name.
+// returns the .deb files of the current version, by package name.
 func buildDebs(t *testing.T, root, debVersion string) map[string]string {
 	t.Helper()
 	imagetest.Debs(t)
 	debs := map[string]string{}
 	for _, p := range debPackages {
-		f := filepath.Join(root, "bin", "deb", p+"_"+debVersion+"_amd64.deb")
+		f := filepath.Join(root, "bin", "deb", p+"_"+debVersion+"_"+cmp.Or(debArch[p], "amd64")+".deb")
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("make deb did not build %s: %v", p, err)
 		}
@@ -86,7 +88,7 @@ func bookwormRoot(t *testing.T, pkgs []string) string {
 }
 
 // runtimeDepends lists the packages the .debs depend on (first alternative, without
-// version), leaving out the three themselves: what the cached root carries, so that
+// version), leaving out the packages themselves: what the cached root carries, so that
 // `dpkg -i` installs offline.
 func runtimeDepends(t *testing.T, debs map[string]string) []string {
 	t.Helper()
@@ -109,7 +111,7 @@ func runtimeDepends(t *testing.T, debs map[string]string) []string {
 	return pkgs
 }
 
-// TestDebianPackages builds the packages with `make deb`, installs the three into a clean
+// TestDebianPackages builds the packages with `make deb`, installs them into a clean
 // Debian 12 root (mmdebstrap minbase, cached) with dpkg, and checks there that the
 // binaries report the version and commit the build embedded, that the package version is
 // that version made Debian-valid (scripts/deb-version.sh), and that `systemd-analyze

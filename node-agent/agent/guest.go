@@ -56,6 +56,11 @@ type guestLifecycle struct {
 	// join the controller (checkSlurm): no start is tried again until either changes.
 	// slurmLogged is the pair an unknown verdict was last logged for (once each).
 	slurmRefused, slurmLogged string
+	// gaveUp is the spec (specKey) of a guest whose init gave up and said why
+	// (guest.LastWords): it is started again at the longest backoff, not sooner, unless
+	// the configuration changes (what the init lacked, storage that does not answer, is
+	// rarely there seconds later, and each try boots a VM for nothing).
+	gaveUp string
 	// secrets are the compute guest's, as last fetched (memory only); noSecretsLogged
 	// keeps a site without them from filling the log.
 	secrets         *wire.GuestSecrets
@@ -198,7 +203,7 @@ func (g *guestLifecycle) Act(ctx context.Context, c *wire.AgentConfig, action mo
 			if g.slurmRefused != "" && g.slurmRefused == slurmKey(c) {
 				return changed // its slurmd would not join the controller: until either changes
 			}
-			if now := g.now(); now.Before(g.retryAt) {
+			if now := g.now(); now.Before(g.retryAt) && (g.gaveUp == "" || g.gaveUp == specKey(spec)) {
 				return changed // backing off after a crash
 			}
 			spec.CPULimit = limit
@@ -223,7 +228,7 @@ func (g *guestLifecycle) Act(ctx context.Context, c *wire.AgentConfig, action mo
 				g.scheduleRetry()
 				return g.noGuest(ctx, b, name, "start failed: "+err.Error()) || changed
 			}
-			g.startErr, g.slurmRefused = "", ""
+			g.startErr, g.slurmRefused, g.gaveUp = "", "", ""
 			g.applied = applied{running: true, limit: limit, spec: specKey(spec)}
 			g.startedAt = g.now()
 			if st, err := b.Status(ctx, name); err == nil {
@@ -522,8 +527,21 @@ func (g *guestLifecycle) Gone(ctx context.Context, c *wire.AgentConfig, why stri
 	if g.now().Sub(g.startedAt) > 10*time.Minute {
 		g.backoff = g.firstBackoff
 	}
+	b, err := g.backend(c)
+	if err == nil {
+		// A guest whose init gave up says why on its console (a VM compute guest whose
+		// cluster storage does not mount, say): that is the reason the heartbeat, and so
+		// Slurm's node, shows until a start works, not a bare "shutoff".
+		if lw, ok := b.(guest.LastWords); ok {
+			if words := lw.LastWords(c.Guest.Name); words != "" {
+				g.startErr = "guest stopped: " + words
+				why += " (" + words + ")"
+				g.gaveUp, g.backoff = g.applied.spec, g.maxBackoff
+			}
+		}
+	}
 	g.log.Warn("guest stopped by itself; restarting with backoff", "guest", c.Guest.Name, "why", why, "restarts", g.restarts)
-	if b, err := g.backend(c); err == nil {
+	if err == nil {
 		// Discard what is left (state directory, a crashed domain record).
 		_ = b.Stop(ctx, c.Guest.Name)
 	}

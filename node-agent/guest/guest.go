@@ -14,9 +14,11 @@
 package guest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/overtime-hpc/overtime/vocab/model"
@@ -179,4 +181,29 @@ type Watcher interface {
 // calls it, in case its predecessor died between starting the guest and setting them.
 type Reasserter interface {
 	Reassert(ctx context.Context, s Spec) error
+}
+
+// LastWords is implemented by backends that keep a guest's console: why a guest that
+// stopped by itself stopped, in its init's own words (InitError), "" when it gave none.
+// The agent asks before Stop discards the console with the rest of the guest's state.
+type LastWords interface {
+	LastWords(name string) string
+}
+
+// InitErrorPrefix starts the line the compute guest's init writes before it gives up
+// (die in scheduler-plugin/guest/guest-init); the rest of the line is the reason, e.g.
+// "cluster storage nfs:/export/home at /home: mount failed: ...".
+const InitErrorPrefix = "guest-init: ERROR: "
+
+// InitError is the last reason a guest's init gave on its console ("" if none).
+func InitError(console []byte) string {
+	i := bytes.LastIndex(console, []byte(InitErrorPrefix))
+	if i < 0 {
+		return ""
+	}
+	line := console[i+len(InitErrorPrefix):]
+	if j := bytes.IndexAny(line, "\r\n"); j >= 0 {
+		line = line[:j]
+	}
+	return strings.TrimSpace(string(line))
 }

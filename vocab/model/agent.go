@@ -475,8 +475,10 @@ func (g Guest) Validate() error {
 	if err := ValidateGuestStorage(g.Storage); err != nil {
 		return invalid("guest: %v", err)
 	}
-	if len(g.Storage) > 0 && g.Backend != BackendContainer {
-		return invalid("guest: storage needs the container backend (a VM guest does not mount the cluster's file systems yet)")
+	// A container's file systems are mounted by its agent, a VM guest's by its own kernel
+	// (guest-init, from the configuration disk); VMware's backend passes no configuration.
+	if len(g.Storage) > 0 && g.Backend == BackendVMware {
+		return invalid("guest: storage needs the container, qemu or xen backend (the vmware backend gives its guest no configuration disk)")
 	}
 	return nil
 }

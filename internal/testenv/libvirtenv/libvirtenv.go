@@ -68,7 +68,19 @@ func Start(t testing.TB, ns *netns.NS) *Env {
 		}
 	}
 	e.URI = "qemu:///system?socket=" + filepath.Join(dir, "sock", "libvirt-sock")
+	// In a network namespace (entered with nsenter --net only: ip netns exec would mount
+	// a sysfs without the cgroup hierarchy, and libvirt then cannot cap a guest's
+	// memory), sysfs is mounted again so that /sys/class/net shows the namespace's
+	// bridges, with the host's cgroup hierarchy bound back under it.
 	script := `set -e
+if [ -n "$2" ]; then
+	mkdir -p /tmp/.libvirtenv-cgroup-$$
+	mount --rbind /sys/fs/cgroup /tmp/.libvirtenv-cgroup-$$
+	mount -t sysfs sysfs /sys
+	mount --rbind /tmp/.libvirtenv-cgroup-$$ /sys/fs/cgroup
+	umount -l /tmp/.libvirtenv-cgroup-$$
+	rmdir /tmp/.libvirtenv-cgroup-$$
+fi
 mount -t tmpfs tmpfs /run
 mkdir -p /run/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt
 mount --bind "$1/etc" /etc/libvirt
@@ -76,9 +88,10 @@ mount --bind "$1/lib" /var/lib/libvirt
 mount --bind "$1/log" /var/log/libvirt
 mount --bind "$1/cache" /var/cache/libvirt
 exec /usr/sbin/libvirtd`
-	args := []string{"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh", dir}
+	args := []string{"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh", dir, ""}
 	if ns != nil {
-		e.cmd = ns.Command(args[0], args[1:]...)
+		args[len(args)-1] = "netns"
+		e.cmd = ns.NetCommand(args[0], args[1:]...)
 	} else {
 		e.cmd = exec.Command(args[0], args[1:]...)
 	}

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -456,6 +457,28 @@ func (b *Backend) SetCPULimit(ctx context.Context, name string, cpus float64) er
 		return fmt.Errorf("libvirt: %w", err)
 	}
 	return nil
+}
+
+// LastWords is the reason the guest's init gave on its console before the guest stopped
+// (guest.InitError), from the state directory Start linked in RunDir: the console of the
+// guest's last start, until Stop discards it.
+func (b *Backend) LastWords(name string) string {
+	dir, err := os.Readlink(b.stateLink(name))
+	if err != nil {
+		return ""
+	}
+	f, err := os.Open(filepath.Join(dir, consoleLog))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	// The end of the console is enough: the init's last words are its last lines.
+	const tailBytes = 64 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > tailBytes {
+		_, _ = f.Seek(fi.Size()-tailBytes, io.SeekStart)
+	}
+	b2, _ := io.ReadAll(io.LimitReader(f, tailBytes))
+	return guest.InitError(b2)
 }
 
 // Stop destroys the domain and discards its overlay. The state directory is the one in

@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,5 +77,29 @@ func TestGuestConfig(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "overtime-pc-a01") {
 			t.Errorf("%s: error %q does not name the guest", name, err)
 		}
+	}
+}
+
+// TestLastWords: the init's reason from the console of the guest's last start, through
+// the state link Start makes; nothing when there is no link or no reason.
+func TestLastWords(t *testing.T) {
+	b := New(Options{RunDir: t.TempDir()})
+	if got := b.LastWords("overtime-pc1"); got != "" {
+		t.Errorf("no guest: %q", got)
+	}
+	dir := filepath.Join(t.TempDir(), "overtime-pc1")
+	os.MkdirAll(dir, 0o700)
+	if err := b.linkStateDir("overtime-pc1", dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.LastWords("overtime-pc1"); got != "" {
+		t.Errorf("no console yet: %q", got)
+	}
+	// A long console: the reason is at its end.
+	console := strings.Repeat("[    1.000000] a kernel line of some length\r\n", 4000) +
+		"guest-init: ERROR: cluster storage 10.0.0.9:/export/home at /home: mount failed: no answer within 30 s\r\n[   40.1] reboot: Power down\r\n"
+	os.WriteFile(filepath.Join(dir, consoleLog), []byte(console), 0o600)
+	if got, want := b.LastWords("overtime-pc1"), "cluster storage 10.0.0.9:/export/home at /home: mount failed: no answer within 30 s"; got != want {
+		t.Errorf("LastWords = %q, want %q", got, want)
 	}
 }
