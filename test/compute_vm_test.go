@@ -162,7 +162,10 @@ func TestComputeGuestVMRunsSlurmJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := strings.TrimSpace(out)
+		// The job id is the last line: the submit host lacks the (optional) SPANK plugin,
+		// and sbatch says so first.
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		id := strings.TrimSpace(lines[len(lines)-1])
 		bootlab.Eventually(t, "job "+id+" ended", 4*time.Minute, func() bool {
 			return strings.TrimSpace(ctl.Slurm("squeue", "-h", "-j", id, "-o", "%T")) == ""
 		})
@@ -189,6 +192,11 @@ if cat /home/u7654321/private.txt 2>/dev/null; then echo "LEAK: read u7654321's 
 		}
 		if strings.Contains(got, "LEAK") {
 			t.Error("the job read another user's private file")
+		}
+		// Nothing of Slurm's or Overtime's own in the user's output (the SPANK plugin's
+		// AdminComment update once logged an error there).
+		if strings.Contains(got, "error") {
+			t.Error("an error in the job's output")
 		}
 		// On the server, what the job wrote is the user's.
 		for _, f := range []string{"from-the-vm.txt", "job.out"} {

@@ -229,8 +229,10 @@ static void handle_progress(uint32_t jobid, const struct ot_http_response *resp)
 {
 	struct ot_job_report rep;
 	job_desc_msg_t desc;
+	job_array_resp_msg_t *tasks = NULL;
 	char err[256];
 	char id[16];
+	int rc;
 
 	if (ot_parse_report(resp->body, resp->len, &rep, err, sizeof(err)) < 0 || !rep.summary[0]) {
 		slurm_error("overtime: job %" PRIu32 ": unusable report from the agent: %s; AdminComment not set",
@@ -240,12 +242,20 @@ static void handle_progress(uint32_t jobid, const struct ot_http_response *resp)
 	slurm_init_job_desc_msg(&desc);
 	/*
 	 * The job by its id's text: job_id_str is in every release from 22.05 on,
-	 * the numeric job_id is gone from job_desc_msg_t in 25.11.
+	 * the numeric job_id is gone from job_desc_msg_t in 25.11.  With
+	 * job_id_str, slurm_update_job2: slurm_update_job logs "Use
+	 * slurm_update_job2() ..." as an error, into the job's own output.
 	 */
 	snprintf(id, sizeof(id), "%" PRIu32, jobid);
 	desc.job_id_str = id;
 	desc.admin_comment = rep.summary;
-	if (slurm_update_job(&desc) != SLURM_SUCCESS)
+	rc = slurm_update_job2(&desc, &tasks);
+	if (rc == SLURM_SUCCESS && tasks && tasks->job_array_count > 0 && tasks->error_code[0]) {
+		errno = (int)tasks->error_code[0];
+		rc = SLURM_ERROR;
+	}
+	slurm_free_job_array_resp(tasks);
+	if (rc != SLURM_SUCCESS)
 		slurm_error("overtime: job %" PRIu32 ": AdminComment not set: %s",
 			    jobid, slurm_strerror(errno));
 	else

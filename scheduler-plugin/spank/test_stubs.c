@@ -128,11 +128,17 @@ void slurm_init_job_desc_msg(job_desc_msg_t *d)
 	memset(d, 0, sizeof(*d));
 }
 
-int slurm_update_job(job_desc_msg_t *d)
+int slurm_update_job2(job_desc_msg_t *d, job_array_resp_msg_t **resp)
 {
-	snprintf(test_admin_comment, sizeof(test_admin_comment), "%u %s",
-		 d->job_id, d->admin_comment ? d->admin_comment : "");
+	snprintf(test_admin_comment, sizeof(test_admin_comment), "%s %s",
+		 d->job_id_str ? d->job_id_str : "", d->admin_comment ? d->admin_comment : "");
+	*resp = NULL;
 	return SLURM_SUCCESS;
+}
+
+void slurm_free_job_array_resp(job_array_resp_msg_t *resp)
+{
+	(void)resp;
 }
 
 char *slurm_strerror(int err)

@@ -228,7 +228,9 @@ static int set_comment(struct cycle *c, uint32_t job_id, const char *node,
 		       const char *comment)
 {
 	job_desc_msg_t d;
+	job_array_resp_msg_t *resp = NULL;
 	char id[21];
+	int rc;
 
 	log_u64(id, job_id);
 	if (!comment) {
@@ -239,11 +241,18 @@ static int set_comment(struct cycle *c, uint32_t job_id, const char *node,
 	}
 	slurm_init_job_desc_msg(&d);
 	/* By its id's text: job_id_str is in every release from 22.05 on, the
-	 * numeric job_id is gone from job_desc_msg_t in 25.11. */
+	 * numeric job_id is gone from job_desc_msg_t in 25.11.  With job_id_str,
+	 * slurm_update_job2 (slurm_update_job logs an error asking for it). */
 	d.job_id_str = id;
 	d.admin_comment = (char *)comment;
-	if (slurm_update_job(&d) != SLURM_SUCCESS) {
-		failed(c, "slurm_update_job", errno, "job", id, "node", node);
+	rc = slurm_update_job2(&d, &resp);
+	if (rc == SLURM_SUCCESS && resp && resp->job_array_count > 0 && resp->error_code[0]) {
+		errno = (int)resp->error_code[0];
+		rc = SLURM_ERROR;
+	}
+	slurm_free_job_array_resp(resp);
+	if (rc != SLURM_SUCCESS) {
+		failed(c, "slurm_update_job2", errno, "job", id, "node", node);
 		return -1;
 	}
 	c->changes++;
