@@ -228,8 +228,8 @@ if cat /home/u7654321/private.txt 2>/dev/null; then echo "LEAK: read u7654321's 
 		os.WriteFile(script, []byte("#!/bin/sh\nexport "+strings.Join(mpiEnv, " ")+"\nexec srun --mpi=pmix -n2 -O /home/u1234567/ring\n"), 0o755)
 		got := runJob(t, "mpi.out", script, "-n2", "-O")
 		t.Logf("the MPI job's output:\n%s", got)
-		if !strings.Contains(got, "ring ok 2 ranks on 1 nodes, 2-2 per node") {
-			t.Errorf("MPI ring in the VM guest: want \"ring ok 2 ranks on 1 nodes, 2-2 per node\"")
+		if !strings.Contains(got, "ring ok 2 ranks on 1 nodes, 2-2 per node") || !strings.Contains(got, "rank 0 of 2 on vpc1,") {
+			t.Errorf("MPI ring in the VM guest: want \"ring ok 2 ranks on 1 nodes, 2-2 per node\", rank 0 on vpc1 (the guest's host name)")
 		}
 	})
 
