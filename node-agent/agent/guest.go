@@ -302,8 +302,7 @@ func (g *guestLifecycle) refreshStatus(ctx context.Context, b guest.Backend, nam
 // prepare makes what the spec names available before a start: the guest's image
 // version (mounted read-only from the boot server's export when the image root does not
 // already show it), the check that a compute guest's slurmd joins the site's Slurm
-// controller (checkSlurm: a *slurmMismatch), and, for a compute guest in a container,
-// its secrets.
+// controller (checkSlurm: a *slurmMismatch), and, for a compute guest, its secrets.
 func (g *guestLifecycle) prepare(ctx context.Context, c *wire.AgentConfig, spec *guest.Spec) error {
 	cg := c.Guest
 	dir := filepath.Join(g.imageRoot, filepath.FromSlash(cg.Resolved.Path))
