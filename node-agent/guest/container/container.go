@@ -958,7 +958,13 @@ func (b *Backend) status(name string) (guest.Status, error) {
 	st.State = guest.StateRunning
 	st.PID = findInit(rec, procs)
 	if st.PID == 0 {
+		// Init is gone and the kernel is killing the rest of its PID namespace: why init
+		// ended (its monitor's record) is the guest's reason, not the leftovers.
 		st.State, st.Reason = guest.StateCrashed, fmt.Sprintf("container init gone, %d processes left in the cgroup", len(procs))
+		if rec != nil {
+			_, why := b.ended(name, rec)
+			st.Reason = fmt.Sprintf("%s (%d processes left in the cgroup)", why, len(procs))
+		}
 	}
 	var err error
 	if st.CPUTime, err = g.CPUUsage(); err != nil {
