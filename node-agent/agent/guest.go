@@ -333,6 +333,11 @@ func (g *guestLifecycle) prepare(ctx context.Context, c *wire.AgentConfig, spec 
 			g.noSecretsLogged = true
 		}
 		g.secrets = nil
+	case errors.As(err, &status) && status.HTTPStatus() >= 400 && status.HTTPStatus() < 500:
+		// The site manager answered and refused (over plain HTTP, or no compute guest
+		// for this host now): that is the reason, not a guest started without its key.
+		// (A 5xx is a server or proxy that is down: as unreachable, below.)
+		return fmt.Errorf("guest secrets: %w", err)
 	case g.secrets != nil:
 		// Unreachable now: the secrets of this boot's earlier start (memory only).
 		g.log.Warn("guest secrets: site manager unreachable; using the ones fetched earlier", "err", err)
