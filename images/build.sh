@@ -122,6 +122,15 @@ export SOURCE_DATE_EPOCH
 
 filehash() { sha256sum <"$1" | cut -c1-64; }
 
+# depends FILE: the packages the .deb FILE depends on, one name per line (first
+# alternative, no version, no architecture qualifier).
+depends() {
+	{
+		dpkg-deb -f "$1" Pre-Depends
+		dpkg-deb -f "$1" Depends
+	} | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/:[a-z0-9]*//; s/^ *//; s/ *$//' | grep -v '^$' || true
+}
+
 # Overtime's packages: the newest .deb of each in ${debs}, and of the Overtime packages
 # they depend on (overtime-agent needs overtime-initramfs): dpkg -i installs no
 # dependencies itself.
@@ -137,7 +146,7 @@ while [ -n "${wanted}" ]; do
 		[ -n "${f}" ] || die "no ${p}_*.deb in ${debs}: run make deb first"
 		deb_files="${deb_files} ${f}"
 		OVERTIME_ALL="${OVERTIME_ALL} ${p}"
-		next="${next} $(dpkg-deb -f "${f}" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/^ *//; s/ *$//' | grep '^overtime' || true)"
+		next="${next} $(depends "${f}" | grep '^overtime' || true)"
 	done
 	# shellcheck disable=SC2086,SC2116 # package names (no spaces), trimmed
 	wanted=$(echo ${next})
@@ -190,8 +199,7 @@ done
 # alternative, no version, no architecture qualifier), less what they are themselves, so
 # that dpkg -i in stage 2 needs no network and the base changes only when a package's
 # dependencies do. A site's package replaces Debian's of its name.
-deps=$(for f in ${deb_files}; do dpkg-deb -f "${f}" Pre-Depends; dpkg-deb -f "${f}" Depends; done | tr ',' '\n' |
-	sed 's/|.*//; s/(.*)//; s/:[a-z0-9]*//; s/^ *//; s/ *$//' | grep -v '^overtime' | grep -v '^$' || true)
+deps=$(for f in ${deb_files}; do depends "${f}"; done | grep -v '^overtime' || true)
 # shellcheck disable=SC2086
 PACKAGES_ALL=$(printf '%s\n' ${PACKAGES_ALL} ${deps} | LC_ALL=C sort -u | tr '\n' ' ')
 if [ -n "${site_names}" ]; then

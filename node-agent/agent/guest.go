@@ -317,7 +317,7 @@ func (g *guestLifecycle) prepare(ctx context.Context, c *wire.AgentConfig, spec 
 	}
 	// Containers see the secrets in /run/secrets, VM guests on their configuration disk
 	// (node-agent/guest/libvirt/guestconfig.go); VMware's backend takes none.
-	if cg.Backend != model.BackendContainer && cg.Backend != model.BackendQEMU && cg.Backend != model.BackendXen {
+	if cg.Backend == model.BackendVMware {
 		return nil
 	}
 	sec, err := g.site.GuestSecrets(ctx)

@@ -960,11 +960,11 @@ func (b *Backend) status(name string) (guest.Status, error) {
 	if st.PID == 0 {
 		// Init is gone and the kernel is killing the rest of its PID namespace: why init
 		// ended (its monitor's record) is the guest's reason, not the leftovers.
-		st.State, st.Reason = guest.StateCrashed, fmt.Sprintf("container init gone, %d processes left in the cgroup", len(procs))
+		why := "container init gone"
 		if rec != nil {
-			_, why := b.ended(name, rec)
-			st.Reason = fmt.Sprintf("%s (%d processes left in the cgroup)", why, len(procs))
+			_, why = b.ended(name, rec)
 		}
+		st.State, st.Reason = guest.StateCrashed, fmt.Sprintf("%s (%d processes left in the cgroup)", why, len(procs))
 	}
 	var err error
 	if st.CPUTime, err = g.CPUUsage(); err != nil {
@@ -1014,7 +1014,7 @@ func (b *Backend) ended(name string, rec *record) (guest.State, string) {
 
 // alive leaves out the zombies of procs, and those gone meanwhile: a guest's init that
 // exited stays in its cgroup's process list until its parent reaps it, and is gone all
-// the same (a status read in that moment said "container init gone, 1 processes left"
+// the same (a status read in that moment said "container init gone (1 processes left)"
 // where the guest had ended, killed by a signal).
 func alive(procs []int) []int {
 	out := procs[:0:0]
